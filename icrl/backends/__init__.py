@@ -1,0 +1,106 @@
+"""Model backends: one protocol, implementations side by side, chosen by name.
+
+    from icrl.backends import load_backend
+    backend = load_backend("smollm2-135m")            # transformers on CPU here
+    text = backend.render(messages, prefix)          # chat template + "Intent:"
+    labels = backend.predict([text], task.labels, temperature=0.0, seed=0)
+
+Heavy libraries (torch, transformers, vLLM) are imported only when a backend is loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from typing import Protocol, Sequence, runtime_checkable
+
+from ..errors import UsageError
+from .embedded import DEFAULT_MODEL
+
+# CLI name -> "module:Class", imported on demand.
+BACKENDS = {
+    "transformers": "icrl.backends.hf:TransformersBackend",
+    "vllm": "icrl.backends.vllm_backend:VLLMBackend",
+}
+BACKEND_CHOICES = ["auto", *BACKENDS]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """What the experiment loop needs from a model."""
+
+    name: str
+    model_name: str
+    max_model_len: int
+    supports_system_role: bool
+    eot_token: str
+
+    def render(self, messages: Sequence[dict], prefix: str) -> str:
+        """Chat template with the generation prompt, then the prediction prefix."""
+
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int) -> list[str]:
+        """One label per rendered prompt, always exactly one of `labels`."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of already-rendered text."""
+
+    def describe(self) -> dict:
+        """Settings worth recording with the results (no secrets)."""
+
+
+class ChatBackend:
+    """Shared part of the backends: everything that goes through the tokenizer."""
+
+    name = "base"
+
+    def __init__(self, model_name: str, chat):
+        self.model_name = model_name
+        self.chat = chat
+
+    @property
+    def max_model_len(self) -> int:
+        return self.chat.max_model_len
+
+    @property
+    def supports_system_role(self) -> bool:
+        return self.chat.supports_system_role
+
+    @property
+    def eot_token(self) -> str:
+        return self.chat.eot_token
+
+    def render(self, messages, prefix):
+        return self.chat.render(messages, prefix)
+
+    def count_tokens(self, text):
+        return self.chat.count_tokens(text)
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "model_name": self.model_name, "max_model_len": self.max_model_len,
+                "supports_system_role": self.supports_system_role, "eot_token": self.eot_token}
+
+
+def vllm_available() -> bool:
+    return importlib.util.find_spec("vllm") is not None
+
+
+def resolve_backend_name(backend: str) -> str:
+    """`auto`: vLLM when it is installed and a CUDA GPU is visible, else transformers."""
+    if backend not in BACKEND_CHOICES:
+        raise UsageError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKEND_CHOICES)}")
+    if backend != "auto":
+        return backend
+    if vllm_available():
+        import torch
+
+        if torch.cuda.is_available():
+            return "vllm"
+    return "transformers"
+
+
+def load_backend(model_name: str = DEFAULT_MODEL, backend: str = "auto", **options) -> Backend:
+    """Instantiate a backend by name; `options` are that backend's keyword arguments."""
+    name = resolve_backend_name(backend)
+    module_name, class_name = BACKENDS[name].split(":")
+    cls = getattr(importlib.import_module(module_name), class_name)
+    return cls(model_name, **options)

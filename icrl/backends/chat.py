@@ -1,0 +1,170 @@
+"""A model's tokenizer and chat template: everything about prompts that needs no weights.
+
+Backends render and count through this class, and so do the tools that only need a
+tokenizer (the context-window search and the token counter), which load in seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..errors import UsageError
+from . import embedded
+
+_TOKENIZER_FILES = [
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+    "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json",
+    "config.json", "generation_config.json",
+]
+_SENTINEL = "ICRL_SENTINEL_7f3a"
+
+
+def local_model_dir(model_name: str, hf_token: Optional[str] = None, weights: bool = False) -> Path:
+    """Resolve a model name to a local directory.
+
+    Order: the embedded default (converted from its GGUF once); an existing directory;
+    `$ICRL_TOKENIZERS_DIR/<org>__<name>` (tokenizer-only copies, when no weights are needed);
+    else the Hugging Face hub (cached by huggingface_hub; works offline once cached).
+    The token is passed to the hub only, never written anywhere.
+    """
+    if embedded.is_embedded(model_name):
+        return embedded.converted_dir(model_name)
+    path = Path(model_name).expanduser()
+    if path.is_dir():
+        return path
+    if not weights and os.environ.get("ICRL_TOKENIZERS_DIR"):
+        candidate = Path(os.environ["ICRL_TOKENIZERS_DIR"]) / model_name.replace("/", "__")
+        if candidate.is_dir():
+            return candidate
+    if "/" not in model_name:
+        raise UsageError(
+            f"unknown model {model_name!r}: give a Hugging Face id (org/name), a local directory, "
+            f"or one of the embedded models: {', '.join(embedded.EMBEDDED_MODELS)}")
+    from huggingface_hub import snapshot_download
+
+    patterns = None if weights else _TOKENIZER_FILES
+    try:
+        return Path(snapshot_download(model_name, allow_patterns=patterns,
+                                      token=hf_token or os.environ.get("HF_TOKEN")))
+    except Exception as exc:  # network, gating, missing repo: all user-facing
+        raise UsageError(
+            f"cannot get {model_name!r} from the Hugging Face hub ({type(exc).__name__}: "
+            f"{str(exc).splitlines()[0] if str(exc) else ''}); check the name, pass --hf_token for "
+            f"gated models, or give a local directory") from None
+
+
+def load_hf_tokenizer(directory: Path):
+    """Load a tokenizer from a directory.
+
+    A directory with tokenizer.json is read with PreTrainedTokenizerFast as saved: under
+    transformers 5, AutoTokenizer rebuilds some tokenizers (Phi-3.5) and changes their ids.
+    """
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    if (directory / "tokenizer.json").is_file():
+        return PreTrainedTokenizerFast.from_pretrained(directory)
+    return AutoTokenizer.from_pretrained(directory)
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+class ChatTokenizer:
+    """Tokenizer + chat template of one model, with the facts the harness needs about it."""
+
+    def __init__(self, tokenizer, directory: Optional[Path] = None, *,
+                 max_model_len: Optional[int] = None, eot_token: Optional[str] = None):
+        self.tokenizer = tokenizer
+        self.directory = directory
+        if tokenizer.chat_template is None:
+            raise UsageError(f"the tokenizer in {directory} has no chat template; ICRL needs a chat model")
+        config = _read_json(directory / "config.json") if directory else {}
+        generation = _read_json(directory / "generation_config.json") if directory else {}
+        self.max_model_len = max_model_len or self._derive_max_len(config)
+        self.supports_system_role = self._derive_system_role()
+        self.eot_token = eot_token or self._derive_eot(generation)
+        ids = tokenizer.convert_tokens_to_ids(self.eot_token)
+        if ids is None or ids == tokenizer.unk_token_id:
+            raise UsageError(f"end-of-turn token {self.eot_token!r} is not in the vocabulary; pass a valid --eot_token")
+        self.eot_token_id = int(ids)
+
+    # -- facts derived from the files, not from a list of model families ---------------
+    def _derive_max_len(self, config: dict) -> int:
+        for key in ("max_position_embeddings", "max_sequence_length", "n_positions"):
+            if isinstance(config.get(key), int):
+                return config[key]
+        length = getattr(self.tokenizer, "model_max_length", None)
+        if isinstance(length, int) and 0 < length < 10**7:
+            return length
+        raise UsageError("cannot tell the model's maximum length from its files; pass --max_model_len")
+
+    def _derive_system_role(self) -> bool:
+        messages = [{"role": "system", "content": _SENTINEL}, {"role": "user", "content": "hi"}]
+        try:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        except Exception:  # templates that reject a system role raise (e.g. Gemma)
+            return False
+        return _SENTINEL in text
+
+    def _derive_eot(self, generation: dict) -> str:
+        """The special token the template writes right after an assistant message."""
+        messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
+        try:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False)
+            tail = text.split(_SENTINEL, 1)[1]
+            special = set(self.tokenizer.all_special_tokens) | {
+                t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special}
+            for token in self.tokenizer.tokenize(tail):
+                if token in special:
+                    return token
+        except Exception:
+            pass
+        eos = generation.get("eos_token_id")
+        if isinstance(eos, list):
+            eos = eos[0] if eos else None
+        if isinstance(eos, int):
+            return self.tokenizer.convert_ids_to_tokens(eos)
+        if self.tokenizer.eos_token:
+            return self.tokenizer.eos_token
+        raise UsageError("cannot tell the end-of-turn token from the tokenizer; pass --eot_token")
+
+    # -- the operations ------------------------------------------------------------------
+    def render(self, messages: Sequence[dict], prefix: str) -> str:
+        """The model's chat template with the generation prompt, then the prediction prefix."""
+        text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+        return text + prefix
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of already-rendered text (the template emits its own special tokens)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def label_token_ids(self, labels: Sequence[str], prefix: str) -> list[list[int]]:
+        """Token ids of ` <label>` as the model would write them right after `prefix`.
+
+        Tokenized in context (prefix + " " + label, minus the prefix's tokens) so that
+        tokenizers that treat a leading space specially still give the ids the model emits.
+        """
+        head = self.encode(prefix)
+        out = []
+        for label in labels:
+            full = self.encode(prefix + " " + label)
+            ids = full[len(head):] if full[:len(head)] == head else self.encode(" " + label)
+            out.append(ids)
+        return out
+
+
+def load_chat_tokenizer(model_name: str, *, hf_token: Optional[str] = None,
+                        max_model_len: Optional[int] = None, eot_token: Optional[str] = None) -> ChatTokenizer:
+    """Tokenizer and template only (no weights): loads in seconds."""
+    directory = local_model_dir(model_name, hf_token=hf_token, weights=False)
+    return ChatTokenizer(load_hf_tokenizer(directory), directory, max_model_len=max_model_len, eot_token=eot_token)

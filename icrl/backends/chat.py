@@ -119,11 +119,13 @@ class ChatTokenizer:
         try:
             text = self.tokenizer.apply_chat_template(messages, tokenize=False)
             tail = text.split(_SENTINEL, 1)[1]
-            special = set(self.tokenizer.all_special_tokens) | {
-                t.content for t in self.tokenizer.added_tokens_decoder.values() if t.special}
-            for token in self.tokenizer.tokenize(tail):
-                if token in special:
-                    return token
+            # By id: tokenize() can return a special token's text with the whitespace it strips
+            # (Phi-3.5 gives '<|end|>\n'), which would then not match.
+            special = set(self.tokenizer.all_special_ids) | {
+                i for i, t in self.tokenizer.added_tokens_decoder.items() if t.special}
+            for token_id in self.encode(tail):
+                if token_id in special:
+                    return self.tokenizer.convert_ids_to_tokens(token_id)
         except Exception:
             pass
         eos = generation.get("eos_token_id")

@@ -68,7 +68,8 @@ def choose(logits: np.ndarray, allowed: Sequence[int], temperature: float, rng: 
     u = rng.random()
     scores = np.asarray(logits, dtype=np.float64)[list(allowed)]
     if temperature <= 0:
-        return int(allowed[int(np.argmax(scores))])
+        # `allowed` ends with the end-of-turn token, whose id may be the smallest.
+        return int(min(np.asarray(allowed)[scores == scores.max()]))
     z = scores / temperature
     z -= z.max()
     p = np.exp(z)

@@ -134,7 +134,9 @@ class TransformersBackend(ChatBackend):
             self._prefix_cache, self._prefix_tokens = DynamicCache(), []
             keep = 0
         elif keep < len(self._prefix_tokens):
-            self._prefix_cache.crop(keep)
+            # A negative argument removes that many tokens: transformers 5 rejects a positive
+            # (absolute length) argument, and 4.x read negative values the same way.
+            self._prefix_cache.crop(keep - len(self._prefix_tokens))
             self._prefix_tokens = self._prefix_tokens[:keep]
         for start in range(keep, len(tokens), self.prefill_chunk):
             chunk = tokens[start:start + self.prefill_chunk]

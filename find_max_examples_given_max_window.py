@@ -1,0 +1,14 @@
+"""How many ICRL episodes fit in a context window: tokenizer and chat template only.
+
+    python find_max_examples_given_max_window.py --model_name smollm2-135m \
+        --task_name banking77 --max_window_tokens 4096 [--verbose] [--published_convention]
+
+See icrl/maxlen.py for the worst case used.
+"""
+
+import sys
+
+from icrl.maxlen import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,160 @@
+"""Command line of run_experiment.py: the published flags, ours, the demo preset, validation.
+
+Validation runs before any model loads and before anything is written; a bad combination
+raises UsageError (one line; the script exits with code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Optional, Sequence
+
+from .backends import BACKEND_CHOICES
+from .backends.embedded import DEFAULT_MODEL
+from .context import SAMPLING_METHODS, STRATEGY_NAMES
+from .errors import UsageError
+from .tasks import parse_task_name
+
+# With no arguments at all, run_experiment.py runs this: SmolLM2 on TREC coarse with
+# explorative ICRL, sized to finish in a few minutes on 2 CPU cores.
+DEMO_ARGS = [
+    "--model_name", DEFAULT_MODEL, "--task_name", "trec_coarse",
+    "--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.1",
+    "--temperature", "1.0", "--max_context_examples", "16", "--icrl",
+    "--train_k", "150", "--test_every", "50", "--test_k", "100",
+    "--seed", "100", "--training_seed", "100", "--test_seed", "100",
+]
+
+# Arguments that change how a run executes but not what it computes: they may differ
+# between an interrupted run and its resumption.
+RUNTIME_ARGS = frozenset({
+    "verbose", "progress", "debug_k", "hf_token", "output_dir", "overwrite", "wandb", "batch_size",
+    "data_dir", "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
+    "gpu_memory_utilization", "ucb_alpha", "prob_reset", "p_exploration",
+})
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, but a bad flag is a UsageError like our own checks (one line, exit code 2)."""
+
+    def error(self, message):
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = OneLineParser(
+        prog="run_experiment.py",
+        description="Run one online ICRL (or ICL / zero-shot) experiment. With no arguments: the embedded demo.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    bool_flag = argparse.BooleanOptionalAction
+    pub = p.add_argument_group("published flags (same names and meaning as the paper's script)")
+    pub.add_argument("--model_name", default=DEFAULT_MODEL,
+                     help="Hugging Face id, local directory, or the embedded 'smollm2-135m'")
+    pub.add_argument("--task_name", help="banking77, clinic150, clinic150_oos, trec_coarse, trec_fine, nlu "
+                                         "[+ _top<K>][+ _unsemantic]")
+    pub.add_argument("--context_strategy_name", help=f"one of: {', '.join(STRATEGY_NAMES)}")
+    pub.add_argument("--temperature", type=float, default=1.0)
+    pub.add_argument("--context_p_keep", type=float, default=1.0)
+    pub.add_argument("--max_context_examples", type=int, default=None,
+                     help="episodes in context; 0 = zero-shot; default: as many as fit the model window")
+    pub.add_argument("--icrl", action=bool_flag, default=True, help="ICRL (predictions + rewards) or supervised ICL")
+    pub.add_argument("--icrl_omit_feedback", action=bool_flag, default=False)
+    pub.add_argument("--icrl_flip_feedback", action=bool_flag, default=False)
+    pub.add_argument("--icrl_flip_feedback_prob", type=float, default=None)
+    pub.add_argument("--max_contexts", type=int, default=-1, help="approximate strategies: number of contexts K")
+    pub.add_argument("--approximate_context_sampling_method", default=None, help=" or ".join(SAMPLING_METHODS))
+    pub.add_argument("--train_k", type=int, default=10000, help="training steps (-1: the whole training split)")
+    pub.add_argument("--test_every", type=int, default=500)
+    pub.add_argument("--test_k", type=int, default=500, help="test examples (-1: the whole test split)")
+    pub.add_argument("--exemplars_per_label", type=int, default=0, help="gold exemplars per label, first in every context")
+    pub.add_argument("--debug_k", type=int, default=0, help="log the full prompt and output of the first k model calls")
+    pub.add_argument("--seed", type=int, default=100)
+    pub.add_argument("--training_seed", type=int, default=100)
+    pub.add_argument("--test_seed", type=int, default=100)
+    pub.add_argument("--hf_token", default=None, help="for gated models (else $HF_TOKEN); never written to disk")
+    pub.add_argument("--verbose", action=bool_flag, default=False)
+    for name in ("ucb_alpha", "prob_reset", "p_exploration"):
+        pub.add_argument(f"--{name}", type=float, default=None,
+                         help="accepted for compatibility with the published script; changes nothing")
+    ours = p.add_argument_group("icrl options")
+    ours.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
+                      help="auto: vLLM when installed and a CUDA GPU is visible, else transformers")
+    ours.add_argument("--data_dir", default=None, help="raw dataset files (else $ICRL_DATA_DIR, else the HF hub)")
+    ours.add_argument("--output_dir", default="data", help="results root")
+    ours.add_argument("--overwrite", action="store_true", help="replace an existing run with other arguments")
+    ours.add_argument("--batch_size", type=int, default=8, help="transformers backend: prompts per forward pass")
+    ours.add_argument("--device", default=None, help="transformers backend: cpu, cuda, cuda:1 ... (default: cuda if visible)")
+    ours.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
+    ours.add_argument("--eot_token", default=None, help="override the end-of-turn token read from the tokenizer")
+    ours.add_argument("--max_model_len", type=int, default=None, help="override the model's maximum length")
+    ours.add_argument("--progress", action=bool_flag, default=True, help="progress bar (--no-progress: logs only)")
+    ours.add_argument("--wandb", action="store_true", help="also log to Weights & Biases, offline mode")
+    gpu = p.add_argument_group("vLLM options")
+    gpu.add_argument("--tensor_parallel_size", type=int, default=None, help="default: all visible GPUs")
+    gpu.add_argument("--pipeline_parallel_size", type=int, default=1)
+    gpu.add_argument("--distributed_executor_backend", default=None, choices=["mp", "ray"],
+                     help="ray for several nodes")
+    gpu.add_argument("--gpu_memory_utilization", type=float, default=0.9)
+    gpu.add_argument("--rope_scaling", default=None, help="TYPE:FACTOR:ORIGINAL_LEN, e.g. yarn:4.0:32768 (Qwen2.5)")
+    return p
+
+
+def validate(args: argparse.Namespace) -> None:
+    """Reject bad combinations with a one-line UsageError (nothing loaded, nothing written)."""
+    if not args.task_name:
+        raise UsageError("--task_name is required (e.g. banking77); run with no arguments for the demo")
+    parse_task_name(args.task_name)
+    if not args.context_strategy_name:
+        raise UsageError(f"--context_strategy_name is required; choose one of: {', '.join(STRATEGY_NAMES)}")
+    if args.context_strategy_name not in STRATEGY_NAMES:
+        raise UsageError(f"unknown --context_strategy_name {args.context_strategy_name!r}; "
+                         f"choose one of: {', '.join(STRATEGY_NAMES)}")
+    if args.context_strategy_name.startswith("approximate"):
+        if args.max_contexts is None or args.max_contexts < 1:
+            raise UsageError(f"{args.context_strategy_name} needs --max_contexts >= 1 (e.g. 8)")
+        if args.approximate_context_sampling_method not in SAMPLING_METHODS:
+            raise UsageError(f"{args.context_strategy_name} needs --approximate_context_sampling_method "
+                             f"{' or '.join(SAMPLING_METHODS)}")
+    if not (0 < args.context_p_keep <= 1):
+        raise UsageError(f"--context_p_keep must be in (0, 1], got {args.context_p_keep}")
+    if args.icrl_flip_feedback:
+        q = args.icrl_flip_feedback_prob
+        if q is None or math.isnan(q) or not 0 <= q <= 1:
+            raise UsageError("--icrl_flip_feedback needs --icrl_flip_feedback_prob in [0, 1]")
+        if not args.icrl:
+            raise UsageError("--icrl_flip_feedback only applies to ICRL; drop it or use --icrl")
+    if args.test_every is None or args.test_every <= 0:
+        raise UsageError(f"--test_every must be a positive number of steps, got {args.test_every}")
+    if args.temperature < 0 or math.isnan(args.temperature):
+        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.max_context_examples is not None and args.max_context_examples < 0:
+        raise UsageError(f"--max_context_examples must be >= 0, got {args.max_context_examples}")
+    for name in ("train_k", "test_k"):
+        value = getattr(args, name)
+        if value == 0 or value < -1:
+            raise UsageError(f"--{name} must be positive or -1 (all), got {value}")
+    if args.exemplars_per_label < 0:
+        raise UsageError(f"--exemplars_per_label must be >= 0, got {args.exemplars_per_label}")
+    if args.debug_k < 0 or args.batch_size < 1:
+        raise UsageError("--debug_k must be >= 0 and --batch_size >= 1")
+    if min(args.seed, args.training_seed, args.test_seed) < 0:
+        raise UsageError("seeds must be >= 0")
+    if not args.icrl and args.context_strategy_name.endswith(("_only_positive", "_only_negative")):
+        raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
+                         "use an unfiltered strategy such as random_unbiased")
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """Parse and validate; an empty argument list means the demo preset."""
+    argv = list(argv or [])
+    parser = build_parser()
+    args = parser.parse_args(argv if argv else DEMO_ARGS)
+    args.demo = not argv
+    validate(args)
+    return args
+
+
+def identity(args: argparse.Namespace) -> dict:
+    """The arguments that define what a run computes (compared when resuming)."""
+    return {k: v for k, v in sorted(vars(args).items()) if k not in RUNTIME_ARGS and k != "demo"}

@@ -1,0 +1,299 @@
+"""How many ICRL episodes fit in a context window (tokenizer and chat template only).
+
+The worst case decides. Every prompt of the task (train and test splits) is token-counted
+once and ranked, longest first. The worst episode label is the one whose episode text is
+longest in tokens: its assistant message (``<prefix> <label>``) plus the longer of its two
+feedback messages (positive ``'<label>' is the correct answer! Good job!`` or negative
+``The answer '<label>' is wrong! You can do better!``); the longer feedback is then used.
+
+The ICRL prompt for ``n`` episodes is rendered as the runner renders it: system prompt, the
+``n`` longest prompts as episodes (each predicted as the worst label, with the longer
+feedback), then the new query, the generation prompt and the prediction prefix. The new
+query is the ``(n+1)``-th longest prompt: context and query are distinct rows, so the
+worst ``n + 1`` rows a run can meet are the ``n + 1`` longest, and this uses all of them.
+The answer is the largest ``n`` whose rendering takes at most 95% of the window. As in the
+published script the 5% margin is kept; here it covers the model's answer (label tokens
+and end-of-turn) and drift between tokenizer versions, since the query is counted exactly.
+
+The published search (lil-lab/icrl, ``find_maximum_number_examples``) renders ``n``
+episodes with no new query and returns one more than the largest fitting ``n``;
+``MaxExamplesResult.published_convention`` gives that number for comparison.
+
+The search guesses the answer from the renderings with 0 and 1 episode and the prompt
+counts (token-counted once each), gallops from the guess and bisects: O(log n) full
+renderings at most, usually a handful.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence
+
+from icrl.episode import Episode
+from icrl.errors import UsageError
+from icrl.prompts import build_messages, feedback_message
+
+WINDOW_FRACTION = 0.95
+
+
+@dataclass(frozen=True)
+class MaxExamplesResult:
+    """The answer and the worst case behind it."""
+
+    max_examples: int              # largest n whose worst-case rendering fits the bound
+    window: int                    # the window in tokens
+    bound: float                   # WINDOW_FRACTION * window: a rendering fits when tokens <= bound
+    tokens: int                    # tokens of the rendering with max_examples episodes
+    tokens_next: Optional[int]     # tokens with max_examples + 1 episodes (None when capped)
+    capped: bool                   # every prompt but the query fits: n cannot grow further
+    longest_label: str
+    longest_feedback: int          # 1 (positive) or 0 (negative): the longer message for the label
+    feedback_text: str
+    episode_label_tokens: int      # tokens of the assistant message plus the feedback message
+    longest_prompt: str
+    longest_prompt_tokens: int
+    query_prompt: str              # the new query in the rendering at the answer
+    query_prompt_tokens: int
+    num_prompts: int
+    renders: int                   # full prompts rendered by the search
+
+    @property
+    def n(self) -> int:
+        """Alias of ``max_examples``."""
+        return self.max_examples
+
+    @property
+    def published_convention(self) -> int:
+        """The number the published script prints: one more than the largest fitting n."""
+        return self.max_examples + 1
+
+
+def _count_many(chat, texts: Sequence[str]) -> List[int]:
+    """Token counts of many texts in one batch call (same ids as chat.count_tokens)."""
+    if not texts:
+        return []
+    try:
+        ids = chat.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
+    except Exception:  # a tokenizer without batch support: count one at a time
+        return [chat.count_tokens(text) for text in texts]
+    return [len(row) for row in ids]
+
+
+def _worst_label(chat, task) -> tuple[str, int, str, int]:
+    """(label, feedback, feedback text, tokens) maximising assistant + feedback message tokens.
+
+    Ties go to the earlier label and to the negative feedback (as published)."""
+    prefix = task.prediction_prefix
+    labels = list(task.labels)
+    texts = []
+    for label in labels:
+        texts += [f"{prefix} {label}", feedback_message(label, 0), feedback_message(label, 1)]
+    counts = _count_many(chat, texts)
+    best = None
+    for i, label in enumerate(labels):
+        answer, negative, positive = counts[3 * i: 3 * i + 3]
+        feedback = 1 if positive > negative else 0
+        total = answer + max(negative, positive)
+        if best is None or total > best[3]:
+            best = (label, feedback, feedback_message(label, feedback), total)
+    return best
+
+
+def search_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> MaxExamplesResult:
+    """The worst-case search (see module docstring) with its details.
+
+    ``max_window_tokens`` defaults to the model's maximum length (``chat.max_model_len``).
+    Raises UsageError for a non-positive window, a task without prompts or labels, or a
+    window too small for the prompt with no episodes.
+    """
+    window = chat.max_model_len if max_window_tokens is None else max_window_tokens
+    if isinstance(window, bool) or not isinstance(window, int) or window <= 0:
+        raise UsageError(f"the window must be a positive number of tokens, got {window!r}")
+    bound = WINDOW_FRACTION * window
+
+    prompts = task.all_prompts()
+    if not prompts or not task.labels:
+        raise UsageError(f"task {task.name!r} has no prompts or no labels")
+    unique = list(dict.fromkeys(prompts))
+    unique_counts = dict(zip(unique, _count_many(chat, unique)))
+    counts = [unique_counts[p] for p in prompts]
+    order = sorted(range(len(prompts)), key=lambda i: (-counts[i], i))
+    ranked = [prompts[i] for i in order]
+    ranked_counts = [counts[i] for i in order]
+
+    label, feedback, feedback_text, episode_tokens = _worst_label(chat, task)
+    rendered: Dict[int, int] = {}
+
+    def tokens_for(n: int) -> int:
+        if n not in rendered:
+            context = [Episode(p, label, feedback, label, feedback) for p in ranked[:n]]
+            messages, prefix = build_messages(task, context, ranked[n], "icrl",
+                                              supports_system_role=chat.supports_system_role)
+            rendered[n] = chat.count_tokens(chat.render(messages, prefix))
+        return rendered[n]
+
+    hi = len(ranked) - 1  # n + 1 rows needed: n episodes and the query
+    if tokens_for(0) > bound:
+        raise UsageError(
+            f"a window of {window} tokens is too small: with no episodes the prompt already takes "
+            f"{tokens_for(0)} tokens (bound {bound:g}, {WINDOW_FRACTION:.0%} of the window)")
+    guess = _estimate(tokens_for, ranked_counts, bound, hi)
+    n = _largest_fitting(lambda k: tokens_for(k) <= bound, hi, guess)
+    capped = n == hi
+    return MaxExamplesResult(
+        max_examples=n, window=window, bound=bound, tokens=tokens_for(n),
+        tokens_next=None if capped else tokens_for(n + 1), capped=capped,
+        longest_label=label, longest_feedback=feedback, feedback_text=feedback_text,
+        episode_label_tokens=episode_tokens, longest_prompt=ranked[0],
+        longest_prompt_tokens=ranked_counts[0], query_prompt=ranked[n],
+        query_prompt_tokens=ranked_counts[n], num_prompts=len(ranked), renders=len(rendered))
+
+
+def _estimate(tokens_for: Callable[[int], int], ranked_counts: Sequence[int], bound: float, hi: int) -> int:
+    """A guess at the answer from an additive model fitted on the renderings with 0 and 1 episode.
+
+    tokens(n) ~ tokens(0) - q[0] + sum_{i<n} (q[i] + e) + q[n], where q are the ranked prompt
+    counts and e the tokens an episode adds besides its prompt (template, label, feedback).
+    Tokenization at message joins can make it drift a little; the search corrects it."""
+    if hi < 1:
+        return 0
+    base = tokens_for(0) - ranked_counts[0]
+    extra = tokens_for(1) - tokens_for(0) - ranked_counts[1]
+    total, guess = base, 0
+    for n in range(hi + 1):
+        if total + ranked_counts[n] > bound:
+            break
+        guess = n
+        total += ranked_counts[n] + extra
+    return guess
+
+
+def _largest_fitting(fits: Callable[[int], bool], hi: int, guess: int = 0) -> int:
+    """Largest k in [0, hi] with fits(k), given fits(0) and fits monotone (true, then false).
+
+    Gallops away from ``guess`` (steps 1, 2, 4, ...) to bracket the answer, then bisects:
+    O(log |answer - guess|) calls."""
+    guess = min(max(guess, 0), hi)
+    if guess == 0 or fits(guess):  # fits(0) is given
+        lo, step = guess, 1
+        while lo + step <= hi and fits(lo + step):
+            lo, step = lo + step, step * 2
+        top = min(lo + step, hi + 1)  # fits(top) is False, or top == hi + 1 (out of range)
+    else:
+        top, step = guess, 1
+        while top - step > 0 and not fits(top - step):
+            top, step = top - step, step * 2
+        lo = max(top - step, 0)
+    while top - lo > 1:
+        mid = (lo + top) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            top = mid
+    return lo
+
+
+def find_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> int:
+    """Largest number of ICRL episodes whose worst-case prompt fits 95% of the window.
+
+    ``max_window_tokens`` defaults to ``chat.max_model_len`` (what the runner needs)."""
+    return search_max_examples(chat, task, max_window_tokens).max_examples
+
+
+# ------------------------------------------------------------------------------ CLI --
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, like every UsageError
+        raise UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(description=(
+        "Print how many ICRL episodes fit in a context window for a model and a task, using "
+        "the model's tokenizer and chat template only (worst case: longest prompts, longest "
+        "label and feedback, 95%% of the window)."))
+    parser.add_argument("--model_name", required=True,
+                        help="Hugging Face id (org/name), local tokenizer directory, or smollm2-135m")
+    parser.add_argument("--task_name", required=True, help="e.g. banking77, clinic150_top10_unsemantic")
+    parser.add_argument("--max_window_tokens", type=int, default=None,
+                        help="window in tokens (default: the model's maximum length)")
+    parser.add_argument("--data_dir", default=None, help="raw dataset folder (default: $ICRL_DATA_DIR)")
+    parser.add_argument("--hf_token", default=None, help="token for gated models on the hub (not stored)")
+    parser.add_argument("--published_convention", action="store_true",
+                        help="print one more than the largest fitting n, as the published script does")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also write the worst case and the token counts to stderr")
+    return parser
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    start = time.perf_counter()
+    _quiet_transformers()
+    try:
+        args = _parser().parse_args(argv)
+        if args.max_window_tokens is not None and args.max_window_tokens <= 0:
+            raise UsageError(f"--max_window_tokens must be positive, got {args.max_window_tokens}")
+        from icrl.tasks import load_task  # the task first: a bad name fails before any tokenizer load
+
+        task = load_task(args.task_name, data_dir=args.data_dir)
+        chat = _load_chat(args.model_name, args.hf_token)
+        result = search_max_examples(chat, task, args.max_window_tokens)
+    except UsageError as exc:
+        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 2
+    if args.verbose:
+        _report(result, args, chat, task, time.perf_counter() - start)
+    print(result.published_convention if args.published_convention else result.max_examples)
+    return 0
+
+
+def _quiet_transformers() -> None:
+    """Silence warnings such as 'sequence length is longer than the maximum' (counting only)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+    except Exception:  # transformers missing: the tokenizer load reports it
+        pass
+
+
+def _load_chat(model_name: str, hf_token: Optional[str]):
+    from icrl.backends.chat import load_chat_tokenizer
+
+    try:
+        return load_chat_tokenizer(model_name, hf_token=hf_token)
+    except UsageError:
+        raise
+    except Exception as exc:  # unreadable or incomplete tokenizer files
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise UsageError(f"cannot load the tokenizer of {model_name!r} ({type(exc).__name__}: {first})") from None
+
+
+def _report(result: MaxExamplesResult, args, chat, task, seconds: float) -> None:
+    n = result.max_examples
+    lines = [
+        f"model: {args.model_name} (maximum length {chat.max_model_len} tokens)",
+        f"task: {task.name} ({result.num_prompts} prompts, {len(task.labels)} labels)",
+        f"window: {result.window} tokens; bound: {result.bound:g} tokens ({WINDOW_FRACTION:.0%})",
+        f"longest label: {result.longest_label!r} (with its feedback: {result.episode_label_tokens} tokens)",
+        f"longest feedback: {result.feedback_text!r} "
+        f"({'positive' if result.longest_feedback else 'negative'})",
+        f"longest prompt: {_short(result.longest_prompt)} ({result.longest_prompt_tokens} tokens)",
+        f"new query: the prompt ranked {n + 1} by length ({result.query_prompt_tokens} tokens)",
+        f"tokens at n={n}: {result.tokens} <= {result.bound:g}",
+        (f"capped: all {result.num_prompts} prompts fit (n={n} episodes + the query)" if result.capped
+         else f"tokens at n={n + 1}: {result.tokens_next} > {result.bound:g}"),
+        f"published convention (n + 1): {result.published_convention}",
+        f"full prompts rendered: {result.renders}; time: {seconds:.2f} s",
+    ]
+    print("\n".join(lines), file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,262 @@
+"""End-to-end runs of run_experiment.py on the real SmolLM2 model and real data (tiny sizes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from icrl.experiment import main, plan_steps
+from icrl.records import find_runs, read_jsonl
+
+REPO = Path(__file__).resolve().parent.parent
+TREC_COARSE = ["abbreviation", "entity", "description", "human", "location", "numeric"]
+
+
+def base_args(out, **over):
+    args = {"task_name": "trec_coarse", "context_strategy_name": "random_unbiased_only_positive",
+            "context_p_keep": "0.5", "max_context_examples": "4", "train_k": "6", "test_every": "3",
+            "test_k": "6", "temperature": "1.0", "output_dir": str(out), "no-progress": None}
+    args.update(over)
+    argv = []
+    for k, v in args.items():
+        if v is False:
+            continue
+        argv += [f"--{k}"] + ([] if v is None else [str(v)])
+    return argv
+
+
+def run(out, **over):
+    code = main(base_args(out, **over))
+    runs = find_runs(out)
+    return code, runs
+
+
+def records(run_dir):
+    run_dir = Path(run_dir)
+    return (json.loads((run_dir / "config.json").read_text()), read_jsonl(run_dir / "train.jsonl"),
+            read_jsonl(run_dir / "test.jsonl"), json.loads((run_dir / "results.json").read_text()))
+
+
+@pytest.fixture(autouse=True)
+def _data(data_dir, monkeypatch):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+
+
+def test_plan_steps_published_protocol():
+    assert plan_steps("icrl", 10, 3, 4) == (10, [0, 2, 5, 8, 9])
+    assert plan_steps("icrl", 9, 3, 4) == (9, [0, 2, 5, 8])
+    assert plan_steps("zero_shot", 0, 3, 0) == (1, [0])
+    # supervised ICL stops at the first test step at or after a full context
+    assert plan_steps("icl", 100, 3, 4) == (6, [0, 2, 5])
+    assert plan_steps("icl", 100, 5, 10) == (15, [0, 4, 9, 14])  # step 9 has only 9 episodes
+
+
+@pytest.mark.model
+def test_stochastic_icrl_records(tmp_path):
+    code, runs = run(tmp_path, context_p_keep="0.1", max_context_examples="4")
+    assert code == 0 and len(runs) == 1
+    assert runs[0].relative_to(tmp_path).parts == (
+        "smollm2-135m", "trec_coarse", "4", "True", "random_unbiased_only_positive", "0.1", "False", "False",
+        "1.0", "100")
+    config, train, test, results = records(runs[0])
+    assert [r["step"] for r in train] == list(range(6))
+    assert [r["step"] for r in test] == [0, 2, 5]
+    assert config["resolved"]["mode"] == "icrl" and "hf_token" not in json.dumps(config)
+    assert config["dataset"]["fingerprint"] and config["environment"]["packages"]["torch"]
+    assert [r["example_id"] for r in train] == config["train_example_ids"]
+    for r in train:
+        assert r["prediction"] in TREC_COARSE and r["answer"] in TREC_COARSE
+        assert r["accuracy"] == int(r["prediction"] == r["answer"]) and r["feedback"] == r["accuracy"]
+        assert r["context_size"] == len(r["context"]) <= 4
+        assert all(train[i]["feedback"] == 1 and i < r["step"] for i in r["context"])  # only positive, past
+    for r in test:
+        answers = config["test_set"]["answers"]
+        assert len(r["predictions"]) == 6 and set(r["predictions"]) <= set(TREC_COARSE)
+        assert r["accuracy"] == pytest.approx(sum(p == a for p, a in zip(r["predictions"], answers)) / 6)
+        assert set(r["per_class_accuracy"]) == set(answers)
+    assert results["finished"] and results["regret"] == sum(1 - r["accuracy"] for r in train)
+    assert results["final_test_accuracy"] == test[-1]["accuracy"]
+    assert results["best_test_accuracy"] == max(r["accuracy"] for r in test)
+    assert results["test_accuracy"] == {str(r["step"]): r["accuracy"] for r in test}
+
+
+@pytest.mark.model
+def test_naive_icrl_keeps_the_most_recent_episodes(tmp_path):
+    code, runs = run(tmp_path, context_strategy_name="random_biased_end", context_p_keep="1.0",
+                     max_context_examples="3", train_k="7")
+    _, train, test, _ = records(runs[0])
+    for r in train:
+        assert r["context"] == list(range(max(0, r["step"] - 3), r["step"]))
+    assert test[-1]["step"] == 6 and test[-1]["context"] == [3, 4, 5]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("method", ["uniform", "exact"])
+def test_approximate_icrl(tmp_path, method):
+    code, runs = run(tmp_path, context_strategy_name="approximate_only_positive", context_p_keep="0.5",
+                     max_contexts="3", approximate_context_sampling_method=method)
+    assert code == 0
+    assert runs[0].parts[-6] == f"approximate_only_positive_{method}_3"
+    _, train, test, _ = records(runs[0])
+    for r in train + test:
+        assert 0 <= r["metrics"]["context_index"] < 3 and len(r["metrics"]["context_lengths"]) == 3
+        assert r["context_size"] == r["metrics"]["context_lengths"][r["metrics"]["context_index"]]
+        assert all(train[i]["feedback"] == 1 for i in r["context"])
+    # contexts are append-only: the context shown at a step extends an earlier one or is new
+    assert len({tuple(r["metrics"]["context_lengths"]) for r in train}) >= 1
+
+
+@pytest.mark.model
+def test_supervised_icl_makes_no_training_calls_and_stops_when_full(tmp_path):
+    code, runs = run(tmp_path, context_strategy_name="random_unbiased", context_p_keep="1.0", **{"no-icrl": None},
+                     max_context_examples="4", train_k="50", debug_k="100")
+    config, train, test, results = records(runs[0])
+    assert runs[0].parts[-7] == "False"
+    assert len(train) == 6 and [r["step"] for r in test] == [0, 2, 5]
+    assert all(r["prediction"] is None and r["feedback"] is None and r["accuracy"] is None for r in train)
+    assert test[-1]["context_size"] == 4 and results["regret"] is None and results["finished"]
+    log = (runs[0] / "log.txt").read_text()
+    assert log.count("model call") == 3  # one per test step, none for training
+    assert "is the correct answer" not in log and "Type: " + train[0]["answer"] in log
+
+
+@pytest.mark.model
+def test_zero_shot_is_one_test_at_step_zero(tmp_path):
+    code, runs = run(tmp_path, max_context_examples="0")
+    config, train, test, results = records(runs[0])
+    assert train == [] and len(test) == 1 and test[0]["step"] == 0 and test[0]["context_size"] == 0
+    assert config["resolved"]["mode"] == "zero_shot" and results["finished"]
+
+
+@pytest.mark.model
+def test_exemplars_come_first_and_leave_the_training_pool(tmp_path):
+    code, runs = run(tmp_path, exemplars_per_label="1", debug_k="1")
+    assert runs[0].parts[-6] == "random_unbiased_only_positive_exemplars1"
+    config, train, _, _ = records(runs[0])
+    exemplars = config["exemplars"]
+    assert sorted(e["answer"] for e in exemplars) == sorted(TREC_COARSE)
+    assert not {e["id"] for e in exemplars} & {r["example_id"] for r in train}
+    log = (runs[0] / "log.txt").read_text()
+    first = log.index(exemplars[0]["prompt"])
+    assert first < log.index(train[0]["prompt"])
+    assert f"Type: {exemplars[0]['answer']}" in log and "is the correct answer! Good job!" in log
+
+
+@pytest.mark.model
+def test_omitted_feedback_is_not_shown(tmp_path):
+    code, runs = run(tmp_path, context_strategy_name="random_biased_end", context_p_keep="1.0",
+                     icrl_omit_feedback=None, debug_k="100")
+    _, train, _, _ = records(runs[0])
+    log = (runs[0] / "log.txt").read_text()
+    assert train[-1]["context_size"] == 4 and "Type: " + train[0]["prediction"] in log
+    assert "is the correct answer" not in log and "You can do better" not in log
+
+
+@pytest.mark.model
+def test_flipped_feedback_changes_what_is_shown_not_accuracy(tmp_path):
+    code, runs = run(tmp_path, icrl_flip_feedback=None, icrl_flip_feedback_prob="1.0")
+    assert runs[0].parts[-3] == "True_1.0"
+    _, train, _, results = records(runs[0])
+    assert all(r["feedback"] == 1 - r["accuracy"] for r in train)
+    assert results["regret"] == sum(1 - r["accuracy"] for r in train)
+
+
+@pytest.mark.parametrize("over, needle", [
+    ({"context_strategy_name": "approximate"}, "--max_contexts"),
+    ({"context_strategy_name": "approximate", "max_contexts": "4"}, "sampling_method"),
+    ({"icrl_flip_feedback": None}, "--icrl_flip_feedback_prob"),
+    ({"icrl_flip_feedback": None, "icrl_flip_feedback_prob": "1.5"}, "[0, 1]"),
+    ({"context_p_keep": "0"}, "(0, 1]"),
+    ({"test_every": "0"}, "--test_every"),
+    ({"context_strategy_name": "nope"}, "random_unbiased_only_positive"),
+    ({"task_name": "banking99"}, "banking77"),
+    ({"model_name": "no-such-model"}, "smollm2-135m"),
+    ({"backend": "nope"}, "invalid choice"),
+])
+def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, over, needle):
+    out = tmp_path / "out"
+    assert main(base_args(out, **over)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and needle in err and "\n" not in err
+    assert not out.exists() or not any(out.rglob("*"))
+
+
+@pytest.mark.model
+def test_rerun_finished_and_mismatched_arguments(tmp_path, capsys):
+    assert main(base_args(tmp_path)) == 0
+    before = records(find_runs(tmp_path)[0])
+    assert main(base_args(tmp_path)) == 0
+    assert "already finished" in capsys.readouterr().out
+    assert records(find_runs(tmp_path)[0]) == before
+    assert main(base_args(tmp_path, test_k="5")) == 2
+    err = capsys.readouterr().err
+    assert "--test_k" in err and "--overwrite" in err
+    assert main(base_args(tmp_path, test_k="5", overwrite=None)) == 0
+    assert len(records(find_runs(tmp_path)[0])[2][0]["predictions"]) == 5
+
+
+def _strip_times(rows):
+    return [{k: v for k, v in r.items() if k != "time_s"} for r in rows]
+
+
+def _summary(results):
+    return {k: v for k, v in results.items() if "time" not in k}
+
+
+@pytest.mark.model
+def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
+    argv = base_args(tmp_path / "killed", train_k="14", test_every="4", max_context_examples="6",
+                     context_p_keep="0.5")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), *argv], cwd=REPO, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    train_file = None
+    while time.time() < deadline and proc.poll() is None:
+        found = find_runs(tmp_path / "killed")
+        if found and len(read_jsonl(found[0] / "train.jsonl")) >= 5:
+            train_file = found[0] / "train.jsonl"
+            break
+        time.sleep(0.05)
+    assert train_file is not None and proc.poll() is None, "the run ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(read_jsonl(train_file))
+    assert 5 <= done < 14
+    with open(train_file, "a") as f:  # a write cut short by the kill
+        f.write('{"step": 99, "trunc')
+    assert main(argv) == 0
+    killed = records(find_runs(tmp_path / "killed")[0])
+    assert main(base_args(tmp_path / "clean", train_k="14", test_every="4", max_context_examples="6",
+                          context_p_keep="0.5")) == 0
+    clean = records(find_runs(tmp_path / "clean")[0])
+    assert _strip_times(killed[1]) == _strip_times(clean[1])
+    assert _strip_times(killed[2]) == _strip_times(clean[2])
+    assert _summary(killed[3]) == _summary(clean[3]) and killed[3]["finished"]
+    assert "resuming" in (find_runs(tmp_path / "killed")[0] / "log.txt").read_text()
+
+
+@pytest.mark.model
+def test_default_context_size_fills_the_window_and_is_cached(tmp_path):
+    from icrl.backends.chat import load_chat_tokenizer
+    from icrl.maxlen import find_max_examples
+    from icrl.tasks import load_task
+
+    argv = [a for a in base_args(tmp_path, train_k="3", test_every="5", test_k="2")]
+    i = argv.index("--max_context_examples")
+    del argv[i:i + 2]
+    assert main(argv) == 0
+    run_dir = find_runs(tmp_path)[0]
+    assert run_dir.relative_to(tmp_path).parts[2] == "None"
+    config, _, _, _ = records(run_dir)
+    expected = find_max_examples(load_chat_tokenizer("smollm2-135m"), load_task("trec_coarse"))
+    assert config["resolved"]["max_context_examples"] == expected > 16
+    cached = json.loads((tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json").read_text())
+    assert cached == {"max_context_examples": expected, "max_window_tokens": 8192}

@@ -1,0 +1,337 @@
+"""One results loader for many runs (pandas): the plotting and token-counting tools read runs here.
+
+    from icrl.results import Results
+    res = Results("data", filters=["task=banking77"])   # every run under data/, filtered
+    res.runs        # one row per run: its arguments, derived method, results.json, token counts
+    res.train()     # one row per training step of every run (run_id, step, accuracy, ...)
+    res.test()      # one row per test step of every run (run_id, step, accuracy, ...)
+
+Reads only the records (config.json, results.json, train.jsonl, test.jsonl and, when the
+token counter ran, token_counts.json); never loads a model.
+
+Columns of ``runs`` (index ``run_id``, the run directory relative to the data directory):
+the identity arguments under short names (``model``, ``task``, ``strategy``, ``p_keep``,
+``max_context_examples`` (resolved), ``icrl``, ``omit_feedback``, ``flip_feedback``,
+``flip_prob``, ``max_contexts``, ``sampling_method``, ``temperature``, ``train_k``,
+``test_every``, ``test_k``, ``exemplars_per_label``, ``seed``, ``training_seed``,
+``test_seed``), derived ones (``mode``, ``method``, ``label``, ``task_base``, ``unsemantic``,
+``strategy_base``, ``strategy_filter``, ``flip``, ``config_key``), the summary of
+results.json (``finished``, ``steps``, ``total_steps``, ``final_test_accuracy``,
+``best_test_accuracy``, ``best_test_step``, ``regret``, ``train_accuracy``,
+``mean_step_time_s``, ``total_time_s``) and token counts (``prompt_tokens``,
+``uncached_tokens``, ``tokenizer``; NaN until run_count_tokens.py has counted the run).
+Arguments that do not apply to a run are NaN (``max_contexts`` and ``sampling_method``
+outside the approximate strategies, ``flip_prob`` without flipping), so runs that differ
+only in an unused argument group together.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .errors import UsageError
+from .records import CONFIG, RESULTS, TEST, TRAIN, find_runs, read_json, read_jsonl
+
+TOKEN_COUNTS_JSON = "token_counts.json"
+TOKEN_COUNTS_CSV = "token_counts.csv"
+
+# config.json "args" name -> column name
+ARG_COLUMNS = {
+    "model_name": "model", "task_name": "task", "context_strategy_name": "strategy",
+    "context_p_keep": "p_keep", "max_context_examples": "max_context_examples", "icrl": "icrl",
+    "icrl_omit_feedback": "omit_feedback", "icrl_flip_feedback": "flip_feedback",
+    "icrl_flip_feedback_prob": "flip_prob", "max_contexts": "max_contexts",
+    "approximate_context_sampling_method": "sampling_method", "temperature": "temperature",
+    "train_k": "train_k", "test_every": "test_every", "test_k": "test_k",
+    "exemplars_per_label": "exemplars_per_label", "seed": "seed", "training_seed": "training_seed",
+    "test_seed": "test_seed",
+}
+SEED_COLUMNS = ("seed", "training_seed", "test_seed")
+RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "best_test_accuracy",
+                  "best_test_step", "regret", "train_accuracy", "mean_step_time_s", "total_time_s")
+# What defines a configuration apart from its seeds, with task, strategy and flipping split
+# into their parts so that an ablation can vary one part and hold the others.
+CONFIG_COLUMNS = ("model", "task_base", "unsemantic", "strategy_base", "strategy_filter", "p_keep",
+                  "max_context_examples", "icrl", "omit_feedback", "flip", "max_contexts",
+                  "sampling_method", "temperature", "exemplars_per_label", "train_k", "test_every",
+                  "test_k", "mode")
+
+INTEGER_COLUMNS = ("max_context_examples", "max_contexts", "exemplars_per_label", "seed", "training_seed",
+                   "test_seed", "steps", "total_steps", "best_test_step", "regret", "prompt_tokens",
+                   "uncached_tokens")
+# The paper's methods (Monea et al. 2024), in legend order.
+METHODS = ("naive", "naive+", "explorative", "approximate")
+BASELINES = ("zero-shot", "ICL")
+DEFAULT_EXPLORATIVE_P_KEEP = 0.1
+
+
+def method_of(mode: str, strategy: str, p_keep: float, explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP) -> str:
+    """The paper's name for a run's method, or "" when it is none of them.
+
+    naive: random_biased_end at p_keep 1 (a window of the most recent episodes);
+    naive+: random_biased_end_only_positive at p_keep 1; explorative (stochastic) ICRL:
+    random_unbiased_only_positive at ``explorative_p_keep`` (0.1 in the paper);
+    approximate: approximate_only_positive; zero-shot; ICL (supervised, gold labels).
+    """
+    if mode == "zero_shot":
+        return "zero-shot"
+    if mode == "icl":
+        return "ICL"
+    if strategy == "random_biased_end" and p_keep == 1:
+        return "naive"
+    if strategy == "random_biased_end_only_positive" and p_keep == 1:
+        return "naive+"
+    if strategy == "random_unbiased_only_positive" and math.isclose(p_keep, explorative_p_keep):
+        return "explorative"
+    if strategy == "approximate_only_positive":
+        return "approximate"
+    return ""
+
+
+def split_strategy(strategy: str) -> tuple[str, str]:
+    """("random_unbiased", "_only_positive") from "random_unbiased_only_positive"."""
+    for suffix in ("_only_positive", "_only_negative"):
+        if strategy.endswith(suffix):
+            return strategy[: -len(suffix)], suffix
+    return strategy, ""
+
+
+def run_label(row) -> str:
+    """A short human name for one run: method (or strategy) and the settings that matter."""
+    if row["mode"] == "zero_shot":
+        return "zero-shot"
+    name = row["method"] or row["strategy"]
+    parts = []
+    if row["mode"] == "icl" or row["method"] not in ("naive", "naive+"):
+        parts.append(f"p={_fmt(row['p_keep'])}")
+    if row["strategy_base"] == "approximate":
+        parts.append(f"K={_fmt(row['max_contexts'])} {row['sampling_method']}")
+    parts.append(f"m={_fmt(row['max_context_examples'])}")
+    if row["omit_feedback"]:
+        parts.append("no feedback")
+    if row["flip_feedback"]:
+        parts.append(f"flip {_fmt(row['flip_prob'])}")
+    if row["temperature"] != 1.0:
+        parts.append(f"T={_fmt(row['temperature'])}")
+    if row["exemplars_per_label"]:
+        parts.append(f"{row['exemplars_per_label']} exemplars/label")
+    return f"{name} ({', '.join(parts)})"
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def model_size(name: str) -> float:
+    """Parameters parsed from a model name ("SmolLM2-135M" -> 1.35e8, "8B" -> 8e9); inf if none."""
+    sizes = [float(n) * {"m": 1e6, "b": 1e9}[unit.lower()]
+             for n, unit in re.findall(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)([mMbB])(?![A-Za-z])", name)]
+    return max(sizes) if sizes else math.inf
+
+
+# -- filters -----------------------------------------------------------------------------------
+ALIASES = {k: v for k, v in ARG_COLUMNS.items() if k != v}
+ALIASES.update({"context_strategy": "strategy", "method_name": "method"})
+
+
+def parse_filters(filters: Iterable[str]) -> dict[str, list[str]]:
+    """{"column": [values]} from "key=value" strings (a key given twice matches either value)."""
+    out: dict[str, list[str]] = {}
+    for item in filters or ():
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"bad --filter {item!r}: use key=value, e.g. --filter task=banking77")
+        out.setdefault(ALIASES.get(key, key), []).append(value.strip())
+    return out
+
+
+def _matches(series: pd.Series, value: str) -> pd.Series:
+    text = value.lower()
+    if text in ("none", "nan", ""):
+        return series.isna()
+    if series.dtype == bool or set(series.dropna().map(type)) <= {bool}:
+        if text in ("true", "1", "yes"):
+            return series.fillna(False).astype(bool)
+        if text in ("false", "0", "no"):
+            return ~series.fillna(True).astype(bool)
+        return pd.Series(False, index=series.index)
+    try:
+        number = float(value)
+    except ValueError:
+        number = None
+    if number is not None and pd.api.types.is_numeric_dtype(series):
+        return np.isclose(series.astype(float), number, rtol=1e-9, atol=1e-12) & series.notna()
+    return series.astype(str) == value
+
+
+def apply_filters(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataFrame:
+    for key, values in filters.items():
+        if key not in runs.columns:
+            keys = sorted(set(runs.columns) - {"run_dir", "config_key"})
+            raise UsageError(f"unknown --filter key {key!r}; use one of: {', '.join(keys)}")
+        mask = pd.Series(False, index=runs.index)
+        for value in values:
+            mask |= _matches(runs[key], value)
+        runs = runs[mask]
+    return runs
+
+
+# -- loading -----------------------------------------------------------------------------------
+def _run_row(run_dir: Path, root: Path, explorative_p_keep: float) -> dict:
+    config = read_json(run_dir / CONFIG)
+    args, resolved = config.get("args", {}), config.get("resolved", {})
+    row = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
+    for arg, column in ARG_COLUMNS.items():
+        row[column] = args.get(arg)
+    if resolved.get("max_context_examples") is not None:
+        row["max_context_examples"] = resolved["max_context_examples"]
+    row["mode"] = resolved.get("mode") or ("zero_shot" if row["max_context_examples"] == 0
+                                           else "icrl" if row["icrl"] else "icl")
+    row["strategy_base"], row["strategy_filter"] = split_strategy(row["strategy"] or "")
+    if row["strategy_base"] != "approximate":
+        row["max_contexts"], row["sampling_method"] = None, None
+    if not row["flip_feedback"]:
+        row["flip_prob"] = None
+    row["flip"] = float(row["flip_prob"]) if row["flip_feedback"] else 0.0
+    task = row["task"] or ""
+    row["unsemantic"] = "_unsemantic" in task
+    row["task_base"] = task.replace("_unsemantic", "")
+    row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)
+    results = read_json(run_dir / RESULTS) if (run_dir / RESULTS).is_file() else {}
+    row["finished"] = bool(results.get("finished", False))
+    row["steps"] = results.get("steps_completed")
+    row["total_steps"] = results.get("total_steps", resolved.get("steps"))
+    for key in RESULT_COLUMNS[3:]:
+        row[key] = results.get(key)
+    row.update(_token_counts(run_dir))
+    return row
+
+
+def _token_counts(run_dir: Path) -> dict:
+    """prompt_tokens / uncached_tokens / tokenizer from token_counts.json, when it matches the records."""
+    path = run_dir / TOKEN_COUNTS_JSON
+    empty = {"prompt_tokens": None, "uncached_tokens": None, "tokenizer": None}
+    if not path.is_file():
+        return empty
+    try:
+        data = read_json(path)
+        if data.get("key", {}).get("records") != records_stamp(run_dir):
+            return empty  # counted before the run went on: stale
+        summary = data["summary"]
+        return {"prompt_tokens": summary["prompt_tokens"], "uncached_tokens": summary["uncached_tokens"],
+                "tokenizer": data["key"]["tokenizer"]["name"]}
+    except (ValueError, KeyError, TypeError, OSError):
+        return empty
+
+
+def records_stamp(run_dir: Path) -> dict:
+    """Size and modification time of the record files: a count is valid while they are unchanged."""
+    stamp = {}
+    for name in (CONFIG, TRAIN, TEST):
+        try:
+            st = os.stat(Path(run_dir) / name)
+            stamp[name] = [st.st_size, st.st_mtime_ns]
+        except FileNotFoundError:
+            stamp[name] = None
+    return stamp
+
+
+class Results:
+    """Every run under ``data_dir`` (optionally filtered), as pandas frames."""
+
+    def __init__(self, data_dir, filters: Sequence[str] = (), explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP):
+        self.root = Path(data_dir)
+        if not self.root.is_dir():
+            raise UsageError(f"--data_dir {str(self.root)!r} is not a directory")
+        self.explorative_p_keep = explorative_p_keep
+        self.notes: list[str] = []
+        rows = []
+        for run_dir in find_runs(self.root):
+            try:
+                rows.append(_run_row(run_dir, self.root, explorative_p_keep))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+                self.notes.append(f"skipped unreadable run {run_dir}: {type(exc).__name__}: {exc}")
+        runs = pd.DataFrame(rows)
+        if runs.empty:
+            runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method"])
+        else:
+            runs["label"] = runs.apply(run_label, axis=1)
+            runs["config_key"] = [ "|".join(map(str, values)) for values in runs[list(CONFIG_COLUMNS)].itertuples(index=False)]
+            for column in ("p_keep", "temperature", "flip_prob", "flip"):
+                runs[column] = pd.to_numeric(runs[column], errors="coerce")
+        runs.index = pd.Index(runs["run_id"].tolist(), dtype=object)
+        self.all_runs = runs
+        self.runs = apply_filters(self.all_runs, parse_filters(filters))
+        self._train: Optional[pd.DataFrame] = None
+        self._test: Optional[pd.DataFrame] = None
+
+    def __len__(self) -> int:
+        return len(self.runs)
+
+    def train(self) -> pd.DataFrame:
+        """Per training step: run_id, step, accuracy (NaN in ICL), feedback, context_size."""
+        if self._train is None:
+            frames = []
+            for run_id, run_dir in zip(self.runs["run_id"], self.runs["run_dir"]):
+                records = read_jsonl(Path(run_dir) / TRAIN)
+                frame = pd.DataFrame({
+                    "step": [r["step"] for r in records],
+                    "accuracy": [r.get("accuracy") for r in records],
+                    "feedback": [r.get("feedback") for r in records],
+                    "context_size": [r.get("context_size") for r in records]}, dtype=float)
+                frame.insert(0, "run_id", run_id)
+                frames.append(frame)
+            self._train = _concat(frames, ["run_id", "step", "accuracy", "feedback", "context_size"])
+        return self._train
+
+    def test(self) -> pd.DataFrame:
+        """Per test step: run_id, step, accuracy, context_size."""
+        if self._test is None:
+            frames = []
+            for run_id, run_dir in zip(self.runs["run_id"], self.runs["run_dir"]):
+                records = read_jsonl(Path(run_dir) / TEST)
+                frame = pd.DataFrame({
+                    "step": [r["step"] for r in records],
+                    "accuracy": [r.get("accuracy") for r in records],
+                    "context_size": [r.get("context_size") for r in records]}, dtype=float)
+                frame.insert(0, "run_id", run_id)
+                frames.append(frame)
+            self._test = _concat(frames, ["run_id", "step", "accuracy", "context_size"])
+        return self._test
+
+    def summary(self) -> pd.DataFrame:
+        """One row per run: what it is and how it did (the plots' summary.csv)."""
+        columns = ["run_id", "model", "task", "method", "label", "mode", "strategy", "p_keep",
+                   "max_context_examples", "max_contexts", "sampling_method", "omit_feedback",
+                   "flip_feedback", "flip_prob", "temperature", "exemplars_per_label", "seed",
+                   "training_seed", "test_seed", "finished", "steps", "total_steps",
+                   "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
+                   "train_accuracy", "prompt_tokens", "uncached_tokens", "tokenizer"]
+        runs = self.runs[[c for c in columns if c in self.runs.columns]].copy()
+        for column in INTEGER_COLUMNS:
+            if column in runs.columns:
+                runs[column] = pd.to_numeric(runs[column], errors="coerce").astype("Int64")
+        order = {m: i for i, m in enumerate(METHODS + ("",) + BASELINES)}
+        runs["_order"] = runs["method"].map(order)
+        return runs.sort_values(["model", "task", "_order", "strategy", "run_id"]).drop(
+            columns="_order").reset_index(drop=True)
+
+
+def _concat(frames: list, columns: list) -> pd.DataFrame:
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    out = pd.concat(frames, ignore_index=True)
+    out["step"] = out["step"].astype(int)
+    return out

@@ -10,6 +10,7 @@ sees exactly the tokens it would see without reuse.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Optional, Sequence
 
@@ -54,6 +55,8 @@ class TransformersBackend(ChatBackend):
         self.dtype = dtype
         self.model = AutoModelForCausalLM.from_pretrained(
             directory, dtype=getattr(torch, dtype), token=hf_token).to(self.device).eval()
+        if self.device == "cpu" and self.model.config._attn_implementation == "sdpa":
+            self.model.set_attn_implementation(_register_cpu_attention())
         self.batch_size = batch_size
         self.prefix_reuse = prefix_reuse
         self.prefill_chunk = prefill_chunk
@@ -88,12 +91,16 @@ class TransformersBackend(ChatBackend):
             shared = len(shared)
         rngs = prompt_rngs(seed, len(prompts))
         out: list[Optional[str]] = [None] * len(prompts)
+        # Rows of the shared prefix, copied once per call; each batch writes after the prefix.
+        buffers = None
+        if shared:
+            buffers = self._row_buffers(min(self.batch_size, len(prompts)), longest - shared + trie.max_depth)
         # Similar suffix lengths share a batch (less padding); results do not depend on order.
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), self.batch_size):
             batch = order[start:start + self.batch_size]
             results = self._decode([ids[i][shared:] for i in batch], shared, trie,
-                                   temperature, [rngs[i] for i in batch])
+                                   temperature, [rngs[i] for i in batch], buffers)
             for i, label in zip(batch, results):
                 out[i] = label
         return out  # type: ignore[return-value]
@@ -146,17 +153,29 @@ class TransformersBackend(ChatBackend):
                 np.arange(start, n)[None, :], self._prefix_cache)
             self._prefix_tokens = tokens[:n]
 
-    def _batch_cache(self, batch: int):
-        """A fresh cache for `batch` rows that starts with the stored prefix (left untouched)."""
-        from transformers import DynamicCache
+    def _row_buffers(self, rows: int, room: int) -> list:
+        """Per layer, key and value buffers of `rows` copies of the stored prefix followed by
+        `room` free positions (the stored batch-1 cache is left untouched)."""
+        buffers = []
+        for layer in self._prefix_cache.layers:
+            pair = []
+            for states in (layer.keys, layer.values):
+                _, heads, length, dim = states.shape
+                buffer = states.new_empty((rows, heads, length + room, dim))
+                buffer[:, :, :length] = states
+                pair.append(buffer)
+            buffers.append(tuple(pair))
+        return buffers
 
-        if not self._prefix_tokens:
-            return DynamicCache()
-        layers = [(layer.keys.expand(batch, -1, -1, -1), layer.values.expand(batch, -1, -1, -1))
-                  for layer in self._prefix_cache.layers]
-        return DynamicCache(layers)
+    def _batch_cache(self, batch: int, shared: int, buffers):
+        """A cache for `batch` rows that starts with the stored prefix and writes new tokens in
+        place into `buffers`: unlike concatenation, no step copies the prefix again."""
+        from transformers.cache_utils import Cache
 
-    def _decode(self, suffixes, shared, trie, temperature, rngs) -> list[str]:
+        layer = _buffer_layer_class()
+        return Cache(layers=[layer(keys[:batch], values[:batch], shared) for keys, values in buffers])
+
+    def _decode(self, suffixes, shared, trie, temperature, rngs, buffers=None) -> list[str]:
         """Run left-padded suffixes on the shared prefix, then walk the label trie.
 
         Tokens forced by the trie (one option) are queued and only fed to the model when a
@@ -173,7 +192,7 @@ class TransformersBackend(ChatBackend):
         position = shared + np.cumsum(mask[:, shared:], axis=1) - 1
         position = np.maximum(position, 0)
         next_pos = position[:, -1] + 1
-        cache = self._batch_cache(batch) if shared else None
+        cache = self._batch_cache(batch, shared, buffers) if shared else None
         logits, cache = self._forward(input_ids, mask, position, cache)
         nodes = [trie.root] * batch
         results: list[Optional[str]] = [None] * batch
@@ -198,3 +217,67 @@ class TransformersBackend(ChatBackend):
                 col[i], col_mask[i] = token, 1
             pending.append((col, col_mask))
         return results  # type: ignore[return-value]
+
+
+@functools.lru_cache(maxsize=None)
+def _buffer_layer_class():
+    """Defined on first use: transformers is imported only when a backend is loaded."""
+    from transformers.cache_utils import DynamicLayer
+
+    class BufferLayer(DynamicLayer):
+        """A cache layer over preallocated key/value buffers (rows, heads, capacity, dim) whose
+        first `length` positions are filled: `update` writes the new states after them."""
+
+        def __init__(self, keys, values, length: int):
+            super().__init__()
+            self._buffers, self._length = (keys, values), length
+            self.dtype, self.device = keys.dtype, keys.device
+            self.keys, self.values = keys[:, :, :length], values[:, :, :length]
+            self.is_initialized = True
+
+        def update(self, key_states, value_states, *args, **kwargs):
+            keys, values = self._buffers
+            end = self._length + key_states.shape[-2]
+            if end > keys.shape[-2]:
+                raise RuntimeError(f"batch cache overflow: {end} > {keys.shape[-2]} positions")
+            keys[:, :, self._length:end] = key_states
+            values[:, :, self._length:end] = value_states
+            self._length = end
+            self.keys, self.values = keys[:, :, :end], values[:, :, :end]
+            return self.keys, self.values
+
+    return BufferLayer
+
+
+CPU_ATTENTION = "icrl_sdpa_gqa"
+
+
+@functools.lru_cache(maxsize=None)
+def _register_cpu_attention() -> str:
+    """Register transformers' `sdpa` attention, except that with a mask the kernel handles
+    grouped-query heads itself (enable_gqa).
+
+    With a mask (padding, a shared prefix) transformers' `sdpa` copies every key/value head
+    once per query head, because CUDA kernels would otherwise fall back to slow paths. On CPU
+    that copy of the whole prefix, at every step, costs more than the attention itself, and
+    the CPU kernel gives the same results without it.
+    """
+    import torch
+    from transformers import AttentionInterface, AttentionMaskInterface
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    from transformers.masking_utils import sdpa_mask
+
+    def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+        if (attention_mask is None or query.shape[2] == 1 or query.shape[1] == key.shape[1]
+                or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None):
+            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                          scaling=scaling, **kwargs)
+        if attention_mask.ndim == 4:
+            attention_mask = attention_mask[:, :, :, :key.shape[-2]]
+        out = torch.nn.functional.scaled_dot_product_attention(
+            query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True)
+        return out.transpose(1, 2).contiguous(), None
+
+    AttentionInterface.register(CPU_ATTENTION, attention)
+    AttentionMaskInterface.register(CPU_ATTENTION, sdpa_mask)
+    return CPU_ATTENTION

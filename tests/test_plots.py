@@ -12,7 +12,6 @@ import pytest
 from icrl.plots import main
 from icrl.records import find_runs
 from icrl.results import Results, method_of, model_size, parse_filters
-from runs_fixture import icrl_runs  # noqa: F401  (session fixture)
 
 MAIN_FIGURES = ["main_results", "regret", "train_accuracy", "ablation_p_keep"]
 

@@ -16,7 +16,7 @@ from icrl.prompts import build_messages
 from icrl.records import find_runs, read_json, read_jsonl
 from icrl.token_count import (PrefixTree, Replay, SegmentEncoder, count_run, main, naive_uncached, prompt_format,
                               synthesize_run)
-from runs_fixture import datasets_dir, icrl_runs  # noqa: F401  (session fixture)
+from runs_fixture import datasets_dir
 
 REPO = Path(__file__).resolve().parent.parent
 TOKENIZERS = Path(os.environ.get("ICRL_TOKENIZERS_DIR") or REPO.parent / "shared" / "tokenizers")

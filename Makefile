@@ -3,6 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.icrl-installed
+# Raw dataset files: $ICRL_DATA_DIR if set, else ../shared/datasets when present, else the HF hub.
+ICRL_DATA_DIR ?= $(shell test -d ../shared/datasets && cd ../shared/datasets && pwd)
+export ICRL_DATA_DIR
 
 .PHONY: setup test demo bench clean
 

@@ -230,6 +230,9 @@ class Experiment:
             self.records.create(self.config_record())
         handler = _attach_log_file(self.out_dir)
         try:
+            log.info("arguments: %s", json.dumps(identity(a)))
+            log.info("mode %s, %d context episodes, %d steps, test steps %s",
+                     self.mode, self.max_examples, self.steps, self.test_steps)
             train_recs, test_recs = self.records.load_for_resume(has_training=self.mode != "zero_shot")
             history = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"]) for r in train_recs]
             for r, example in zip(train_recs, self.train):

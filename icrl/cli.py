@@ -119,8 +119,10 @@ def validate(args: argparse.Namespace) -> None:
             raise UsageError("--icrl_flip_feedback only applies to ICRL; drop it or use --icrl")
     if args.test_every is None or args.test_every <= 0:
         raise UsageError(f"--test_every must be a positive number of steps, got {args.test_every}")
-    if args.temperature < 0 or math.isnan(args.temperature):
-        raise UsageError(f"--temperature must be >= 0, got {args.temperature}")
+    if not 0 <= args.temperature < math.inf:
+        raise UsageError(f"--temperature must be a finite number >= 0, got {args.temperature}")
+    if args.max_model_len is not None and args.max_model_len < 1:
+        raise UsageError(f"--max_model_len must be a positive number of tokens, got {args.max_model_len}")
     if args.max_context_examples is not None and args.max_context_examples < 0:
         raise UsageError(f"--max_context_examples must be >= 0, got {args.max_context_examples}")
     for name in ("train_k", "test_k"):

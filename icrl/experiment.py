@@ -63,6 +63,7 @@ def summarize(train: Sequence[dict], test: Sequence[dict], steps: int, mode: str
     accuracy = {r["step"]: r["accuracy"] for r in test}
     best = max(accuracy.items(), key=lambda kv: (kv[1], -kv[0])) if accuracy else (None, None)
     predicted = [r["accuracy"] for r in train if r["accuracy"] is not None]
+    # A training record's time covers its whole step, the step's test included.
     times = [r["time_s"] for r in train] or [r["time_s"] for r in test]
     return {
         "finished": done, "mode": mode, "steps_completed": len(train), "total_steps": steps,
@@ -72,7 +73,7 @@ def summarize(train: Sequence[dict], test: Sequence[dict], steps: int, mode: str
         "train_accuracy": (sum(predicted) / len(predicted)) if predicted else None,
         "test_accuracy": {str(k): v for k, v in accuracy.items()},
         "mean_step_time_s": (sum(times) / len(times)) if times else None,
-        "total_time_s": sum(r["time_s"] for r in train) + sum(r["time_s"] for r in test),
+        "total_time_s": sum(times),
     }
 
 
@@ -194,6 +195,17 @@ class Experiment:
             "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in self.exemplars],
         }
 
+    def _check_same_plan(self, old: dict) -> None:
+        """A resumed run must continue the plan it started with (e.g. the same context size
+        when --max_context_examples is found from the window)."""
+        new = {"mode": self.mode, "max_context_examples": self.max_examples, "steps": self.steps,
+               "test_steps": self.test_steps}
+        differing = [k for k in new if old.get(k) != new[k]]
+        if differing:
+            details = "; ".join(f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in differing)
+            raise UsageError(f"{self.out_dir} was started with another plan ({details}); "
+                             f"pass --overwrite to start again")
+
     # -- model calls ---------------------------------------------------------------------------
     def predict(self, rendered: list[str], seed: int) -> list[str]:
         out = self.backend.predict(rendered, self.task.labels, self.args.temperature, seed)
@@ -226,7 +238,9 @@ class Experiment:
                                  a.max_contexts, a.approximate_context_sampling_method)
 
         resuming = self.records.exists and not a.overwrite
-        if not resuming:
+        if resuming:
+            self._check_same_plan(self.records.config().get("resolved", {}))
+        else:
             self.records.create(self.config_record())
         handler = _attach_log_file(self.out_dir)
         try:

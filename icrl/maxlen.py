@@ -6,18 +6,15 @@ longest in tokens: its assistant message (``<prefix> <label>``) plus the longer 
 feedback messages (positive ``'<label>' is the correct answer! Good job!`` or negative
 ``The answer '<label>' is wrong! You can do better!``); the longer feedback is then used.
 
-The ICRL prompt for ``n`` episodes is rendered as the runner renders it: system prompt, the
-``n`` longest prompts as episodes (each predicted as the worst label, with the longer
-feedback), then the new query, the generation prompt and the prediction prefix. The new
-query is the ``(n+1)``-th longest prompt: context and query are distinct rows, so the
-worst ``n + 1`` rows a run can meet are the ``n + 1`` longest, and this uses all of them.
-The answer is the largest ``n`` whose rendering takes at most 95% of the window. As in the
-published script the 5% margin is kept; here it covers the model's answer (label tokens
-and end-of-turn) and drift between tokenizer versions, since the query is counted exactly.
+The ICRL prompt for ``n`` episodes is rendered as the runner renders its context: system
+prompt, the ``n`` longest prompts as episodes (each predicted as the worst label, with the
+longer feedback), the generation prompt and the prediction prefix. As published, no new
+query is rendered: the 5% margin stands in for it (and for the model's answer). The answer
+is the largest ``n`` whose rendering takes at most 95% of the window.
 
-The published search (lil-lab/icrl, ``find_maximum_number_examples``) renders ``n``
-episodes with no new query and returns one more than the largest fitting ``n``;
-``MaxExamplesResult.published_convention`` gives that number for comparison.
+The published search (lil-lab/icrl, ``find_maximum_number_examples``) returns one more than
+the largest fitting ``n``; ``MaxExamplesResult.published_convention`` gives that number for
+comparison with the paper.
 
 The search guesses the answer from the renderings with 0 and 1 episode and the prompt
 counts (token-counted once each), gallops from the guess and bisects: O(log n) full
@@ -48,15 +45,13 @@ class MaxExamplesResult:
     bound: float                   # WINDOW_FRACTION * window: a rendering fits when tokens <= bound
     tokens: int                    # tokens of the rendering with max_examples episodes
     tokens_next: Optional[int]     # tokens with max_examples + 1 episodes (None when capped)
-    capped: bool                   # every prompt but the query fits: n cannot grow further
+    capped: bool                   # every prompt of the task fits: n cannot grow further
     longest_label: str
     longest_feedback: int          # 1 (positive) or 0 (negative): the longer message for the label
     feedback_text: str
     episode_label_tokens: int      # tokens of the assistant message plus the feedback message
     longest_prompt: str
     longest_prompt_tokens: int
-    query_prompt: str              # the new query in the rendering at the answer
-    query_prompt_tokens: int
     num_prompts: int
     renders: int                   # full prompts rendered by the search
 
@@ -130,12 +125,11 @@ def search_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> 
     def tokens_for(n: int) -> int:
         if n not in rendered:
             context = [Episode(p, label, feedback, label, feedback) for p in ranked[:n]]
-            messages, prefix = build_messages(task, context, ranked[n], "icrl",
-                                              supports_system_role=chat.supports_system_role)
+            messages, prefix = context_messages(task, context, chat.supports_system_role)
             rendered[n] = chat.count_tokens(chat.render(messages, prefix))
         return rendered[n]
 
-    hi = len(ranked) - 1  # n + 1 rows needed: n episodes and the query
+    hi = len(ranked)
     if tokens_for(0) > bound:
         raise UsageError(
             f"a window of {window} tokens is too small: with no episodes the prompt already takes "
@@ -148,26 +142,38 @@ def search_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> 
         tokens_next=None if capped else tokens_for(n + 1), capped=capped,
         longest_label=label, longest_feedback=feedback, feedback_text=feedback_text,
         episode_label_tokens=episode_tokens, longest_prompt=ranked[0],
-        longest_prompt_tokens=ranked_counts[0], query_prompt=ranked[n],
-        query_prompt_tokens=ranked_counts[n], num_prompts=len(ranked), renders=len(rendered))
+        longest_prompt_tokens=ranked_counts[0], num_prompts=len(ranked), renders=len(rendered))
+
+
+def context_messages(task, context: Sequence[Episode], supports_system_role: bool) -> tuple[list[dict], str]:
+    """The ICRL messages of ``context`` alone, with no new query (as the published search renders).
+
+    ``build_messages`` always ends with the new input; rendering an empty one and taking it
+    back out leaves the context exactly as the runner shows it."""
+    messages, prefix = build_messages(task, context, "", "icrl", supports_system_role=supports_system_role)
+    last = messages[-1]
+    if last["content"] == "":
+        messages.pop()  # the query opened a user message of its own
+    else:
+        messages[-1] = {**last, "content": last["content"][:-len("\n\n")]}  # it joined a user message
+    return messages, prefix
 
 
 def _estimate(tokens_for: Callable[[int], int], ranked_counts: Sequence[int], bound: float, hi: int) -> int:
     """A guess at the answer from an additive model fitted on the renderings with 0 and 1 episode.
 
-    tokens(n) ~ tokens(0) - q[0] + sum_{i<n} (q[i] + e) + q[n], where q are the ranked prompt
-    counts and e the tokens an episode adds besides its prompt (template, label, feedback).
+    tokens(n) ~ tokens(0) + sum_{i<n} (q[i] + e), where q are the ranked prompt counts and e
+    the tokens an episode adds besides its prompt (template, label, feedback).
     Tokenization at message joins can make it drift a little; the search corrects it."""
     if hi < 1:
         return 0
-    base = tokens_for(0) - ranked_counts[0]
-    extra = tokens_for(1) - tokens_for(0) - ranked_counts[1]
-    total, guess = base, 0
-    for n in range(hi + 1):
-        if total + ranked_counts[n] > bound:
-            break
-        guess = n
+    extra = tokens_for(1) - tokens_for(0) - ranked_counts[0]
+    total, guess = tokens_for(0), 0
+    for n in range(hi):
         total += ranked_counts[n] + extra
+        if total > bound:
+            break
+        guess = n + 1
     return guess
 
 
@@ -280,9 +286,8 @@ def _report(result: MaxExamplesResult, args, chat, task, seconds: float) -> None
         f"longest feedback: {result.feedback_text!r} "
         f"({'positive' if result.longest_feedback else 'negative'})",
         f"longest prompt: {_short(result.longest_prompt)} ({result.longest_prompt_tokens} tokens)",
-        f"new query: the prompt ranked {n + 1} by length ({result.query_prompt_tokens} tokens)",
         f"tokens at n={n}: {result.tokens} <= {result.bound:g}",
-        (f"capped: all {result.num_prompts} prompts fit (n={n} episodes + the query)" if result.capped
+        (f"capped: all {result.num_prompts} prompts fit (n={n} episodes)" if result.capped
          else f"tokens at n={n + 1}: {result.tokens_next} > {result.bound:g}"),
         f"published convention (n + 1): {result.published_convention}",
         f"full prompts rendered: {result.renders}; time: {seconds:.2f} s",

@@ -75,8 +75,9 @@ def read_json(path: Path):
 def read_jsonl(path: Path, repair: bool = False) -> list[dict]:
     """Every complete line of a JSON-lines file.
 
-    A last line without its newline, or that does not parse, is a write cut short by a
-    kill: it is ignored, and with ``repair`` cut off the file so appends continue cleanly.
+    Reading stops at the first line without its newline or that does not parse (a write cut
+    short by a kill is the last line); with ``repair`` the file is cut there so appends
+    continue cleanly. Lines after it, if any, belong to steps that are then recomputed.
     """
     if not path.exists():
         return []

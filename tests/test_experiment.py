@@ -109,8 +109,15 @@ def test_approximate_icrl(tmp_path, method):
         assert 0 <= r["metrics"]["context_index"] < 3 and len(r["metrics"]["context_lengths"]) == 3
         assert r["context_size"] == r["metrics"]["context_lengths"][r["metrics"]["context_index"]]
         assert all(train[i]["feedback"] == 1 for i in r["context"])
-    # contexts are append-only: the context shown at a step extends an earlier one or is new
-    assert len({tuple(r["metrics"]["context_lengths"]) for r in train}) >= 1
+    # contexts are append-only: lengths never shrink, and each context shown extends the one
+    # shown earlier at the same index
+    lengths = [r["metrics"]["context_lengths"] for r in train]
+    assert all(a <= b for before, after in zip(lengths, lengths[1:]) for a, b in zip(before, after))
+    shown: dict = {}
+    for r in train:
+        k, context = r["metrics"]["context_index"], r["context"]
+        assert context[:len(shown.get(k, []))] == shown.get(k, [])
+        shown[k] = context
 
 
 @pytest.mark.model
@@ -179,6 +186,9 @@ def test_flipped_feedback_changes_what_is_shown_not_accuracy(tmp_path):
     ({"task_name": "banking99"}, "banking77"),
     ({"model_name": "no-such-model"}, "smollm2-135m"),
     ({"backend": "nope"}, "invalid choice"),
+    ({"device": "cuda:99"}, "GPU"),
+    ({"max_model_len": "-5"}, "--max_model_len"),
+    ({"temperature": "inf"}, "--temperature"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, over, needle):
     out = tmp_path / "out"
@@ -244,7 +254,7 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
 
 
 @pytest.mark.model
-def test_default_context_size_fills_the_window_and_is_cached(tmp_path):
+def test_default_context_size_fills_the_window_and_is_cached(tmp_path, capsys):
     from icrl.backends.chat import load_chat_tokenizer
     from icrl.maxlen import find_max_examples
     from icrl.tasks import load_task
@@ -260,3 +270,12 @@ def test_default_context_size_fills_the_window_and_is_cached(tmp_path):
     assert config["resolved"]["max_context_examples"] == expected > 16
     cached = json.loads((tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json").read_text())
     assert cached == {"max_context_examples": expected, "max_window_tokens": 8192}
+    # An unfinished run continues only with the plan it started with.
+    results = json.loads((run_dir / "results.json").read_text())
+    (run_dir / "results.json").write_text(json.dumps({**results, "finished": False}))
+    cache = tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json"
+    cache.write_text(json.dumps({"max_context_examples": 7, "max_window_tokens": 8192}))
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "another plan" in err and f"max_context_examples: {expected} there, 7 now" in err

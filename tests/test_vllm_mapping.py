@@ -269,8 +269,10 @@ def test_vllm_backend_with_a_fake_engine(monkeypatch, smollm2_tokenizer):
     assert out == ["card arrival", "card"]
     # Token ids, not text: the template's special tokens must not be added twice.
     assert llm.requests == [{"prompt_token_ids": backend.chat.encode(p)} for p in prompts]
-    longest = max(len(ids) for ids in backend.chat.label_token_ids(LABELS, "Intent:"))
-    assert llm.params.kwargs["max_tokens"] == longest + 2
+    # Enough tokens for any tokenization of the longest choice (one byte per token at least).
+    longest = max(len((" " + label).encode()) for label in LABELS)
+    assert llm.params.kwargs["max_tokens"] == longest + 1
+    assert llm.params.kwargs["max_tokens"] > max(len(ids) for ids in backend.chat.label_token_ids(LABELS, "Intent:"))
     assert (llm.params.kwargs["temperature"], llm.params.kwargs["seed"]) == (0.0, 9)
     assert backend.predict([], LABELS, temperature=0.0, seed=0) == []
 

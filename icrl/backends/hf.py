@@ -24,6 +24,22 @@ from .constrained import LabelTrie, choose, prompt_rngs
 log = logging.getLogger(__name__)
 
 
+def _check_device(torch, device: str) -> str:
+    """Reject a device this machine does not have before any weights load."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise UsageError(f"unknown --device {device!r}; use cpu, cuda or cuda:N") from None
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device {device}: no CUDA GPU is visible here; use --device cpu")
+        if parsed.index is not None and parsed.index >= torch.cuda.device_count():
+            raise UsageError(f"--device {device}: only {torch.cuda.device_count()} GPU(s) are visible")
+    elif parsed.type != "cpu" and not (parsed.type == "mps" and torch.backends.mps.is_available()):
+        raise UsageError(f"--device {device} is not available here; use cpu or cuda")
+    return device
+
+
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     i = 0
@@ -44,10 +60,10 @@ class TransformersBackend(ChatBackend):
 
         if batch_size < 1:
             raise UsageError(f"--batch_size must be at least 1, got {batch_size}")
+        self.device = _check_device(torch, device or ("cuda" if torch.cuda.is_available() else "cpu"))
         directory = local_model_dir(model_name, hf_token=hf_token, weights=True)
         chat = ChatTokenizer(load_hf_tokenizer(directory), directory, max_model_len=max_model_len, eot_token=eot_token)
         super().__init__(model_name, chat)
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         if dtype == "auto":
             dtype = "float32" if self.device == "cpu" else "bfloat16"
         if not hasattr(torch, dtype) or not isinstance(getattr(torch, dtype), torch.dtype):

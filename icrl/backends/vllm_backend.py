@@ -31,6 +31,13 @@ def parse_output(text: str, labels: Sequence[str]) -> str:
     return label
 
 
+def max_label_tokens(labels: Sequence[str]) -> int:
+    """A token budget no tokenization of a choice can exceed: structured outputs accept any
+    tokenization of ` <label>`, not only the canonical one, and a token holds at least one
+    byte; plus one for the end-of-turn token."""
+    return max(len(choice.encode("utf-8")) for choice in choices(labels)) + 1
+
+
 def sampling_kwargs(temperature: float, seed: int, max_tokens: int) -> dict:
     """Plain SamplingParams arguments; temperature 0 is greedy in vLLM."""
     if temperature < 0:
@@ -142,13 +149,9 @@ class VLLMBackend(ChatBackend):
     def predict(self, prompts, labels, temperature, seed):
         if not prompts:
             return []
-        longest = max(len(ids) for ids in self.chat.label_token_ids(labels, self._prefix_of(prompts[0])))
-        params = make_sampling_params(self._vllm, labels, temperature, seed, max_tokens=longest + 2)
+        params = make_sampling_params(self._vllm, labels, temperature, seed, max_tokens=max_label_tokens(labels))
         # Token ids, not text: the rendered template already holds its begin-of-text token.
         requests = [{"prompt_token_ids": self.chat.encode(p)} for p in prompts]
         outputs = self.llm.generate(requests, params, use_tqdm=False)
         return [parse_output(o.outputs[0].text, labels) for o in outputs]
 
-    @staticmethod
-    def _prefix_of(prompt: str) -> str:
-        return prompt.rsplit("\n", 1)[-1]

@@ -1,0 +1,74 @@
+"""The on-disk records: layout, crash-tolerant reading, and what a resume keeps."""
+
+import json
+
+from icrl.records import RunRecords, experiment_dir, find_runs, read_jsonl, write_json_atomic
+
+ARGS = {"model_name": "meta-llama/Meta-Llama-3.1-8B-Instruct", "task_name": "banking77",
+        "max_context_examples": None, "icrl": True, "context_strategy_name": "approximate_only_positive",
+        "approximate_context_sampling_method": "uniform", "max_contexts": 8, "exemplars_per_label": 0,
+        "context_p_keep": 0.1, "icrl_omit_feedback": False, "icrl_flip_feedback": False,
+        "icrl_flip_feedback_prob": None, "temperature": 1.0, "training_seed": 100}
+
+
+def test_published_layout(tmp_path):
+    path = experiment_dir(tmp_path, ARGS)
+    assert path.relative_to(tmp_path).parts == (
+        "meta-llama", "Meta-Llama-3.1-8B-Instruct", "banking77", "None", "True",
+        "approximate_only_positive_uniform_8", "0.1", "False", "False", "1.0", "100")
+    other = dict(ARGS, context_strategy_name="random_unbiased", exemplars_per_label=2,
+                 icrl_flip_feedback=True, icrl_flip_feedback_prob=0.1, max_context_examples=16)
+    assert experiment_dir(tmp_path, other).relative_to(tmp_path).parts[3:9] == (
+        "16", "True", "random_unbiased_exemplars2", "0.1", "False", "True_0.1")
+
+
+def _write(path, lines, tail=""):
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines) + tail)
+
+
+def test_truncated_last_line_is_dropped_and_repaired(tmp_path):
+    path = tmp_path / "train.jsonl"
+    _write(path, [{"step": 0}, {"step": 1}], tail='{"step": 2, "pred')
+    assert read_jsonl(path) == [{"step": 0}, {"step": 1}]
+    assert path.read_text().endswith('"pred')  # reading alone changes nothing
+    assert read_jsonl(path, repair=True) == [{"step": 0}, {"step": 1}]
+    assert path.read_text() == '{"step": 0}\n{"step": 1}\n'
+    assert read_jsonl(tmp_path / "missing.jsonl") == []
+
+
+def test_resume_keeps_complete_steps_and_drops_an_orphan_test_line(tmp_path):
+    records = RunRecords(tmp_path / "run")
+    records.create({"args": {}})
+    for step in range(3):
+        records.append_train({"step": step})
+    for step in (0, 2, 3):  # step 3's test was written, its training line was not: killed
+        records.append_test({"step": step})
+    train, test = records.load_for_resume()
+    assert [r["step"] for r in train] == [0, 1, 2] and [r["step"] for r in test] == [0, 2]
+    assert [r["step"] for r in read_jsonl(records.directory / "test.jsonl")] == [0, 2]
+
+
+def test_zero_shot_resume_keeps_its_single_test(tmp_path):
+    records = RunRecords(tmp_path / "run")
+    records.create({"args": {}})
+    records.append_test({"step": 0})
+    assert records.load_for_resume(has_training=False) == ([], [{"step": 0}])
+
+
+def test_create_replaces_old_records_and_finished_reads_results(tmp_path):
+    records = RunRecords(tmp_path / "run")
+    records.create({"args": {"a": 1}})
+    records.append_train({"step": 0})
+    records.write_results({"finished": True})
+    assert records.exists and records.finished()
+    records.create({"args": {"a": 2}})
+    assert records.config() == {"args": {"a": 2}} and not records.finished()
+    assert read_jsonl(records.directory / "train.jsonl") == []
+    assert find_runs(tmp_path) == [records.directory]
+
+
+def test_atomic_json_leaves_no_temporary_files(tmp_path):
+    write_json_atomic(tmp_path / "x" / "results.json", {"b": [1, 2]})
+    write_json_atomic(tmp_path / "x" / "results.json", {"b": [3]})
+    assert json.loads((tmp_path / "x" / "results.json").read_text()) == {"b": [3]}
+    assert [p.name for p in (tmp_path / "x").iterdir()] == ["results.json"]

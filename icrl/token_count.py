@@ -60,10 +60,9 @@ CHUNK = 256  # prompts rendered and encoded together
 # -- the calls of a run -------------------------------------------------------------------------
 def prompt_format(task_name: str) -> SimpleNamespace:
     """What build_messages needs of a task (prediction prefix, description), without its data."""
-    from .tasks import _BASES, parse_task_name
+    from .tasks import prediction_prefix
 
-    base, _, _ = parse_task_name(task_name)
-    return SimpleNamespace(prediction_prefix=_BASES[base].prediction_prefix, description="")
+    return SimpleNamespace(prediction_prefix=prediction_prefix(task_name), description="")
 
 
 def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Iterator[tuple[int, str, list, str]]:

@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from icrl.errors import UsageError
 from icrl.tasks import sources
 
-__all__ = ["TASK_NAMES", "Example", "Task", "load_task"]
+__all__ = ["TASK_NAMES", "Example", "Task", "load_task", "prediction_prefix"]
 
 
 @dataclass(frozen=True)
@@ -225,6 +225,12 @@ def parse_task_name(name: str) -> Tuple[str, Optional[int], bool]:
     if top_k is not None and not 1 <= top_k <= n_labels:
         raise _bad_name(name, f"K={top_k} but {base} has {n_labels} labels")
     return base, top_k, unsemantic
+
+
+def prediction_prefix(name: str) -> str:
+    """The prediction prefix of a task name (``Intent:``/``Type:``), without loading its data."""
+    base, _, _ = parse_task_name(name)
+    return _BASES[base].prediction_prefix
 
 
 def _resolve_data_dir(data_dir) -> Optional[str]:

@@ -283,33 +283,24 @@ class Results:
     def train(self) -> pd.DataFrame:
         """Per training step: run_id, step, accuracy (NaN in ICL), feedback, context_size."""
         if self._train is None:
-            frames = []
-            for run_id, run_dir in zip(self.runs["run_id"], self.runs["run_dir"]):
-                records = read_jsonl(Path(run_dir) / TRAIN)
-                frame = pd.DataFrame({
-                    "step": [r["step"] for r in records],
-                    "accuracy": [r.get("accuracy") for r in records],
-                    "feedback": [r.get("feedback") for r in records],
-                    "context_size": [r.get("context_size") for r in records]}, dtype=float)
-                frame.insert(0, "run_id", run_id)
-                frames.append(frame)
-            self._train = _concat(frames, ["run_id", "step", "accuracy", "feedback", "context_size"])
+            self._train = self._per_step(TRAIN, ["step", "accuracy", "feedback", "context_size"])
         return self._train
 
     def test(self) -> pd.DataFrame:
         """Per test step: run_id, step, accuracy, context_size."""
         if self._test is None:
-            frames = []
-            for run_id, run_dir in zip(self.runs["run_id"], self.runs["run_dir"]):
-                records = read_jsonl(Path(run_dir) / TEST)
-                frame = pd.DataFrame({
-                    "step": [r["step"] for r in records],
-                    "accuracy": [r.get("accuracy") for r in records],
-                    "context_size": [r.get("context_size") for r in records]}, dtype=float)
-                frame.insert(0, "run_id", run_id)
-                frames.append(frame)
-            self._test = _concat(frames, ["run_id", "step", "accuracy", "context_size"])
+            self._test = self._per_step(TEST, ["step", "accuracy", "context_size"])
         return self._test
+
+    def _per_step(self, filename: str, fields: list) -> pd.DataFrame:
+        """One row per record of ``filename`` in every run, with ``fields`` as floats."""
+        frames = []
+        for run_id, run_dir in zip(self.runs["run_id"], self.runs["run_dir"]):
+            records = read_jsonl(Path(run_dir) / filename)
+            frame = pd.DataFrame({f: [r.get(f) for r in records] for f in fields}, dtype=float)
+            frame.insert(0, "run_id", run_id)
+            frames.append(frame)
+        return _concat(frames, ["run_id", *fields])
 
     def summary(self) -> pd.DataFrame:
         """One row per run: what it is and how it did (the plots' summary.csv)."""

@@ -31,7 +31,7 @@ DEMO_ARGS = [
 RUNTIME_ARGS = frozenset({
     "verbose", "progress", "debug_k", "hf_token", "output_dir", "overwrite", "wandb", "batch_size",
     "data_dir", "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
-    "gpu_memory_utilization", "ucb_alpha", "prob_reset", "p_exploration",
+    "gpu_memory_utilization", "enforce_eager", "ucb_alpha", "prob_reset", "p_exploration",
 })
 
 
@@ -88,7 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     gpu.add_argument("--pipeline_parallel_size", type=int, default=1)
     gpu.add_argument("--distributed_executor_backend", default=None, choices=["mp", "ray"],
                      help="ray for several nodes")
-    gpu.add_argument("--gpu_memory_utilization", type=float, default=0.9)
+    gpu.add_argument("--gpu_memory_utilization", type=float, default=None,
+                     help="share of GPU memory for vLLM (default 0.9); on the CPU build, share of the whole "
+                          "CPU memory (default: a 4 GiB KV cache, at most a third of the free memory)")
+    gpu.add_argument("--enforce_eager", action=argparse.BooleanOptionalAction, default=None,
+                     help="vLLM without CUDA graphs / compilation (default: on for the CPU build, off on GPUs)")
     gpu.add_argument("--rope_scaling", default=None, help="TYPE:FACTOR:ORIGINAL_LEN, e.g. yarn:4.0:32768 (Qwen2.5)")
     return p
 

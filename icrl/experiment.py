@@ -154,7 +154,8 @@ class Experiment:
             hf_token=a.hf_token, max_model_len=a.max_model_len, eot_token=a.eot_token,
             tensor_parallel_size=a.tensor_parallel_size, pipeline_parallel_size=a.pipeline_parallel_size,
             distributed_executor_backend=a.distributed_executor_backend,
-            gpu_memory_utilization=a.gpu_memory_utilization, rope_scaling=a.rope_scaling, seed=a.seed)
+            gpu_memory_utilization=a.gpu_memory_utilization, enforce_eager=a.enforce_eager,
+            rope_scaling=a.rope_scaling, seed=a.seed, verbose=a.verbose)
 
     def resolve_max_examples(self) -> int:
         """--max_context_examples, or as many as fit the model window (cached per model and task)."""

@@ -1,8 +1,8 @@
-"""The vLLM backend's plain functions, tested without vLLM (which needs a GPU).
+"""The vLLM backend's plain functions, tested without vLLM.
 
 vLLM itself is replaced by small fake modules placed in sys.modules, so these tests run
 anywhere and check both structured-output APIs: `StructuredOutputsParams` (vLLM >= 0.12)
-and `GuidedDecodingParams` (older versions).
+and `GuidedDecodingParams` (older versions). The real engine is tested in test_vllm_engine.py.
 """
 
 from __future__ import annotations
@@ -40,9 +40,13 @@ class GuidedDecodingParams(Recorder):
     pass
 
 
-def fake_vllm(monkeypatch, *, structured: bool, llm=None):
-    """Install fake `vllm` and `vllm.sampling_params` modules; returns the `vllm` one."""
+def fake_vllm(monkeypatch, *, structured: bool, llm=None, on_cpu: bool = False):
+    """Install fake `vllm`, `vllm.sampling_params` and `vllm.platforms` modules; returns `vllm`."""
     vllm = types.ModuleType("vllm")
+    platforms = types.ModuleType("vllm.platforms")
+    platforms.current_platform = types.SimpleNamespace(is_cpu=lambda: on_cpu)
+    vllm.platforms = platforms
+    monkeypatch.setitem(sys.modules, "vllm.platforms", platforms)
     vllm.SamplingParams = SamplingParams
     params = types.ModuleType("vllm.sampling_params")
     params.SamplingParams = SamplingParams
@@ -148,7 +152,34 @@ def test_parse_rope_scaling_rejects_bad_specs(spec):
 def test_engine_args_defaults():
     args = vb.engine_args("/models/m")
     assert args == {"model": "/models/m", "tensor_parallel_size": 1, "pipeline_parallel_size": 1,
-                    "gpu_memory_utilization": 0.9, "dtype": "auto", "seed": 0, "enable_prefix_caching": True}
+                    "gpu_memory_utilization": 0.9, "dtype": "auto", "seed": 0, "enable_prefix_caching": True,
+                    "disable_log_stats": False, "enforce_eager": False}
+
+
+def test_cpu_defaults_avoid_chunked_prefill_and_size_the_kv_cache():
+    args = vb.engine_args("m", on_cpu=True, model_max_len=8192, free_memory=20 * vb.GIB)
+    # No chunked prefill: seeded requests would otherwise rewind a CPU generator and crash.
+    assert args["enable_chunked_prefill"] is False and args["max_num_batched_tokens"] >= 8192
+    assert args["enforce_eager"] is True and "gpu_memory_utilization" not in args
+    assert args["kv_cache_memory_bytes"] == vb.CPU_KV_CACHE_BYTES
+    # Long windows: a whole prompt must fit one scheduler step.
+    assert vb.engine_args("m", on_cpu=True, max_model_len=32768)["max_num_batched_tokens"] == 32768
+    # Little free memory: a third of it; far too little: a one-line error before the engine starts.
+    assert vb.engine_args("m", on_cpu=True, free_memory=3 * vb.GIB)["kv_cache_memory_bytes"] == vb.GIB
+    with pytest.raises(UsageError, match="free"):
+        vb.engine_args("m", on_cpu=True, free_memory=vb.GIB // 2)
+    # An explicit share is the vLLM CPU meaning (share of the memory node), passed through.
+    explicit = vb.engine_args("m", on_cpu=True, gpu_memory_utilization=0.4, enforce_eager=False)
+    assert explicit["gpu_memory_utilization"] == 0.4 and "kv_cache_memory_bytes" not in explicit
+    assert explicit["enforce_eager"] is False
+
+
+def test_root_cause_picks_the_specific_engine_error():
+    log = ("(EngineCore pid=1) ERROR 11-22 [core.py:1] ValueError: Available memory on node 0 (1.0/23 GiB) "
+           "is less than desired CPU memory utilization\n"
+           "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    assert vb.root_cause(log).startswith("ValueError: Available memory on node 0")
+    assert vb.root_cause("nothing here") == "no error message in the engine log"
 
 
 def test_engine_args_tensor_parallel_defaults_to_visible_gpus():
@@ -193,7 +224,16 @@ def test_engine_args_rejects_bad_options(kwargs, message):
 # ---------------------------------------------------------------------- import and auto --
 def test_import_vllm_without_vllm_is_a_usage_error(monkeypatch):
     no_vllm(monkeypatch)
-    with pytest.raises(UsageError, match=r"pip install -e \.\[vllm\]"):
+    with pytest.raises(UsageError, match=r"pip install -e \.\[vllm\].*make setup-vllm"):
+        vb.import_vllm()
+
+
+def test_import_vllm_with_a_mismatched_torchvision_says_what_to_remove(monkeypatch):
+    def broken(name):
+        raise RuntimeError("operator torchvision::nms does not exist")
+
+    monkeypatch.setattr(vb.importlib, "import_module", broken)
+    with pytest.raises(UsageError, match="pip uninstall -y torchvision"):
         vb.import_vllm()
 
 
@@ -234,9 +274,13 @@ class FakeLLM:
     def __init__(self, **kwargs):
         self.kwargs = kwargs
         self.requests = None
+        self.warmups = []
         FakeLLM.last = self
 
     def generate(self, requests, params, use_tqdm=True):
+        if "structured_outputs" not in params.kwargs:  # the shared-prefix warm-up
+            self.warmups.append((requests, params.kwargs))
+            return [types.SimpleNamespace(outputs=[types.SimpleNamespace(text="x")])]
         self.requests, self.params = requests, params
         choice = params.kwargs["structured_outputs"].kwargs["choice"]
         out = lambda text: types.SimpleNamespace(outputs=[types.SimpleNamespace(text=text)])
@@ -257,6 +301,7 @@ def test_vllm_backend_with_a_fake_engine(monkeypatch, smollm2_tokenizer):
     backend = vb.VLLMBackend("smollm2-135m", rope_scaling="yarn:2.0:8192", seed=5, dtype="float16")
     llm = FakeLLM.last
     assert llm.kwargs["model"] == str(backend.chat.directory)
+    assert llm.kwargs["gpu_memory_utilization"] == 0.9 and "enable_chunked_prefill" not in llm.kwargs
     assert llm.kwargs["enable_prefix_caching"] is True and llm.kwargs["seed"] == 5
     assert llm.kwargs["dtype"] == "float16" and llm.kwargs["tensor_parallel_size"] >= 1
     assert llm.kwargs["max_model_len"] == 16384 == backend.max_model_len
@@ -275,6 +320,26 @@ def test_vllm_backend_with_a_fake_engine(monkeypatch, smollm2_tokenizer):
     assert llm.params.kwargs["max_tokens"] > max(len(ids) for ids in backend.chat.label_token_ids(LABELS, "Intent:"))
     assert (llm.params.kwargs["temperature"], llm.params.kwargs["seed"]) == (0.0, 9)
     assert backend.predict([], LABELS, temperature=0.0, seed=0) == []
+    # The prompts' common prefix went to the engine first, alone, greedy and unseeded.
+    ids = [backend.chat.encode(p) for p in prompts]
+    assert llm.warmups == [([{"prompt_token_ids": ids[0]}], {"temperature": 0.0, "max_tokens": 1})]
+
+
+def test_vllm_backend_warms_only_a_real_shared_prefix(monkeypatch, smollm2_tokenizer):
+    fake_vllm(monkeypatch, structured=True, llm=FakeLLM, on_cpu=True)
+    backend = vb.VLLMBackend("smollm2-135m")
+    llm = FakeLLM.last
+    assert llm.kwargs["enable_chunked_prefill"] is False and llm.kwargs["enforce_eager"] is True
+    context = [{"role": "user", "content": "Query: " + "where is my card? " * 20}, {"role": "assistant", "content": "card"}]
+    a = backend.render(context + [{"role": "user", "content": "Query: a"}], "Intent:")
+    b = backend.render(context + [{"role": "user", "content": "Query: b c"}], "Intent:")
+    backend.predict([a], LABELS, temperature=1.0, seed=1)
+    assert llm.warmups == []  # one prompt: nothing to share
+    backend.predict([a, b], LABELS, temperature=1.0, seed=1)
+    (request,), _ = llm.warmups[0]
+    ids_a, ids_b = backend.chat.encode(a), backend.chat.encode(b)
+    shared = request["prompt_token_ids"]
+    assert ids_a[:len(shared)] == shared == ids_b[:len(shared)] and ids_a[len(shared)] != ids_b[len(shared)]
 
 
 def test_zero_tensor_parallel_size_is_rejected_not_taken_as_default():

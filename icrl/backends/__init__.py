@@ -80,6 +80,32 @@ class ChatBackend:
                 "supports_system_role": self.supports_system_role, "eot_token": self.eot_token}
 
 
+def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
+def shared_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
+    """Length of the longest token prefix common to all sequences."""
+    if not seqs:
+        return 0
+    shared = len(seqs[0])
+    for seq in seqs[1:]:
+        shared = common_prefix_length(seqs[0][:shared], seq)
+    return shared
+
+
+def check_prompt_lengths(ids: Sequence[Sequence[int]], answer_tokens: int, max_model_len: int) -> None:
+    """A prompt and its longest answer must fit the model window."""
+    longest = max(len(x) for x in ids)
+    if longest + answer_tokens > max_model_len:
+        raise UsageError(f"a prompt has {longest} tokens, more than the model's {max_model_len} allow; "
+                         f"lower --max_context_examples")
+
+
 def vllm_available() -> bool:
     return importlib.util.find_spec("vllm") is not None
 

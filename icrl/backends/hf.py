@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import UsageError
-from . import ChatBackend
+from . import ChatBackend, check_prompt_lengths, common_prefix_length
 from .chat import ChatTokenizer, load_hf_tokenizer, local_model_dir
 from .constrained import LabelTrie, choose, prompt_rngs
 
@@ -38,14 +38,6 @@ def _check_device(torch, device: str) -> str:
     elif parsed.type != "cpu" and not (parsed.type == "mps" and torch.backends.mps.is_available()):
         raise UsageError(f"--device {device} is not available here; use cpu or cuda")
     return device
-
-
-def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
 
 
 class TransformersBackend(ChatBackend):
@@ -92,11 +84,8 @@ class TransformersBackend(ChatBackend):
             return []
         trie = self._trie(tuple(labels), self._prefix_of(prompts[0]))
         ids = [self.chat.encode(p) for p in prompts]
+        check_prompt_lengths(ids, trie.max_depth, self.max_model_len)
         longest = max(len(x) for x in ids)
-        if longest + trie.max_depth > self.max_model_len:
-            raise UsageError(
-                f"a prompt has {longest} tokens, more than the model's {self.max_model_len} allow; "
-                f"lower --max_context_examples")
         self.stats["prompt_tokens"] += sum(len(x) for x in ids)
         shared = 0
         if self.prefix_reuse:

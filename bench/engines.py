@@ -52,7 +52,13 @@ def test_step(backend, prompts, labels, cold: bool, warm_prefix: bool = True):
     if hasattr(backend, "warm_shared_prefix"):
         backend.warm_shared_prefix = warm_prefix
     before = backend.stats["prompt_tokens"]
+    cache = backend.prefix_cache_counters() if hasattr(backend, "prefix_cache_counters") else None
     predictions, seconds = timed(backend.predict, prompts, labels, 0.0, 0)
+    if cache is not None:  # load-independent: how much of the call's prompts the engine found cached
+        after = backend.prefix_cache_counters()
+        hits, queries = after["hits"] - cache["hits"], after["queries"] - cache["queries"]
+        print(f"    vLLM {'cold' if cold else 'warm'}{'' if warm_prefix else ' without warm-up'}: "
+              f"{seconds:.2f} s, prefix cache {hits}/{queries} prompt tokens hit ({hits / max(queries, 1):.1%})")
     return predictions, seconds, backend.stats["prompt_tokens"] - before
 
 

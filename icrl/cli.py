@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Optional, Sequence
 
 from .backends import BACKEND_CHOICES
@@ -142,6 +143,33 @@ def validate(args: argparse.Namespace) -> None:
     if not args.icrl and args.context_strategy_name.endswith(("_only_positive", "_only_negative")):
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
+    validate_backend_flags(args)
+    validate_model_path(args.model_name)
+
+
+def validate_backend_flags(args: argparse.Namespace) -> None:
+    """The vLLM flags are checked whatever the backend, so a typo never waits for a GPU run."""
+    from .backends.vllm_backend import engine_args  # pure functions; vLLM itself is not imported
+
+    engine_args(args.model_name, tensor_parallel_size=args.tensor_parallel_size,
+                pipeline_parallel_size=args.pipeline_parallel_size,
+                distributed_executor_backend=args.distributed_executor_backend,
+                gpu_memory_utilization=args.gpu_memory_utilization, rope_scaling=args.rope_scaling)
+
+
+def validate_model_path(name: str) -> None:
+    """A local model directory must exist and hold a model (not reported as a failed download)."""
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return
+    if path.is_dir():
+        if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
+            raise UsageError(f"--model_name {name!r} is a folder without a model (no config.json in it)")
+        return
+    from .backends.chat import looks_like_path
+
+    if looks_like_path(name):
+        raise UsageError(f"--model_name {name!r}: no such local folder")
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

@@ -10,13 +10,16 @@ the first test step at or after max_context_examples. Zero-shot is one test at s
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import math
 import os
 import platform
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +34,9 @@ from .episode import Episode
 from .errors import UsageError
 from .feedback import shown_feedback
 from .prompts import build_messages
-from .records import RunRecords, experiment_dir, max_context_path, read_json, write_json_atomic
+from .lock import DirectoryLock
+from .records import (DamagedRecords, RunRecords, experiment_dir, inspect_run, max_context_path, read_json,
+                      remove_leftovers, unresumable, write_json_atomic)
 from .tasks import load_task
 
 log = logging.getLogger("icrl")
@@ -113,37 +118,117 @@ def environment() -> dict:
 
 
 # -- the run ------------------------------------------------------------------------------------
+class Interrupted(Exception):
+    """SIGTERM or SIGHUP arrived (Ctrl-C arrives as KeyboardInterrupt)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
 class Experiment:
-    """One experiment: its task, data, backend, strategy and records."""
+    """One experiment: its task, data, backend, strategy and records.
+
+    ``run()`` first locks the run directory (one writer per run; the kernel releases the
+    lock if the process dies) and decides from the records alone, before loading data or a
+    model, whether the run is new, resumed or finished.
+    """
 
     def __init__(self, args):
         self.args = args
-        self.task = load_task(args.task_name, args.data_dir)
+        self.task = None
         self.out_dir = experiment_dir(args.output_dir, vars(args))
         self.records = RunRecords(self.out_dir)
+        self.lock = DirectoryLock(self.out_dir)
         self.model_calls = 0
+        self.resuming = False
+        self.old_config: Optional[dict] = None
+        self.steps_done = 0
 
-    # Checks that need the data but no model: an existing run with other arguments, or finished.
-    def check_existing(self) -> bool:
-        """True when the run is already finished (nothing to do)."""
-        if not self.records.exists or self.args.overwrite:
-            return False
-        old = self.records.config().get("args", {})
-        new = json.loads(json.dumps(identity(self.args)))
+    def claim(self) -> None:
+        """Lock the run directory and make sure it is writable (before anything loads)."""
+        self.created = _first_missing(self.out_dir)
+        try:
+            self.lock.acquire()
+            with tempfile.TemporaryFile(dir=self.out_dir):
+                pass
+        except OSError as exc:
+            self.lock.release()
+            raise UsageError(f"cannot write the run directory {self.out_dir} under --output_dir "
+                             f"{self.args.output_dir!r}: {exc.strerror or exc}") from None
+        for path in self.records.remove_leftovers():
+            log.info("removed %s, left by a write cut short", path.name)
+
+    # Checks on the records alone (no data, no model): new, resumed, finished or refused.
+    def check_existing(self):
+        """The run's RunState when it is finished and its records check out, else None
+        (``self.resuming`` says whether there is a run to continue)."""
+        a = self.args
+        self.resuming = False
+        if not self.records.has_steps():
+            return None  # no completed step: not a run; (re)start it with these arguments
+        try:
+            config = self.records.config()
+            if not isinstance(config, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, ValueError) as exc:
+            if a.overwrite:
+                return None
+            why = "has records but no config.json" if isinstance(exc, FileNotFoundError) else \
+                f"has an unreadable config.json ({exc})"
+            raise DamagedRecords(f"{self.out_dir} {why}; restore it, or pass --overwrite to start again") from None
+        old = config.get("args", {})
+        new = json.loads(json.dumps(identity(a)))
         differing = sorted(k for k in set(old) | set(new) if k not in RUNTIME_ARGS and old.get(k) != new.get(k))
+        if a.overwrite and (differing or not config.get("runtime_args", {}).get("overwrite")):
+            return None  # replace it (a run that --overwrite itself started is resumed instead)
         if differing:
             details = "; ".join(f"--{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in differing)
             raise UsageError(f"{self.out_dir} holds a run with other arguments ({details}); "
                              f"pass --overwrite to replace it")
-        return self.records.finished()
+        self.resuming, self.old_config = True, config
+        state = inspect_run(self.out_dir)
+        self.steps_done = state.steps_done
+        if state.finished:
+            return state
+        if state.train_problem:
+            raise unresumable(self.out_dir, state.train_problem)
+        if state.problems:
+            _say(f"records of {self.out_dir} need repair ({state.damage}); resuming to repair them")
+        return None
+
+    def _check_same_data(self, old: dict) -> None:
+        """A resumed run must see the dataset and test set it started with."""
+        new = self.config_record_data()
+        if old.get("dataset", {}).get("fingerprint") != new["dataset"]["fingerprint"]:
+            raise UsageError(f"{self.out_dir}: the dataset changed since this run started (fingerprint "
+                             f"{old.get('dataset', {}).get('fingerprint')!r} there, "
+                             f"{new['dataset']['fingerprint']!r} now); pass --overwrite to start again")
+        old_test = old.get("test_set", {})
+        for key in ("ids", "prompts"):
+            if old_test.get(key) != new["test_set"][key]:
+                raise UsageError(f"{self.out_dir}: the test set's {key} changed since this run started; "
+                                 f"pass --overwrite to start again")
 
     def load_data(self) -> None:
-        a, task = self.args, self.task
+        a = self.args
+        self.task = task = load_task(a.task_name, a.data_dir)
         self.exemplars = task.exemplars(a.exemplars_per_label, a.training_seed) if a.exemplars_per_label else []
         self.train = [] if a.max_context_examples == 0 else task.training_examples(a.train_k, a.training_seed)
         self.test = task.test_examples(a.test_k, a.test_seed)
         if a.max_context_examples != 0 and not self.train:
-            raise UsageError(f"{task.name} has no training examples left after the exemplars")
+            if task.num_train == 0:
+                raise UsageError(f"{task.name} has no training examples: its training split is empty")
+            raise UsageError(f"{task.name} has no training examples left after the "
+                             f"{len(self.exemplars)} exemplars")
+        if not self.test:
+            raise UsageError(f"{task.name} has no test examples: its test split is empty")
+        if a.max_context_examples != 0 and a.train_k != -1 and len(self.train) < a.train_k:
+            _say(f"warning: --train_k {a.train_k} but {task.name} has {len(self.train)} training examples "
+                 f"(after exemplars): running {len(self.train)} steps")
+        if a.test_k != -1 and len(self.test) < a.test_k:
+            _say(f"warning: --test_k {a.test_k} but {task.name} has {len(self.test)} test examples: "
+                 f"testing on {len(self.test)}")
 
     def load_backend(self) -> None:
         from .backends import load_backend
@@ -164,7 +249,14 @@ class Experiment:
             return a.max_context_examples
         path = max_context_path(a.output_dir, a.model_name, a.task_name)
         window = self.backend.max_model_len
-        cached = read_json(path) if path.is_file() else None
+        remove_leftovers(path.parent, [path.name], older_than_s=3600)
+        try:
+            cached = read_json(path) if path.is_file() else None
+            if cached is not None and not (isinstance(cached, dict) and isinstance(cached.get("max_context_examples"), int)):
+                raise ValueError("not a cache record")
+        except (OSError, ValueError) as exc:
+            log.warning("ignoring the unreadable cache %s (%s); finding the size again", path, exc)
+            cached = None
         if cached and cached.get("max_window_tokens") == window:
             fit = cached["max_context_examples"]
         else:
@@ -179,6 +271,15 @@ class Experiment:
                              f"the window; lower --exemplars_per_label")
         return fit
 
+    def config_record_data(self) -> dict:
+        task = self.task
+        return {
+            "dataset": {"task": task.name, "fingerprint": task.fingerprint(), "labels": task.labels,
+                        "num_train": task.num_train, "num_test": task.num_test},
+            "test_set": {"ids": [e.id for e in self.test], "prompts": [task.prompt(e) for e in self.test],
+                         "answers": [task.answer(e) for e in self.test]},
+        }
+
     def config_record(self) -> dict:
         a, task = self.args, self.task
         args = {k: v for k, v in sorted(vars(a).items()) if k != "hf_token"}
@@ -186,13 +287,11 @@ class Experiment:
             "format_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "args": json.loads(json.dumps(identity(a))), "runtime_args": {k: args[k] for k in RUNTIME_ARGS if k in args},
             "resolved": {"mode": self.mode, "max_context_examples": self.max_examples, "steps": self.steps,
-                         "test_steps": self.test_steps, "num_exemplars": len(self.exemplars)},
+                         "test_steps": self.test_steps, "num_exemplars": len(self.exemplars),
+                         "train_examples": len(self.train), "test_examples": len(self.test)},
             "backend": self.backend.describe(), "environment": environment(),
-            "dataset": {"task": task.name, "fingerprint": task.fingerprint(), "labels": task.labels,
-                        "num_train": task.num_train, "num_test": task.num_test},
+            **self.config_record_data(),
             "train_example_ids": [e.id for e in self.train[:self.steps]] if self.mode != "zero_shot" else [],
-            "test_set": {"ids": [e.id for e in self.test], "prompts": [task.prompt(e) for e in self.test],
-                         "answers": [task.answer(e) for e in self.test]},
             "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in self.exemplars],
         }
 
@@ -224,11 +323,49 @@ class Experiment:
 
     # -- the loop ------------------------------------------------------------------------------
     def run(self) -> dict:
-        a, task = self.args, self.task
-        if self.check_existing():
+        self.claim()
+        try:
+            return self._run()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        """Unlock; a directory this process created and that holds no step is removed again
+        (a run that failed or was stopped before its first step leaves nothing behind)."""
+        created = self.created is not None and self.lock.held and not self.records.has_steps()
+        if created:
+            for name in ("config.json", "results.json", "log.txt", "train.jsonl", "test.jsonl"):
+                (self.out_dir / name).unlink(missing_ok=True)
+        self.lock.release(remove=created)
+        if created:
+            directory = self.out_dir
+            while True:
+                try:
+                    directory.rmdir()
+                except OSError:
+                    break
+                if directory == self.created:
+                    break
+                directory = directory.parent
+
+    def _run(self) -> dict:
+        a = self.args
+        finished = self.check_existing()
+        if finished is not None:
+            resolved = finished.config["resolved"]
+            summary = summarize(finished.train, finished.test, resolved["steps"], resolved["mode"])
+            try:
+                current = self.records.results()
+            except (OSError, ValueError):
+                current = None
+            if current != summary:  # missing, unreadable or stale: it is a function of the records
+                self.records.write_results(summary)
             print(f"already finished: {self.out_dir}")
-            return self.records.results()
+            return summary
         self.load_data()
+        if self.resuming:
+            self._check_same_data(self.old_config)
+        task = self.task
         wandb = _wandb_module() if a.wandb else None
         self.load_backend()
         self.max_examples = self.resolve_max_examples()
@@ -238,9 +375,8 @@ class Experiment:
         strategy = make_strategy(a.context_strategy_name, self.max_examples, a.context_p_keep,
                                  a.max_contexts, a.approximate_context_sampling_method)
 
-        resuming = self.records.exists and not a.overwrite
-        if resuming:
-            self._check_same_plan(self.records.config().get("resolved", {}))
+        if self.resuming:
+            self._check_same_plan(self.old_config.get("resolved", {}))
         else:
             self.records.create(self.config_record())
         handler = _attach_log_file(self.out_dir)
@@ -248,7 +384,10 @@ class Experiment:
             log.info("arguments: %s", json.dumps(identity(a)))
             log.info("mode %s, %d context episodes, %d steps, test steps %s",
                      self.mode, self.max_examples, self.steps, self.test_steps)
-            train_recs, test_recs = self.records.load_for_resume(has_training=self.mode != "zero_shot")
+            config = self.old_config if self.resuming else self.records.config()
+            train_recs, test_recs, notes = self.records.load_for_resume(config)
+            for note in notes:
+                _say(f"warning: {self.out_dir}: dropped {note}")
             history = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"]) for r in train_recs]
             for r, example in zip(train_recs, self.train):
                 if r["example_id"] != example.id:
@@ -257,8 +396,18 @@ class Experiment:
             if self.mode != "zero_shot":
                 replay(strategy, history, a.seed)
             start = len(train_recs) if self.mode != "zero_shot" else len(test_recs)
-            if resuming:
-                log.info("resuming %s at step %d of %d", self.out_dir, start, self.steps)
+            self.steps_done = start
+            if self.resuming:
+                _say(f"resuming {self.out_dir} at step {start} of {self.steps}")
+            missing = [t for t in self.test_steps if t < start and t not in {r["step"] for r in test_recs}]
+            if missing and self.mode != "zero_shot":
+                _say(f"recomputing test steps {missing}, missing from {self.out_dir / 'test.jsonl'}")
+                for t in missing:
+                    context = [history[i] for i in train_recs[t]["context"]]
+                    test_recs.append(self._test_step(t, context, train_recs[t]["context"], train_recs[t]["metrics"]))
+                test_recs.sort(key=lambda r: r["step"])
+                self.records.rewrite_test(test_recs)
+                self.records.write_results(summarize(train_recs, test_recs, self.steps, self.mode))
             run_wandb = wandb.init(project="icrl", dir=str(self.out_dir), config=identity(a),
                                    name=str(self.out_dir.relative_to(a.output_dir))) if wandb else None
             self._loop(strategy, history, train_recs, test_recs, start, run_wandb)
@@ -268,15 +417,44 @@ class Experiment:
                 run_wandb.summary.update({k: v for k, v in summary.items() if not isinstance(v, dict)})
                 run_wandb.finish()
             return summary
+        except (KeyboardInterrupt, Interrupted):
+            previous = _ignore_signals()
+            try:
+                self._save_progress()
+            finally:
+                for signum, old in previous.items():
+                    signal.signal(signum, old if old is not None else signal.SIG_DFL)
+            raise
         finally:
             logging.getLogger("icrl").removeHandler(handler)
             handler.close()
 
+    def _save_progress(self) -> None:
+        """results.json from what is on disk (called when interrupted)."""
+        state = inspect_run(self.out_dir)
+        self.steps_done = state.steps_done
+        if state.config is not None:
+            resolved = state.config["resolved"]
+            self.records.write_results(summarize(state.train, state.test, resolved["steps"], resolved["mode"]))
+        log.info("interrupted at step %d", self.steps_done)
+
+    def _test_step(self, t: int, context, context_ids, metrics) -> dict:
+        """Predict every test prompt with step t's context and seed; append and return the record."""
+        task = self.task
+        test_answers = [task.answer(e) for e in self.test]
+        test_tic = time.perf_counter()
+        predictions = self.predict([self.render(context, task.prompt(e)) for e in self.test], self.args.seed + t)
+        correct = [int(p == g) for p, g in zip(predictions, test_answers)]
+        record = {"step": t, "accuracy": sum(correct) / len(correct),
+                  "per_class_accuracy": per_class_accuracy(test_answers, correct),
+                  "predictions": predictions, "context_size": len(context), "context": list(context_ids),
+                  "metrics": metrics, "time_s": time.perf_counter() - test_tic}
+        log.info("step %d: test accuracy %.4f", t, record["accuracy"])
+        return record
+
     def _loop(self, strategy, history, train_recs, test_recs, start, run_wandb):
         a, task = self.args, self.task
         index_of = {id(e): i for i, e in enumerate(history)}
-        test_prompts = [task.prompt(e) for e in self.test]
-        test_answers = [task.answer(e) for e in self.test]
         tests = set(self.test_steps)
         bar = _progress(self.steps, start, a.progress, f"{task.name} {a.context_strategy_name}")
         for t in range(start, self.steps):
@@ -301,16 +479,9 @@ class Experiment:
                     episode = Episode(prompt, None, None, answer, None)
 
             if t in tests:
-                test_tic = time.perf_counter()
-                predictions = self.predict([self.render(context, p) for p in test_prompts], a.seed + t)
-                correct = [int(p == g) for p, g in zip(predictions, test_answers)]
-                record = {"step": t, "accuracy": sum(correct) / len(correct),
-                          "per_class_accuracy": per_class_accuracy(test_answers, correct),
-                          "predictions": predictions, "context_size": len(context), "context": context_ids,
-                          "metrics": metrics, "time_s": time.perf_counter() - test_tic}
+                record = self._test_step(t, context, context_ids, metrics)
                 self.records.append_test(record)
                 test_recs.append(record)
-                log.info("step %d: test accuracy %.4f", t, record["accuracy"])
                 if run_wandb:
                     run_wandb.log({"test/accuracy": record["accuracy"]}, step=t)
 
@@ -326,11 +497,22 @@ class Experiment:
                 history.append(episode)
                 if run_wandb and episode.accuracy is not None:
                     run_wandb.log({"train/accuracy": episode.accuracy, "train/context_size": len(context)}, step=t)
+            self.steps_done = t + 1
             if t in tests:
                 self.records.write_results(summarize(train_recs, test_recs, self.steps, self.mode))
             bar.update(1)
             bar.set_postfix(_postfix(train_recs, test_recs), refresh=False)
         bar.close()
+
+
+def _first_missing(path: Path) -> Optional[Path]:
+    """The outermost folder of ``path`` that does not exist yet (None if it exists)."""
+    missing = None
+    for folder in [path, *path.parents]:
+        if folder.exists():
+            break
+        missing = folder
+    return missing
 
 
 def _postfix(train_recs, test_recs) -> dict:
@@ -368,11 +550,39 @@ def _attach_log_file(directory: Path) -> logging.Handler:
     return handler
 
 
+WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _raise_interrupted(signum, frame):
+    raise Interrupted(signum)
+
+
+def _ignore_signals() -> dict:
+    """While saving progress after an interruption, a second signal must not cut it short.
+    Returns the handlers to restore."""
+    previous = {signum: signal.getsignal(signum) for signum in HANDLED_SIGNALS}
+    for signum in HANDLED_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN)
+    return previous
+
+
+def _say(message: str) -> None:
+    """A line for the user on the console, also in the run's log."""
+    print(message, file=sys.stderr, flush=True)
+    log.info(message)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of run_experiment.py: exit 0 on success, 2 on bad input."""
+    """Entry point of run_experiment.py: exit 0 on success, 2 on bad input, 128 + signal number
+    when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     from .cli import parse_args
 
     argv = sys.argv[1:] if argv is None else argv
+    experiment = None
+    previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, _raise_interrupted)
     try:
         args = parse_args(argv)
         _console_logging(args.verbose)
@@ -383,6 +593,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except (KeyboardInterrupt, Interrupted) as exc:
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        step = experiment.steps_done if experiment is not None else 0
+        print(f"interrupted at step {step}; rerun the same command to resume", file=sys.stderr)
+        return 128 + int(signum)
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRORS:
+            raise
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"error: cannot write{where}: {exc.strerror}; free space or fix permissions, then rerun the "
+              f"same command to resume", file=sys.stderr)
+        return 2
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
     acc = summary.get("final_test_accuracy")
     print(f"results: {experiment.out_dir}")
     print(f"final test accuracy {acc:.4f}" if isinstance(acc, float) and not math.isnan(acc) else "no test accuracy",

@@ -457,6 +457,11 @@ def draw(args) -> int:
     unknown = [n for n in args.only if n not in names]
     if unknown:
         raise UsageError(f"unknown --only {unknown[0]!r}; choose from: {', '.join(names)}")
+    out_dir = Path(args.out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out_dir {args.out_dir!r} cannot be a folder of figures: {exc.strerror or exc}") from None
     results = Results(args.data_dir, args.filter, args.explorative_p_keep)
     for note in results.notes:
         print(f"note: {note}")
@@ -464,8 +469,6 @@ def draw(args) -> int:
         raise UsageError(f"no runs under {args.data_dir!r} (run_experiment.py writes them there with --output_dir)")
     if results.runs.empty:
         raise UsageError(f"no run under {args.data_dir!r} matches --filter {' '.join(args.filter)}")
-    out_dir = Path(args.out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     summary = results.summary()
     summary.to_csv(out_dir / "summary.csv", index=False)
     print(f"read {len(results.runs)} runs from {args.data_dir}; wrote {out_dir / 'summary.csv'}")

@@ -16,7 +16,9 @@ the identity arguments under short names (``model``, ``task``, ``strategy``, ``p
 ``test_every``, ``test_k``, ``exemplars_per_label``, ``seed``, ``training_seed``,
 ``test_seed``), derived ones (``mode``, ``method``, ``label``, ``task_base``, ``unsemantic``,
 ``strategy_base``, ``strategy_filter``, ``flip``, ``config_key``), the summary of
-results.json (``finished``, ``steps``, ``total_steps``, ``final_test_accuracy``,
+results.json (``finished``: every planned step on disk and the records consistent with
+config.json, checked by ``records.inspect_run``, not read from results.json; ``damage``: what
+is wrong with a run's records, else None; ``steps``, ``total_steps``, ``final_test_accuracy``,
 ``best_test_accuracy``, ``best_test_step``, ``regret``, ``train_accuracy``,
 ``mean_step_time_s``, ``total_time_s``) and token counts (``prompt_tokens``,
 ``uncached_tokens``, ``tokenizer``; NaN until run_count_tokens.py has counted the run).
@@ -37,7 +39,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import UsageError
-from .records import CONFIG, RESULTS, TEST, TRAIN, find_runs, read_json, read_jsonl
+from .records import CONFIG, RESULTS, TEST, TRAIN, RunState, find_runs, inspect_run, read_json
 
 TOKEN_COUNTS_JSON = "token_counts.json"
 TOKEN_COUNTS_CSV = "token_counts.csv"
@@ -189,8 +191,8 @@ def apply_filters(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataF
 
 
 # -- loading -----------------------------------------------------------------------------------
-def _run_row(run_dir: Path, root: Path, explorative_p_keep: float) -> dict:
-    config = read_json(run_dir / CONFIG)
+def _run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
+    run_dir, config = state.directory, state.config
     args, resolved = config.get("args", {}), config.get("resolved", {})
     row = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
     for arg, column in ARG_COLUMNS.items():
@@ -209,9 +211,14 @@ def _run_row(run_dir: Path, root: Path, explorative_p_keep: float) -> dict:
     row["unsemantic"] = "_unsemantic" in task
     row["task_base"] = task.replace("_unsemantic", "")
     row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)
-    results = read_json(run_dir / RESULTS) if (run_dir / RESULTS).is_file() else {}
-    row["finished"] = bool(results.get("finished", False))
-    row["steps"] = results.get("steps_completed")
+    try:
+        results = read_json(run_dir / RESULTS) if (run_dir / RESULTS).is_file() else {}
+    except (OSError, ValueError):
+        results = {}
+    # Finished only when the records check out (see records.inspect_run), whatever results.json says.
+    row["finished"] = state.finished
+    row["damage"] = state.damage or None
+    row["steps"] = len(state.train)
     row["total_steps"] = results.get("total_steps", resolved.get("steps"))
     for key in RESULT_COLUMNS[3:]:
         row[key] = results.get(key)
@@ -258,11 +265,21 @@ class Results:
         self.explorative_p_keep = explorative_p_keep
         self.notes: list[str] = []
         rows = []
+        self._states: dict[str, RunState] = {}
         for run_dir in find_runs(self.root):
+            state = inspect_run(run_dir)
+            if state.config is None:
+                self.notes.append(f"skipped unreadable run {run_dir}: {state.damage}")
+                continue
+            if state.problems:
+                self.notes.append(f"damaged run {run_dir} (not counted as finished): {state.damage}")
             try:
-                rows.append(_run_row(run_dir, self.root, explorative_p_keep))
+                row = _run_row(state, self.root, explorative_p_keep)
             except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
                 self.notes.append(f"skipped unreadable run {run_dir}: {type(exc).__name__}: {exc}")
+                continue
+            rows.append(row)
+            self._states[row["run_id"]] = state
         runs = pd.DataFrame(rows)
         if runs.empty:
             runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method"])
@@ -295,8 +312,9 @@ class Results:
     def _per_step(self, filename: str, fields: list) -> pd.DataFrame:
         """One row per record of ``filename`` in every run, with ``fields`` as floats."""
         frames = []
-        for run_id, run_dir in zip(self.runs["run_id"], self.runs["run_dir"]):
-            records = read_jsonl(Path(run_dir) / filename)
+        for run_id in self.runs["run_id"]:
+            state = self._states[run_id]  # the records that check out (see records.inspect_run)
+            records = state.train if filename == TRAIN else state.test
             frame = pd.DataFrame({f: [r.get(f) for r in records] for f in fields}, dtype=float)
             frame.insert(0, "run_id", run_id)
             frames.append(frame)

@@ -37,6 +37,7 @@ import csv
 import hashlib
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -442,6 +443,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _main(args) -> int:
     import pandas as pd
 
+    if args.csv:
+        folder = Path(args.csv).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK) or Path(args.csv).is_dir():
+            raise UsageError(f"--csv {args.csv!r}: the folder {str(folder)!r} does not exist or is not writable")
     results = Results(args.data_dir, explorative_p_keep=args.explorative_p_keep)
     for note in results.notes:
         print(f"note: {note}")
@@ -475,7 +480,6 @@ def _main(args) -> int:
     print()
     print(format_table(table))
     if args.csv:
-        Path(args.csv).parent.mkdir(parents=True, exist_ok=True)
         table.to_csv(args.csv, index=False)
         print(f"wrote {args.csv}")
     elapsed = time.perf_counter() - tic

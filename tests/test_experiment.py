@@ -271,8 +271,8 @@ def test_default_context_size_fills_the_window_and_is_cached(tmp_path, capsys):
     cached = json.loads((tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json").read_text())
     assert cached == {"max_context_examples": expected, "max_window_tokens": 8192}
     # An unfinished run continues only with the plan it started with.
-    results = json.loads((run_dir / "results.json").read_text())
-    (run_dir / "results.json").write_text(json.dumps({**results, "finished": False}))
+    lines = (run_dir / "train.jsonl").read_text().splitlines(keepends=True)
+    (run_dir / "train.jsonl").write_text("".join(lines[:-1]))  # the last step was not completed
     cache = tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json"
     cache.write_text(json.dumps({"max_context_examples": 7, "max_window_tokens": 8192}))
     capsys.readouterr()

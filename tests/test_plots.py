@@ -133,14 +133,17 @@ def test_results_loader_frames(icrl_runs, tmp_path):
         rows = train[train["run_id"] == run_id]
         if run["mode"] == "icrl":
             assert len(rows) == 6 and (1 - rows["accuracy"]).sum() == run["regret"]
-    # an unfinished copy (no results.json yet) still loads, as unfinished
+    # an unfinished copy (its last step not on disk, results.json gone) still loads, as unfinished;
+    # "finished" comes from the records, not from results.json
     copy = tmp_path / "runs"
     shutil.copytree(icrl_runs, copy)
     victim = next(r for r in find_runs(copy) if "random_biased_end" in str(r))
     (victim / "results.json").unlink()
-    runs = Results(copy).runs
-    row = runs[runs["run_dir"] == str(victim)].iloc[0]
-    assert not row["finished"] and row["method"] == "naive"
+    lines = (victim / "train.jsonl").read_text().splitlines(keepends=True)
+    (victim / "train.jsonl").write_text("".join(lines[:-1]))
+    res = Results(copy)
+    row = res.runs[res.runs["run_dir"] == str(victim)].iloc[0]
+    assert not row["finished"] and row["method"] == "naive" and row["steps"] == 5 and not res.notes
 
 
 def test_method_names_and_helpers():

@@ -36,30 +36,44 @@ def test_truncated_last_line_is_dropped_and_repaired(tmp_path):
     assert read_jsonl(tmp_path / "missing.jsonl") == []
 
 
+def _config(steps=4, test_steps=(0, 2, 3), mode="icrl", num_test=2):
+    return {"args": {}, "resolved": {"mode": mode, "steps": steps, "test_steps": list(test_steps)},
+            "train_example_ids": [10 + i for i in range(steps)] if mode != "zero_shot" else [],
+            "test_set": {"ids": list(range(num_test))}}
+
+
+def _train(step):
+    return {"step": step, "example_id": 10 + step}
+
+
+def _test(step, n=2):
+    return {"step": step, "accuracy": 0.5, "predictions": ["a"] * n}
+
+
 def test_resume_keeps_complete_steps_and_drops_an_orphan_test_line(tmp_path):
     records = RunRecords(tmp_path / "run")
-    records.create({"args": {}})
+    records.create(_config())
     for step in range(3):
-        records.append_train({"step": step})
+        records.append_train(_train(step))
     for step in (0, 2, 3):  # step 3's test was written, its training line was not: killed
-        records.append_test({"step": step})
-    train, test = records.load_for_resume()
+        records.append_test(_test(step))
+    train, test, notes = records.load_for_resume()
     assert [r["step"] for r in train] == [0, 1, 2] and [r["step"] for r in test] == [0, 2]
     assert [r["step"] for r in read_jsonl(records.directory / "test.jsonl")] == [0, 2]
 
 
 def test_zero_shot_resume_keeps_its_single_test(tmp_path):
     records = RunRecords(tmp_path / "run")
-    records.create({"args": {}})
-    records.append_test({"step": 0})
-    assert records.load_for_resume(has_training=False) == ([], [{"step": 0}])
+    records.create(_config(1, (0,), "zero_shot"))
+    records.append_test(_test(0))
+    assert records.load_for_resume()[:2] == ([], [_test(0)])
 
 
-def test_create_replaces_old_records_and_finished_reads_results(tmp_path):
+def test_create_replaces_old_records_and_finished_checks_the_records(tmp_path):
     records = RunRecords(tmp_path / "run")
-    records.create({"args": {"a": 1}})
-    records.append_train({"step": 0})
-    records.write_results({"finished": True})
+    records.create(_config(1, (0,)))
+    records.append_test(_test(0))
+    records.append_train(_train(0))
     assert records.exists and records.finished()
     records.create({"args": {"a": 2}})
     assert records.config() == {"args": {"a": 2}} and not records.finished()

@@ -22,6 +22,11 @@ _TOKENIZER_FILES = [
 _SENTINEL = "ICRL_SENTINEL_7f3a"
 
 
+def looks_like_path(name: str) -> bool:
+    """A local path rather than a Hub id ("org/name"): absolute, ./ ../ ~, or more than one "/"."""
+    return name.startswith(("/", "./", "../", "~")) or name in (".", "..") or name.count("/") > 1
+
+
 def local_model_dir(model_name: str, hf_token: Optional[str] = None, weights: bool = False) -> Path:
     """Resolve a model name to a local directory.
 
@@ -35,6 +40,8 @@ def local_model_dir(model_name: str, hf_token: Optional[str] = None, weights: bo
     path = Path(model_name).expanduser()
     if path.is_dir():
         return path
+    if looks_like_path(model_name):
+        raise UsageError(f"{model_name!r}: no such local folder (a Hub id is org/name)")
     if not weights and os.environ.get("ICRL_TOKENIZERS_DIR"):
         candidate = Path(os.environ["ICRL_TOKENIZERS_DIR"]) / model_name.replace("/", "__")
         if candidate.is_dir():

@@ -53,11 +53,29 @@ def converted_dir(model_name: str) -> Path:
     """Return a directory holding the converted tokenizer and weights, converting on first use.
 
     The conversion is written to a temporary folder and renamed into place, so a killed
-    conversion never leaves a half-written model behind.
+    conversion never leaves a half-written model behind; the temporary folders of killed
+    conversions are removed by the next one (under a lock, so never a live one's).
     """
     target = cache_root() / "models" / model_name
-    if (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file():
+    if _complete(target):
         return target
+    from ..lock import DirectoryLock
+
+    with DirectoryLock(target.parent, f".lock-{model_name}").acquire(wait=True):
+        for leftover in target.parent.glob(f".{model_name}-*"):
+            if leftover.is_dir():
+                log.info("removing %s, left by a conversion that was cut short", leftover)
+                shutil.rmtree(leftover, ignore_errors=True)
+        if _complete(target):  # another process converted it while we waited
+            return target
+        return _convert(model_name, target)
+
+
+def _complete(target: Path) -> bool:
+    return (target / "config.json").is_file() and (target / "tokenizer_config.json").is_file()
+
+
+def _convert(model_name: str, target: Path) -> Path:
     source = gguf_path(model_name)
     log.info("converting %s to %s (first load only)", source.name, target)
     from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -207,10 +207,18 @@ def load_source(source: str, data_dir: Optional[str]) -> Splits:
     """All splits of ``source`` as columns, from the raw files in ``data_dir`` or, when it is
     None, from the Hub. Cached per (source, data_dir) for the life of the process.
 
-    Raises UsageError naming the file when a raw file is missing.
+    Raises UsageError naming the file when a raw file is missing, and a one-line UsageError
+    when one is malformed (not UTF-8, bad CSV or JSON, an unknown label).
     """
     if source not in SOURCES:
         raise UsageError(f"unknown source {source!r}; known: {', '.join(SOURCES)}")
     if data_dir is None:
         return _load_hub(source)
-    return SOURCES[source].parse(Path(os.path.abspath(data_dir)))
+    folder = Path(os.path.abspath(data_dir))
+    try:
+        return SOURCES[source].parse(folder)
+    except (UnicodeDecodeError, csv.Error, ValueError, KeyError, IndexError, TypeError) as exc:
+        if isinstance(exc, UsageError):
+            raise
+        raise UsageError(f"the {source} files under {folder} are malformed ({type(exc).__name__}: "
+                         f"{str(exc)[:200]}); replace them with the original files") from None

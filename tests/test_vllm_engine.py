@@ -161,9 +161,27 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tm
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     killed_root = tmp_path / "killed"
     command = [sys.executable, str(REPO / "run_experiment.py"), *command_args, "--output_dir", str(killed_root)]
+    # Killed first, while nothing else runs, so that the kill lands mid-run: the loop polls the
+    # records every 50 ms and kills at step 12 or later; steps 10-18 take well over that each.
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
-    # The uninterrupted run, meanwhile, in this process on the session's engine.
+    deadline = time.time() + 400
+    train = None
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            found = list(killed_root.rglob("train.jsonl"))
+            if found and len(found[0].read_text().splitlines()) >= 12:
+                train = found[0]
+                break
+            time.sleep(0.05)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert train is not None, f"the run never got to step 12: {proc.stdout.read().decode()[-2000:]}"
+    assert len(train.read_text().splitlines()) < 30
+
+    # The uninterrupted run, in this process on the session's engine.
     monkeypatch.setattr(backends, "load_backend", lambda *a, **k: engine)
     assert main([*command_args, "--output_dir", str(tmp_path / "clean")]) == 0
     clean = next((tmp_path / "clean").rglob("results.json")).parent
@@ -173,19 +191,6 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tm
     config = json.loads((clean / "config.json").read_text())
     assert config["backend"]["backend"] == "vllm" and config["backend"]["platform"] in ("cpu", "cuda")
     assert {r["prediction"] for r in _records(clean)["train.jsonl"]} <= set(config["dataset"]["labels"])
-
-    deadline = time.time() + 400
-    train = None
-    while time.time() < deadline and proc.poll() is None:
-        found = list(killed_root.rglob("train.jsonl"))
-        if found and len(found[0].read_text().splitlines()) >= 12:
-            train = found[0]
-            break
-        time.sleep(0.2)
-    assert train is not None, f"the run never got to step 12: {proc.stdout.read().decode()[-2000:]}"
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert len(train.read_text().splitlines()) < 30
 
     resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]

@@ -70,7 +70,8 @@ def loop(backend, name: str, args, task_dir: Path, out_dir: Path) -> tuple[float
     try:
         argv = ["--backend", backend.name, "--model_name", args.model, "--task_name", "banking77",
                 "--max_context_examples", "16", "--train_k", str(args.steps), "--test_every", str(args.steps + 1),
-                "--test_k", "16", "--temperature", "1.0", "--data_dir", str(task_dir),
+                "--test_k", "16", "--temperature", "1.0", "--data_dir", str(task_dir), "--icrl",
+                "--seed", "100", "--training_seed", "100", "--test_seed", "100",
                 "--output_dir", str(out_dir / backend.name), "--no-progress", *LOOP_RUNS[name]]
         code, seconds = timed(run_experiment, argv)
         assert code == 0, f"{name} run failed on {backend.name}"

@@ -52,20 +52,24 @@ def build_parser() -> argparse.ArgumentParser:
     pub.add_argument("--context_p_keep", type=float, default=1.0)
     pub.add_argument("--max_context_examples", type=int, default=None,
                      help="episodes in context; 0 = zero-shot; default: as many as fit the model window")
-    pub.add_argument("--icrl", action=bool_flag, default=True, help="ICRL (predictions + rewards) or supervised ICL")
+    pub.add_argument("--icrl", action=bool_flag, default=None,
+                     help="required: ICRL (predictions + rewards) or --no-icrl, supervised ICL (the published "
+                          "script silently runs supervised ICL when both are omitted)")
     pub.add_argument("--icrl_omit_feedback", action=bool_flag, default=False)
     pub.add_argument("--icrl_flip_feedback", action=bool_flag, default=False)
     pub.add_argument("--icrl_flip_feedback_prob", type=float, default=None)
     pub.add_argument("--max_contexts", type=int, default=-1, help="approximate strategies: number of contexts K")
     pub.add_argument("--approximate_context_sampling_method", default=None, help=" or ".join(SAMPLING_METHODS))
-    pub.add_argument("--train_k", type=int, default=10000, help="training steps (-1: the whole training split)")
+    pub.add_argument("--train_k", type=int, default=-1,
+                     help="training steps (-1 or omitted: the whole training split, as published)")
     pub.add_argument("--test_every", type=int, default=500)
-    pub.add_argument("--test_k", type=int, default=500, help="test examples (-1: the whole test split)")
+    pub.add_argument("--test_k", type=int, default=-1,
+                     help="test examples (-1 or omitted: the whole test split, as published)")
     pub.add_argument("--exemplars_per_label", type=int, default=0, help="gold exemplars per label, first in every context")
     pub.add_argument("--debug_k", type=int, default=0, help="log the full prompt and output of the first k model calls")
-    pub.add_argument("--seed", type=int, default=100)
-    pub.add_argument("--training_seed", type=int, default=100)
-    pub.add_argument("--test_seed", type=int, default=100)
+    pub.add_argument("--seed", type=int, default=None, help="required (the paper: 100)")
+    pub.add_argument("--training_seed", type=int, default=None, help="required (the paper: 100)")
+    pub.add_argument("--test_seed", type=int, default=None, help="required (the paper: 100)")
     pub.add_argument("--hf_token", default=None, help="for gated models (else $HF_TOKEN); never written to disk")
     pub.add_argument("--verbose", action=bool_flag, default=False)
     for name in ("ucb_alpha", "prob_reset", "p_exploration"):
@@ -114,6 +118,13 @@ def validate(args: argparse.Namespace) -> None:
         if args.approximate_context_sampling_method not in SAMPLING_METHODS:
             raise UsageError(f"{args.context_strategy_name} needs --approximate_context_sampling_method "
                              f"{' or '.join(SAMPLING_METHODS)}")
+    if args.icrl is None:
+        raise UsageError("pass --icrl (in-context RL) or --no-icrl (supervised ICL): the published script "
+                         "silently runs supervised ICL when both are omitted")
+    unseeded = [f"--{name}" for name in ("seed", "training_seed", "test_seed") if getattr(args, name) is None]
+    if unseeded:
+        raise UsageError(f"pass {', '.join(unseeded)} (the paper uses 100 for each): the published script "
+                         f"runs unseeded when they are omitted")
     if not (0 < args.context_p_keep <= 1):
         raise UsageError(f"--context_p_keep must be in (0, 1], got {args.context_p_keep}")
     if args.icrl_flip_feedback:

@@ -214,6 +214,10 @@ class Experiment:
         a = self.args
         self.task = task = load_task(a.task_name, a.data_dir)
         self.exemplars = task.exemplars(a.exemplars_per_label, a.training_seed) if a.exemplars_per_label else []
+        if a.max_context_examples and self.exemplars and a.max_context_examples <= len(self.exemplars):
+            raise UsageError(f"no room for context episodes: the {len(self.exemplars)} exemplars fill the "
+                             f"{a.max_context_examples} context examples (the published runner subtracts "
+                             f"them); lower --exemplars_per_label or raise --max_context_examples")
         self.train = [] if a.max_context_examples == 0 else task.training_examples(a.train_k, a.training_seed)
         self.test = task.test_examples(a.test_k, a.test_seed)
         if a.max_context_examples != 0 and not self.train:
@@ -243,32 +247,54 @@ class Experiment:
             rope_scaling=a.rope_scaling, seed=a.seed, verbose=a.verbose)
 
     def resolve_max_examples(self) -> int:
-        """--max_context_examples, or as many as fit the model window (cached per model and task)."""
+        """The context size, as the published runner resolves it.
+
+        --max_context_examples, or when omitted the published search's ``left + 1`` for this
+        model, task, mode (ICRL or ICL system prompt) and window, cached per model and task
+        under the key ``<icrl|icl>@<window>``. Either way the exemplars are then subtracted
+        (published: ``max(0, n - exemplars)``; here no room left is an error). An explicit 0
+        (zero-shot) stays 0."""
         a = self.args
-        if a.max_context_examples is not None:
-            return a.max_context_examples
+        if a.max_context_examples == 0:
+            return 0
+        fit = a.max_context_examples if a.max_context_examples is not None else self._automatic_size()
+        if self.exemplars:
+            fit -= len(self.exemplars)
+            if fit < 1:
+                raise UsageError(f"no room for context episodes: {len(self.exemplars)} exemplars fill the "
+                                 f"{fit + len(self.exemplars)} context examples (the published runner subtracts "
+                                 f"them); lower --exemplars_per_label or raise --max_context_examples")
+        return fit
+
+    def _automatic_size(self) -> int:
+        a = self.args
         path = max_context_path(a.output_dir, a.model_name, a.task_name)
         window = self.backend.max_model_len
+        key = f"{'icrl' if a.icrl else 'icl'}@{window}"
         remove_leftovers(path.parent, [path.name], older_than_s=3600)
+        sizes: dict = {}
         try:
             cached = read_json(path) if path.is_file() else None
-            if cached is not None and not (isinstance(cached, dict) and isinstance(cached.get("max_context_examples"), int)):
-                raise ValueError("not a cache record")
+            if cached is not None:
+                if not isinstance(cached, dict):
+                    raise ValueError("not a cache record")
+                if "sizes" in cached:
+                    if not isinstance(cached["sizes"], dict):
+                        raise ValueError("not a cache record")
+                    sizes = {k: v for k, v in cached["sizes"].items()
+                             if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+                else:  # the format before issue 10 (the largest fitting n, one fewer): not reused
+                    log.info("replacing the old-format cache %s (it held one fewer episode)", path)
         except (OSError, ValueError) as exc:
             log.warning("ignoring the unreadable cache %s (%s); finding the size again", path, exc)
-            cached = None
-        if cached and cached.get("max_window_tokens") == window:
-            fit = cached["max_context_examples"]
-        else:
-            from .maxlen import find_max_examples
+        if key in sizes:
+            return sizes[key]
+        from .maxlen import find_max_examples
 
-            log.info("finding how many episodes fit %d tokens (cached in %s)", window, path)
-            fit = find_max_examples(self.backend.chat, self.task, window)
-            write_json_atomic(path, {"max_context_examples": fit, "max_window_tokens": window})
-        fit -= len(self.exemplars)
-        if fit < 1:
-            raise UsageError(f"no room for context episodes: {len(self.exemplars)} exemplars already fill "
-                             f"the window; lower --exemplars_per_label")
+        log.info("finding how many episodes fit %d tokens (%s; cached in %s)", window, key, path)
+        fit = find_max_examples(self.backend.chat, self.task, window, icrl=a.icrl)
+        sizes[key] = fit
+        write_json_atomic(path, {"sizes": dict(sorted(sizes.items()))})
         return fit
 
     def config_record_data(self) -> dict:

@@ -13,8 +13,14 @@ query is rendered: the 5% margin stands in for it (and for the model's answer). 
 is the largest ``n`` whose rendering takes at most 95% of the window.
 
 The published search (lil-lab/icrl, ``find_maximum_number_examples``) returns one more than
-the largest fitting ``n``; ``MaxExamplesResult.published_convention`` gives that number for
-comparison with the paper.
+the largest fitting ``n`` (its binary search's ``left + 1``), and its runner uses that number
+as the context size. So do we: ``find_max_examples`` and ``MaxExamplesResult.published_convention``
+give ``n + 1``; ``MaxExamplesResult.max_examples`` (``--largest_fitting`` in the script) is the
+largest ``n`` that really fits.
+
+With supervised ICL (``icrl=False``) the published search renders the same worst-case
+episodes (prediction and feedback messages) under the ICL system prompt, its model being
+loaded in ICL mode; ``search_max_examples(..., icrl=False)`` does the same.
 
 The search guesses the answer from the renderings with 0 and 1 episode and the prompt
 counts (token-counted once each), gallops from the guess and bisects: O(log n) full
@@ -31,7 +37,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from icrl.episode import Episode
 from icrl.errors import ArgumentParser, UsageError
-from icrl.prompts import build_messages, feedback_message
+from icrl.prompts import SYSTEM_PROMPT_ICL, SYSTEM_PROMPT_ICRL, build_messages, feedback_message
 
 WINDOW_FRACTION = 0.95
 
@@ -97,8 +103,12 @@ def _worst_label(chat, task) -> tuple[str, int, str, int]:
     return best
 
 
-def search_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> MaxExamplesResult:
+def search_max_examples(chat, task, max_window_tokens: Optional[int] = None, *,
+                        icrl: bool = True) -> MaxExamplesResult:
     """The worst-case search (see module docstring) with its details.
+
+    ``icrl=False`` renders under the supervised ICL system prompt, as the published search
+    does for a ``--no-icrl`` run.
 
     ``max_window_tokens`` defaults to the model's maximum length (``chat.max_model_len``).
     Raises UsageError for a non-positive window, a task without prompts or labels, or a
@@ -125,7 +135,7 @@ def search_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> 
     def tokens_for(n: int) -> int:
         if n not in rendered:
             context = [Episode(p, label, feedback, label, feedback) for p in ranked[:n]]
-            messages, prefix = context_messages(task, context, chat.supports_system_role)
+            messages, prefix = context_messages(task, context, chat.supports_system_role, icrl=icrl)
             rendered[n] = chat.count_tokens(chat.render(messages, prefix))
         return rendered[n]
 
@@ -145,12 +155,18 @@ def search_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> 
         longest_prompt_tokens=ranked_counts[0], num_prompts=len(ranked), renders=len(rendered))
 
 
-def context_messages(task, context: Sequence[Episode], supports_system_role: bool) -> tuple[list[dict], str]:
+def context_messages(task, context: Sequence[Episode], supports_system_role: bool, *,
+                     icrl: bool = True) -> tuple[list[dict], str]:
     """The ICRL messages of ``context`` alone, with no new query (as the published search renders).
 
     ``build_messages`` always ends with the new input; rendering an empty one and taking it
-    back out leaves the context exactly as the runner shows it."""
+    back out leaves the context exactly as the runner shows it. ``icrl=False``: the same
+    episodes under the ICL system prompt (the published search with a model loaded for ICL)."""
     messages, prefix = build_messages(task, context, "", "icrl", supports_system_role=supports_system_role)
+    if not icrl:
+        system = messages[0]["content"]
+        assert system.startswith(SYSTEM_PROMPT_ICRL)
+        messages[0] = {**messages[0], "content": SYSTEM_PROMPT_ICL + system[len(SYSTEM_PROMPT_ICRL):]}
     last = messages[-1]
     if last["content"] == "":
         messages.pop()  # the query opened a user message of its own
@@ -202,11 +218,14 @@ def _largest_fitting(fits: Callable[[int], bool], hi: int, guess: int = 0) -> in
     return lo
 
 
-def find_max_examples(chat, task, max_window_tokens: Optional[int] = None) -> int:
-    """Largest number of ICRL episodes whose worst-case prompt fits 95% of the window.
+def find_max_examples(chat, task, max_window_tokens: Optional[int] = None, *, icrl: bool = True) -> int:
+    """The context size the published runner uses when --max_context_examples is omitted:
+    one more than the largest number of episodes whose worst-case prompt fits 95% of the
+    window (the published search's ``left + 1``).
 
-    ``max_window_tokens`` defaults to ``chat.max_model_len`` (what the runner needs)."""
-    return search_max_examples(chat, task, max_window_tokens).max_examples
+    ``max_window_tokens`` defaults to ``chat.max_model_len``; ``icrl=False`` searches under
+    the ICL system prompt, as the published search does for ``--no-icrl``."""
+    return search_max_examples(chat, task, max_window_tokens, icrl=icrl).published_convention
 
 
 # ------------------------------------------------------------------------------ CLI --
@@ -214,7 +233,8 @@ def _parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(description=(
         "Print how many ICRL episodes fit in a context window for a model and a task, using "
         "the model's tokenizer and chat template only (worst case: longest prompts, longest "
-        "label and feedback, 95%% of the window)."))
+        "label and feedback, 95%% of the window). By default it prints what the published "
+        "script prints and its runner uses: one more than the largest n that fits."))
     parser.add_argument("--model_name", required=True,
                         help="Hugging Face id (org/name), local tokenizer directory, or smollm2-135m")
     parser.add_argument("--task_name", required=True, help="e.g. banking77, clinic150_top10_unsemantic")
@@ -222,8 +242,14 @@ def _parser() -> argparse.ArgumentParser:
                         help="window in tokens (default: the model's maximum length)")
     parser.add_argument("--data_dir", default=None, help="raw dataset folder (default: $ICRL_DATA_DIR)")
     parser.add_argument("--hf_token", default=None, help="token for gated models on the hub (not stored)")
+    parser.add_argument("--no-icrl", dest="icrl", action="store_false",
+                        help="search under the supervised ICL system prompt (as the published search "
+                             "does for a --no-icrl run)")
+    parser.add_argument("--largest_fitting", action="store_true",
+                        help="print the largest n that fits instead of the published number (which "
+                             "is n + 1, the context size the published runner uses)")
     parser.add_argument("--published_convention", action="store_true",
-                        help="print one more than the largest fitting n, as the published script does")
+                        help="accepted for compatibility: the published number is the default now")
     parser.add_argument("--verbose", action="store_true",
                         help="also write the worst case and the token counts to stderr")
     return parser
@@ -244,13 +270,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
         task = load_task(args.task_name, data_dir=args.data_dir)
         chat = _load_chat(args.model_name, args.hf_token)
-        result = search_max_examples(chat, task, args.max_window_tokens)
+        result = search_max_examples(chat, task, args.max_window_tokens, icrl=args.icrl)
     except UsageError as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
     if args.verbose:
         _report(result, args, chat, task, time.perf_counter() - start)
-    print(result.published_convention if args.published_convention else result.max_examples)
+    print(result.max_examples if args.largest_fitting else result.published_convention)
     return 0
 
 
@@ -289,7 +315,7 @@ def _report(result: MaxExamplesResult, args, chat, task, seconds: float) -> None
         f"tokens at n={n}: {result.tokens} <= {result.bound:g}",
         (f"capped: all {result.num_prompts} prompts fit (n={n} episodes)" if result.capped
          else f"tokens at n={n + 1}: {result.tokens_next} > {result.bound:g}"),
-        f"published convention (n + 1): {result.published_convention}",
+        f"published convention (n + 1, the runner's default context size): {result.published_convention}",
         f"full prompts rendered: {result.renders}; time: {seconds:.2f} s",
     ]
     print("\n".join(lines), file=sys.stderr)

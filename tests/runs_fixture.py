@@ -19,17 +19,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 COMMON = ["--model_name", "smollm2-135m", "--task_name", "trec_coarse", "--train_k", "6", "--test_every", "3",
-          "--test_k", "4", "--temperature", "1.0", "--no-progress", "--backend", "transformers"]
+          "--test_k", "4", "--temperature", "1.0", "--no-progress", "--backend", "transformers",
+          "--seed", "100", "--training_seed", "100", "--test_seed", "100"]
 RUNS = {
-    "zero_shot": ["--max_context_examples", "0", "--context_strategy_name", "random_unbiased"],
+    "zero_shot": ["--icrl", "--max_context_examples", "0", "--context_strategy_name", "random_unbiased"],
     "icl": ["--no-icrl", "--context_strategy_name", "random_unbiased", "--context_p_keep", "1.0",
             "--max_context_examples", "4"],
-    "naive": ["--context_strategy_name", "random_biased_end", "--context_p_keep", "1.0", "--max_context_examples", "4"],
-    "explorative": ["--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.1",
+    "naive": ["--icrl", "--context_strategy_name", "random_biased_end", "--context_p_keep", "1.0", "--max_context_examples", "4"],
+    "explorative": ["--icrl", "--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.1",
                     "--max_context_examples", "4"],
-    "explorative_p0.5": ["--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.5",
+    "explorative_p0.5": ["--icrl", "--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.5",
                          "--max_context_examples", "4"],
-    "approximate": ["--context_strategy_name", "approximate_only_positive", "--context_p_keep", "0.5",
+    "approximate": ["--icrl", "--context_strategy_name", "approximate_only_positive", "--context_p_keep", "0.5",
                     "--max_contexts", "2", "--approximate_context_sampling_method", "uniform",
                     "--max_context_examples", "4"],
 }

@@ -22,7 +22,10 @@ TREC_COARSE = ["abbreviation", "entity", "description", "human", "location", "nu
 def base_args(out, **over):
     args = {"task_name": "trec_coarse", "context_strategy_name": "random_unbiased_only_positive",
             "context_p_keep": "0.5", "max_context_examples": "4", "train_k": "6", "test_every": "3",
-            "test_k": "6", "temperature": "1.0", "output_dir": str(out), "no-progress": None}
+            "test_k": "6", "temperature": "1.0", "output_dir": str(out), "no-progress": None,
+            "icrl": None, "seed": "100", "training_seed": "100", "test_seed": "100"}
+    if "no-icrl" in over:
+        del args["icrl"]
     args.update(over)
     argv = []
     for k, v in args.items():
@@ -144,9 +147,11 @@ def test_zero_shot_is_one_test_at_step_zero(tmp_path):
 
 @pytest.mark.model
 def test_exemplars_come_first_and_leave_the_training_pool(tmp_path):
-    code, runs = run(tmp_path, exemplars_per_label="1", debug_k="1")
+    code, runs = run(tmp_path, exemplars_per_label="1", debug_k="1", max_context_examples="10")
     assert runs[0].parts[-6] == "random_unbiased_only_positive_exemplars1"
     config, train, _, _ = records(runs[0])
+    # As published, the 6 exemplars are subtracted from --max_context_examples 10: 4 episodes.
+    assert config["resolved"]["max_context_examples"] == 4
     exemplars = config["exemplars"]
     assert sorted(e["answer"] for e in exemplars) == sorted(TREC_COARSE)
     assert not {e["id"] for e in exemplars} & {r["example_id"] for r in train}
@@ -154,6 +159,26 @@ def test_exemplars_come_first_and_leave_the_training_pool(tmp_path):
     first = log.index(exemplars[0]["prompt"])
     assert first < log.index(train[0]["prompt"])
     assert f"Type: {exemplars[0]['answer']}" in log and "is the correct answer! Good job!" in log
+
+
+@pytest.mark.model
+def test_exemplars_are_subtracted_from_an_explicit_size_and_icl_stops_early(tmp_path):
+    """trec_coarse, --max_context_examples 10 --exemplars_per_label 1: 6 exemplars + at most 4
+    episodes; supervised ICL stops at the first test step with a full context (step 4 of
+    test_every 5: 5 steps; it ran 15 before)."""
+    code, runs = run(tmp_path, context_strategy_name="random_unbiased", context_p_keep="1.0", **{"no-icrl": None},
+                     max_context_examples="10", exemplars_per_label="1", train_k="30", test_every="5", test_k="2")
+    assert code == 0
+    config, train, test, results = records(runs[0])
+    assert config["resolved"]["max_context_examples"] == 4 and config["resolved"]["num_exemplars"] == 6
+    assert len(train) == 5 and [r["step"] for r in test] == [0, 4] and results["finished"]
+    assert max(r["context_size"] for r in train) == 4
+
+
+def test_exemplars_filling_the_context_are_refused(tmp_path, capsys):
+    assert main(base_args(tmp_path, exemplars_per_label="1", max_context_examples="6")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: no room for context episodes") and "\n" not in err
 
 
 @pytest.mark.model
@@ -189,6 +214,10 @@ def test_flipped_feedback_changes_what_is_shown_not_accuracy(tmp_path):
     ({"device": "cuda:99"}, "GPU"),
     ({"max_model_len": "-5"}, "--max_model_len"),
     ({"temperature": "inf"}, "--temperature"),
+    # Omitted where the published script would silently run supervised ICL or unseeded.
+    ({"icrl": False}, "pass --icrl (in-context RL) or --no-icrl"),
+    ({"seed": False}, "pass --seed (the paper uses 100"),
+    ({"training_seed": False, "test_seed": False}, "pass --training_seed, --test_seed"),
 ])
 def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, over, needle):
     out = tmp_path / "out"
@@ -269,13 +298,74 @@ def test_default_context_size_fills_the_window_and_is_cached(tmp_path, capsys):
     expected = find_max_examples(load_chat_tokenizer("smollm2-135m"), load_task("trec_coarse"))
     assert config["resolved"]["max_context_examples"] == expected > 16
     cached = json.loads((tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json").read_text())
-    assert cached == {"max_context_examples": expected, "max_window_tokens": 8192}
+    assert cached == {"sizes": {"icrl@8192": expected}}
     # An unfinished run continues only with the plan it started with.
     lines = (run_dir / "train.jsonl").read_text().splitlines(keepends=True)
     (run_dir / "train.jsonl").write_text("".join(lines[:-1]))  # the last step was not completed
     cache = tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json"
-    cache.write_text(json.dumps({"max_context_examples": 7, "max_window_tokens": 8192}))
+    cache.write_text(json.dumps({"sizes": {"icrl@8192": 7}}))
     capsys.readouterr()
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert "another plan" in err and f"max_context_examples: {expected} there, 7 now" in err
+
+
+def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(tmp_path, monkeypatch):
+    """The published runner's size (left + 1), searched under the system prompt of the run's mode,
+    cached per model and task under <mode>@<window>; an old-format cache is replaced, not reused."""
+    from icrl.backends.chat import load_chat_tokenizer
+    from icrl.experiment import Experiment
+    from icrl.maxlen import search_max_examples
+    from icrl.cli import parse_args
+    import icrl.maxlen as maxlen
+
+    chat = load_chat_tokenizer("smollm2-135m")
+    calls = []
+    real = maxlen.find_max_examples
+
+    def spy(chat_, task, window, *, icrl=True):
+        calls.append((task.name, window, icrl))
+        return real(chat_, task, window, icrl=icrl)
+
+    monkeypatch.setattr(maxlen, "find_max_examples", spy)
+    cache = tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json"
+    cache.parent.mkdir(parents=True)
+    cache.write_text(json.dumps({"max_context_examples": 3, "max_window_tokens": 1024}))  # before issue 10
+
+    def resolve(*extra):
+        argv = base_args(tmp_path, *(), **{"max_context_examples": False, **dict(extra)})
+        exp = Experiment(parse_args(argv))
+        exp.load_data()
+        exp.backend = type("B", (), {"max_model_len": 1024, "chat": chat})()
+        return exp.resolve_max_examples()
+
+    from icrl.tasks import load_task
+
+    task = load_task("trec_coarse")
+    icrl_size = resolve()
+    assert icrl_size == search_max_examples(chat, task, 1024).max_examples + 1
+    icl_size = resolve(("no-icrl", None), ("context_strategy_name", "random_unbiased"))
+    assert icl_size == search_max_examples(chat, task, 1024, icrl=False).max_examples + 1
+    assert json.loads(cache.read_text()) == {"sizes": {"icl@1024": icl_size, "icrl@1024": icrl_size}}
+    assert resolve() == icrl_size and len(calls) == 2 and [c[2] for c in calls] == [True, False]
+
+
+def test_omitted_train_k_and_test_k_mean_the_whole_splits(tmp_path):
+    """As published: CLINC150 without --test_k tests on all 4,500 test prompts (500 before)."""
+    from icrl.cli import parse_args
+    from icrl.experiment import Experiment
+
+    argv = base_args(tmp_path, task_name="clinic150", train_k=False, test_k=False)
+    args = parse_args(argv)
+    assert args.train_k == -1 and args.test_k == -1
+    exp = Experiment(args)
+    exp.load_data()
+    assert len(exp.test) == exp.task.num_test == 4500
+    assert len(exp.train) == exp.task.num_train
+
+
+def test_no_arguments_is_still_the_seeded_icrl_demo():
+    from icrl.cli import parse_args
+
+    args = parse_args([])
+    assert args.demo and args.icrl is True and (args.seed, args.training_seed, args.test_seed) == (100, 100, 100)

@@ -135,7 +135,8 @@ def test_more_window_more_examples(smollm_results):
 
 def test_default_window_is_the_model_maximum(smollm, tasks, smollm_results):
     assert smollm.max_model_len == 8192
-    assert find_max_examples(smollm, tasks["banking77"]) == smollm_results["banking77", 8192].max_examples
+    # As the published runner: one more than the largest fitting n (its search's left + 1).
+    assert find_max_examples(smollm, tasks["banking77"]) == smollm_results["banking77", 8192].max_examples + 1
 
 
 def test_small_window_by_linear_scan(smollm, tasks, smollm_oracles):
@@ -174,26 +175,45 @@ def test_largest_fitting_finds_the_boundary_from_any_guess(hi):
 
 
 def test_cli_prints_the_number(smollm_results):
-    expected = smollm_results["banking77", 4096].max_examples
+    """By default the published number (n + 1), which the published runner uses."""
+    expected = smollm_results["banking77", 4096].max_examples + 1
     done = subprocess.run([sys.executable, str(SCRIPT), "--model_name", "smollm2-135m", "--task_name",
                            "banking77", "--max_window_tokens", "4096", "--verbose"],
                           capture_output=True, text=True, env=_env(), timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"{expected}\n"
-    assert "longest label:" in done.stderr and f"tokens at n={expected}:" in done.stderr
-    assert f"published convention (n + 1): {expected + 1}" in done.stderr
+    assert "longest label:" in done.stderr and f"tokens at n={expected - 1}:" in done.stderr
+    assert f"published convention (n + 1, the runner's default context size): {expected}" in done.stderr
 
 
-def test_published_convention_flag(capsys, monkeypatch, smollm, smollm_results):
-    """In process (the tokenizer load is reused): --published_convention prints n + 1."""
+@pytest.mark.parametrize("flags, extra", [([], 1), (["--published_convention"], 1), (["--largest_fitting"], 0)])
+def test_largest_fitting_flag(capsys, monkeypatch, smollm, smollm_results, flags, extra):
+    """In process (the tokenizer load is reused): --largest_fitting prints n, the default n + 1."""
     import icrl.maxlen as maxlen
 
     monkeypatch.setattr(maxlen, "_load_chat", lambda name, token: smollm)
     monkeypatch.setattr(maxlen, "_quiet_transformers", lambda: None)
     code = maxlen.main(["--model_name", "smollm2-135m", "--task_name", "clinic150",
-                        "--max_window_tokens", "8192", "--published_convention"])
+                        "--max_window_tokens", "8192", *flags])
     assert code == 0
-    assert capsys.readouterr().out == f"{smollm_results['clinic150', 8192].max_examples + 1}\n"
+    assert capsys.readouterr().out == f"{smollm_results['clinic150', 8192].max_examples + extra}\n"
+
+
+def test_no_icrl_search_uses_the_icl_system_prompt(smollm, tasks, smollm_results):
+    """--no-icrl: the published search renders the same episodes under the (shorter) ICL prompt."""
+    from icrl.maxlen import context_messages
+    from icrl.prompts import SYSTEM_PROMPT_ICL, SYSTEM_PROMPT_ICRL
+
+    task = tasks["clinic150"]
+    episode = [Episode("q", "a", 1, "a", 1)]
+    icrl_messages, _ = context_messages(task, episode, True)
+    icl_messages, _ = context_messages(task, episode, True, icrl=False)
+    assert icrl_messages[0]["content"].startswith(SYSTEM_PROMPT_ICRL + "\n")
+    assert icl_messages[0]["content"] == SYSTEM_PROMPT_ICL + icrl_messages[0]["content"][len(SYSTEM_PROMPT_ICRL):]
+    assert icl_messages[1:] == icrl_messages[1:]
+    icl = search_max_examples(smollm, task, 8192, icrl=False)
+    assert icl.max_examples >= smollm_results["clinic150", 8192].max_examples
+    assert icl.tokens < smollm_results["clinic150", 8192].tokens or icl.max_examples > smollm_results["clinic150", 8192].max_examples
 
 
 @pytest.mark.parametrize("args, message", [
@@ -219,3 +239,10 @@ def test_llama_31_against_the_paper(llama, tasks, llama_oracles, task_name, wind
     result = search_max_examples(llama, tasks[task_name], window)
     llama_oracles[task_name].check(result, window)
     assert result.published_convention == LLAMA_PUBLISHED[task_name, window]
+    # The runner's automatic context size is the published number (was one fewer).
+    assert find_max_examples(llama, tasks[task_name], window) == LLAMA_PUBLISHED[task_name, window]
+
+
+def test_llama_31_no_icrl_clinic150(llama, tasks):
+    """The published search under the ICL system prompt: 61 at 4096 tokens (59 before)."""
+    assert find_max_examples(llama, tasks["clinic150"], 4096, icrl=False) == 61

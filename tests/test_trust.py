@@ -26,7 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 # 6 steps, tests at 0, 2, 5 on 4 test prompts.
 ARGS = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased_only_positive",
         "--context_p_keep", "0.5", "--max_context_examples", "4", "--train_k", "6", "--test_every", "3",
-        "--test_k", "4", "--temperature", "1.0", "--no-progress", "--backend", "transformers"]
+        "--test_k", "4", "--temperature", "1.0", "--no-progress", "--backend", "transformers",
+        "--icrl", "--seed", "100", "--training_seed", "100", "--test_seed", "100"]
 
 
 def argv(out, *extra):

@@ -126,6 +126,7 @@ def test_approximate_contexts_hit_the_prefix_cache(engine, data_dir, tmp_path, m
                  "--context_strategy_name", "approximate", "--max_contexts", "2",
                  "--approximate_context_sampling_method", "uniform", "--context_p_keep", "0.5",
                  "--max_context_examples", "8", "--train_k", "24", "--test_every", "12", "--test_k", "8",
+                 "--icrl", "--seed", "100", "--training_seed", "100", "--test_seed", "100",
                  "--data_dir", str(data_dir), "--output_dir", str(tmp_path), "--no-progress"])
     assert code == 0
     after = engine.prefix_cache_counters()
@@ -205,7 +206,7 @@ def test_engine_that_cannot_start_is_one_line(data_dir, tmp_path):
     result = subprocess.run(
         [sys.executable, str(REPO / "run_experiment.py"), "--backend", "vllm", "--task_name", "trec_coarse",
          "--context_strategy_name", "random_unbiased", "--max_context_examples", "2", "--train_k", "2",
-         "--test_k", "2", "--gpu_memory_utilization", "1.0", "--data_dir", str(data_dir), "--output_dir", str(tmp_path), "--no-progress"],
+         "--test_k", "2", "--icrl", "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--gpu_memory_utilization", "1.0", "--data_dir", str(data_dir), "--output_dir", str(tmp_path), "--no-progress"],
         cwd=REPO, capture_output=True, text=True, timeout=600,
         env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert result.returncode == 2

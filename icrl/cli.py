@@ -98,7 +98,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "CPU memory (default: a 4 GiB KV cache, at most a third of the free memory)")
     gpu.add_argument("--enforce_eager", action=argparse.BooleanOptionalAction, default=None,
                      help="vLLM without CUDA graphs / compilation (default: on for the CPU build, off on GPUs)")
-    gpu.add_argument("--rope_scaling", default=None, help="TYPE:FACTOR:ORIGINAL_LEN, e.g. yarn:4.0:32768 (Qwen2.5)")
+    ours.add_argument("--rope_scaling", default=None,
+                      help="RoPE scaling, both backends: TYPE:FACTOR:ORIGINAL_LEN (e.g. yarn:4.0:32768), none, or "
+                           "auto (default): as published, yarn:4.0:32768 for any model whose name contains Qwen2.5 "
+                           "(window 131072), none for the others")
     return p
 
 

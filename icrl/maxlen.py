@@ -240,6 +240,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--task_name", required=True, help="e.g. banking77, clinic150_top10_unsemantic")
     parser.add_argument("--max_window_tokens", type=int, default=None,
                         help="window in tokens (default: the model's maximum length)")
+    parser.add_argument("--rope_scaling", default=None,
+                        help="as run_experiment.py: auto (default; YaRN x4 over 32768 for Qwen2.5), none, "
+                             "or TYPE:FACTOR:ORIGINAL_LEN; sets the default window")
     parser.add_argument("--data_dir", default=None, help="raw dataset folder (default: $ICRL_DATA_DIR)")
     parser.add_argument("--hf_token", default=None, help="token for gated models on the hub (not stored)")
     parser.add_argument("--no-icrl", dest="icrl", action="store_false",
@@ -269,7 +272,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from icrl.tasks import load_task  # the task first: a bad name fails before any tokenizer load
 
         task = load_task(args.task_name, data_dir=args.data_dir)
-        chat = _load_chat(args.model_name, args.hf_token)
+        chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling)
         result = search_max_examples(chat, task, args.max_window_tokens, icrl=args.icrl)
     except UsageError as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
@@ -290,11 +293,11 @@ def _quiet_transformers() -> None:
         pass
 
 
-def _load_chat(model_name: str, hf_token: Optional[str]):
+def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[str] = None):
     from icrl.backends.chat import load_chat_tokenizer
 
     try:
-        return load_chat_tokenizer(model_name, hf_token=hf_token)
+        return load_chat_tokenizer(model_name, hf_token=hf_token, rope_scaling=rope_scaling)
     except UsageError:
         raise
     except Exception as exc:  # unreadable or incomplete tokenizer files

@@ -191,7 +191,7 @@ def test_largest_fitting_flag(capsys, monkeypatch, smollm, smollm_results, flags
     """In process (the tokenizer load is reused): --largest_fitting prints n, the default n + 1."""
     import icrl.maxlen as maxlen
 
-    monkeypatch.setattr(maxlen, "_load_chat", lambda name, token: smollm)
+    monkeypatch.setattr(maxlen, "_load_chat", lambda name, token, rope=None: smollm)
     monkeypatch.setattr(maxlen, "_quiet_transformers", lambda: None)
     code = maxlen.main(["--model_name", "smollm2-135m", "--task_name", "clinic150",
                         "--max_window_tokens", "8192", *flags])

@@ -173,7 +173,25 @@ class ChatTokenizer:
 
 
 def load_chat_tokenizer(model_name: str, *, hf_token: Optional[str] = None,
-                        max_model_len: Optional[int] = None, eot_token: Optional[str] = None) -> ChatTokenizer:
-    """Tokenizer and template only (no weights): loads in seconds."""
+                        max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
+                        rope_scaling: Optional[str] = None) -> ChatTokenizer:
+    """Tokenizer and template only (no weights): loads in seconds.
+
+    The maximum length follows the RoPE scaling the model runs with (``rope_scaling``:
+    None/auto = the published default, YaRN x4 over 32,768 for Qwen2.5; none = off)."""
     directory = local_model_dir(model_name, hf_token=hf_token, weights=False)
-    return ChatTokenizer(load_hf_tokenizer(directory), directory, max_model_len=max_model_len, eot_token=eot_token)
+    chat = ChatTokenizer(load_hf_tokenizer(directory), directory, max_model_len=max_model_len, eot_token=eot_token)
+    apply_rope_length(chat, model_name, rope_scaling, max_model_len)
+    return chat
+
+
+def apply_rope_length(chat: "ChatTokenizer", model_name: str, rope_scaling: Optional[str],
+                      max_model_len: Optional[int]) -> Optional[str]:
+    """Set ``chat.max_model_len`` to the scaled length (unless --max_model_len was given);
+    returns the resolved scaling spec (None when off)."""
+    from .rope import resolve_rope_scaling, scaled_length
+
+    spec = resolve_rope_scaling(model_name, rope_scaling)
+    if spec and not max_model_len:
+        chat.max_model_len = scaled_length(spec)
+    return spec

@@ -11,14 +11,16 @@ sees exactly the tokens it would see without reuse.
 from __future__ import annotations
 
 import functools
+import json
 import logging
+from pathlib import Path
 from typing import Optional, Sequence
 
 import numpy as np
 
 from ..errors import UsageError
 from . import ChatBackend, check_prompt_lengths, common_prefix_length
-from .chat import ChatTokenizer, load_hf_tokenizer, local_model_dir
+from .chat import ChatTokenizer, apply_rope_length, load_hf_tokenizer, local_model_dir
 from .constrained import LabelTrie, choose, prompt_rngs
 
 log = logging.getLogger(__name__)
@@ -40,13 +42,29 @@ def _check_device(torch, device: str) -> str:
     return device
 
 
+def rope_config_kwargs(directory, spec: Optional[str]) -> dict:
+    """``from_pretrained`` config overrides for RoPE scaling ``spec`` (``{}`` when off), with the
+    model's own ``rope_theta`` kept (transformers 5 drops it from a ``rope_parameters`` without it)."""
+    from .rope import config_overrides, rope_theta_of, transformers_major
+
+    if not spec:
+        return {}
+    try:
+        config = json.loads((Path(directory) / "config.json").read_text())
+    except (OSError, ValueError):
+        config = {}
+    overrides = config_overrides(spec, rope_theta_of(config), transformers_major())
+    overrides.pop("max_model_len")
+    return overrides
+
+
 class TransformersBackend(ChatBackend):
     name = "transformers"
 
     def __init__(self, model_name: str, *, device: Optional[str] = None, dtype: str = "auto",
                  batch_size: int = 8, prefix_reuse: bool = True, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
-                 prefill_chunk: int = 2048, **_ignored):
+                 prefill_chunk: int = 2048, rope_scaling: Optional[str] = None, **_ignored):
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -56,13 +74,15 @@ class TransformersBackend(ChatBackend):
         directory = local_model_dir(model_name, hf_token=hf_token, weights=True)
         chat = ChatTokenizer(load_hf_tokenizer(directory), directory, max_model_len=max_model_len, eot_token=eot_token)
         super().__init__(model_name, chat)
+        self.rope_scaling = apply_rope_length(chat, model_name, rope_scaling, max_model_len)
         if dtype == "auto":
             dtype = "float32" if self.device == "cpu" else "bfloat16"
         if not hasattr(torch, dtype) or not isinstance(getattr(torch, dtype), torch.dtype):
             raise UsageError(f"unknown --dtype {dtype!r}; use auto, float32, bfloat16 or float16")
         self.dtype = dtype
         self.model = AutoModelForCausalLM.from_pretrained(
-            directory, dtype=getattr(torch, dtype), token=hf_token).to(self.device).eval()
+            directory, dtype=getattr(torch, dtype), token=hf_token,
+            **rope_config_kwargs(directory, self.rope_scaling)).to(self.device).eval()
         if self.device == "cpu" and self.model.config._attn_implementation == "sdpa":
             self.model.set_attn_implementation(_register_cpu_attention())
         self.batch_size = batch_size

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import logging
 import os
 import re
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from . import ChatBackend, check_prompt_lengths, shared_prefix_length
+from . import ChatBackend, check_prompt_lengths, rope, shared_prefix_length
 from .chat import load_chat_tokenizer, local_model_dir
 
 log = logging.getLogger(__name__)
@@ -92,31 +93,12 @@ def make_sampling_params(vllm, labels: Sequence[str], temperature: float, seed: 
 
 def parse_rope_scaling(spec: Optional[str], rope_theta: Optional[float] = None,
                        transformers_major: int = 5) -> dict:
-    """`yarn:4.0:32768` -> `hf_overrides` for long-context RoPE scaling (as the paper used for Qwen2.5).
+    """`yarn:4.0:32768` -> `hf_overrides` for long-context RoPE scaling (see icrl/backends/rope.py).
 
     transformers >= 5 configs read `rope_parameters`; older ones read `rope_scaling`.
     The model length becomes factor x original length.
     """
-    if not spec:
-        return {}
-    parts = spec.split(":")
-    try:
-        kind, factor, original = parts[0], float(parts[1]), int(parts[2])
-    except (IndexError, ValueError):
-        raise UsageError(f"--rope_scaling {spec!r} is not TYPE:FACTOR:ORIGINAL_LENGTH, e.g. yarn:4.0:32768") from None
-    if kind not in ("yarn", "dynamic", "linear") or factor <= 1 or original <= 0:
-        raise UsageError(f"--rope_scaling {spec!r}: type must be yarn, dynamic or linear, factor > 1, length > 0")
-    scaling = {"rope_type": kind, "factor": factor, "original_max_position_embeddings": original}
-    if transformers_major >= 5:
-        if rope_theta is not None:
-            scaling["rope_theta"] = rope_theta
-        overrides = {"rope_parameters": scaling}
-    else:
-        overrides = {"rope_scaling": scaling}
-        if rope_theta is not None:
-            overrides["rope_theta"] = rope_theta
-    overrides["max_model_len"] = int(original * factor)
-    return overrides
+    return rope.config_overrides(spec, rope_theta, transformers_major)
 
 
 def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilization: Optional[float] = None,
@@ -168,7 +150,8 @@ def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visib
             "dtype": dtype, "seed": seed, "enable_prefix_caching": True, "disable_log_stats": False}
     if distributed_executor_backend:
         args["distributed_executor_backend"] = distributed_executor_backend
-    overrides = parse_rope_scaling(rope_scaling, rope_theta, transformers_major)
+    # --rope_scaling omitted or auto: the published YaRN x4 for Qwen2.5 models; none: off.
+    overrides = parse_rope_scaling(rope.resolve_rope_scaling(model, rope_scaling), rope_theta, transformers_major)
     if overrides:
         args["hf_overrides"] = overrides
     if max_model_len or overrides.get("max_model_len"):
@@ -177,6 +160,13 @@ def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visib
                                   gpu_memory_utilization=gpu_memory_utilization, enforce_eager=enforce_eager,
                                   free_memory=free_memory, dtype=dtype))
     return args
+
+
+def _config_json(directory) -> dict:
+    try:
+        return json.loads((Path(directory) / "config.json").read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def engine_model(model_name: str, hf_token: Optional[str] = None) -> str:
@@ -267,12 +257,15 @@ class VLLMBackend(ChatBackend):
         from vllm.platforms import current_platform
 
         self.on_cpu = bool(current_platform.is_cpu())
+        spec = rope.resolve_rope_scaling(model_name, rope_scaling) or rope.NONE
+        if rope_theta is None and spec != rope.NONE and chat.directory is not None:
+            rope_theta = rope.rope_theta_of(_config_json(chat.directory))  # transformers 5 drops it otherwise
         self.args = engine_args(
             model, tensor_parallel_size=tensor_parallel_size,
             visible_gpus=0 if self.on_cpu else torch.cuda.device_count(),
             pipeline_parallel_size=pipeline_parallel_size,
             distributed_executor_backend=distributed_executor_backend, max_model_len=max_model_len,
-            gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, seed=seed, rope_scaling=rope_scaling,
+            gpu_memory_utilization=gpu_memory_utilization, dtype=dtype, seed=seed, rope_scaling=spec,
             rope_theta=rope_theta, transformers_major=int(transformers.__version__.split(".")[0]),
             on_cpu=self.on_cpu, enforce_eager=enforce_eager, model_max_len=chat.max_model_len,
             free_memory=_free_memory() if self.on_cpu else None)

@@ -9,7 +9,9 @@ training call, then the test prompts). Rendering is the experiment's own:
 
 Two numbers per run:
 
-- prompt tokens: the tokens of every rendered prompt;
+- prompt tokens: the tokens of every rendered prompt, split into training calls (the
+  paper's processed-token figure: the published ``run_count_tokens.py`` counts training
+  calls only, and the table prints that as "train tokens") and test calls ("test tokens");
 - uncached tokens: what a perfect prefix cache would still compute, i.e. each prompt's
   tokens minus its longest common token prefix with ANY earlier prompt of the run. That
   prefix is found in a radix tree (compressed trie) of the earlier prompts' token ids:
@@ -473,7 +475,8 @@ def _main(args) -> int:
                   f"tokens/s, {summary['tokenization']})")
         rows.append({"model": run["model"], "task": run["task"], "run": run["label"], "method": run["method"],
                      "strategy": run["strategy"], "mode": run["mode"], "steps": summary["steps"],
-                     "calls": summary["calls"], "prompt_tokens": summary["prompt_tokens"],
+                     "calls": summary["calls"], "train_prompt_tokens": summary["train_prompt_tokens"],
+                     "test_prompt_tokens": summary["test_prompt_tokens"], "prompt_tokens": summary["prompt_tokens"],
                      "uncached_tokens": summary["uncached_tokens"], "tokenizer": name, "run_id": run["run_id"]})
     table = pd.DataFrame(rows)
     table = _add_ratios(table)
@@ -508,17 +511,19 @@ def _add_ratios(table):
 
 def format_table(table) -> str:
     """The grouped table: one block per model and task, with the explorative/approximate ratio."""
-    lines = []
+    lines = ["train tokens: prompt tokens of the training calls, the paper's processed-token figure (the "
+             "published run_count_tokens.py counts training calls only); test tokens: those of the test "
+             "calls; uncached and cached: all calls", ""]
     for (model, task), group in table.groupby(["model", "task"], sort=False):
         lines.append(f"== {model} / {task} ==")
         width = max(12, *(len(r) for r in group["run"]))
-        lines.append(f"{'run':<{width}}  {'steps':>6} {'calls':>8} {'prompt tokens':>14} {'uncached':>13} "
-                     f"{'cached':>7} {'vs explorative':>14}")
+        lines.append(f"{'run':<{width}}  {'steps':>6} {'calls':>8} {'train tokens':>14} {'test tokens':>14} "
+                     f"{'uncached':>13} {'cached':>7} {'vs explorative':>14}")
         for _, r in group.iterrows():
             ratio = "" if not np.isfinite(r["vs_explorative"]) else f"{r['vs_explorative']:.3f}"
             cached = "" if not np.isfinite(r["cached_pct"]) else f"{r['cached_pct']:.1f}%"
-            lines.append(f"{r['run']:<{width}}  {r['steps']:>6} {r['calls']:>8,} {r['prompt_tokens']:>14,} "
-                         f"{r['uncached_tokens']:>13,} {cached:>7} {ratio:>14}")
+            lines.append(f"{r['run']:<{width}}  {r['steps']:>6} {r['calls']:>8,} {r['train_prompt_tokens']:>14,} "
+                         f"{r['test_prompt_tokens']:>14,} {r['uncached_tokens']:>13,} {cached:>7} {ratio:>14}")
         explorative = group[group["method"] == "explorative"]["uncached_tokens"]
         approximate = group[group["method"] == "approximate"]["uncached_tokens"]
         if len(explorative) and len(approximate):

@@ -205,6 +205,15 @@ def test_cli_table_csv_and_cache(icrl_runs, tmp_path, capsys):
     assert len(table) == 6 and {"prompt_tokens", "uncached_tokens", "vs_explorative"} <= set(table[0])
     explorative = next(r for r in table if r["method"] == "explorative")
     assert float(explorative["vs_explorative"]) == 1.0
+    # The paper's figure is the training calls alone (as the published run_count_tokens.py
+    # counts); the test calls are a column of their own.
+    assert {"train_prompt_tokens", "test_prompt_tokens"} <= set(table[0])
+    train_tokens, test_tokens = int(explorative["train_prompt_tokens"]), int(explorative["test_prompt_tokens"])
+    assert train_tokens + test_tokens == int(explorative["prompt_tokens"]) and train_tokens > 0 and test_tokens > 0
+    assert "train tokens" in out and "test tokens" in out and "training calls only" in out
+    line = next(x for x in out.splitlines() if x.startswith(explorative["run"] + " "))
+    assert f"{train_tokens:,}" in line.split() and f"{test_tokens:,}" in line.split()
+    assert f"{int(explorative['prompt_tokens']):,}" not in line.split()
 
     # second time: from the per-run cache; filters
     assert main(["--data_dir", str(icrl_runs), "--strategy", "explorative"]) == 0

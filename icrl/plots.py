@@ -8,6 +8,9 @@ skipped with a one-line note otherwise.
 - ``main_results``: test accuracy vs. step, a column per task and a row per model, a line per
   method (naive, naive+, explorative, approximate; see :func:`icrl.results.method_of`), with
   zero-shot and supervised ICL (the upper bound) as dashed lines of the same model and task.
+  As in the paper, the zero-shot line is the step-0 test of the naive ICRL run (ICRL system
+  prompt, empty context); a separate zero-shot run (``--max_context_examples 0``, standard
+  system prompt) is drawn as a line of its own, labelled "zero-shot (separate run)".
 - ``regret``: cumulative wrong training predictions vs. step, same grid.
 - ``train_accuracy``: training accuracy (rolling mean over ``--smooth`` steps), same grid.
 - ``ablation_*``: runs that differ in exactly one argument (seeds aside) side by side: a panel
@@ -33,13 +36,14 @@ from .results import CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, METHODS, Result
 
 COLORS = {  # Okabe-Ito, colour-blind safe; one colour per method in every figure
     "naive": "#E69F00", "naive+": "#56B4E9", "explorative": "#009E73", "approximate": "#D55E00",
-    "zero-shot": "#555555", "ICL": "#000000",
+    "zero-shot": "#555555", "ICL": "#000000", "zero-shot run": "#999999",
 }
 MARKERS = {"naive": "s", "naive+": "v", "explorative": "o", "approximate": "^"}
 VALUE_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
-BASELINE_STYLE = {"zero-shot": (0, (4, 3)), "ICL": (0, (1.5, 2))}
+BASELINE_STYLE = {"zero-shot": (0, (4, 3)), "ICL": (0, (1.5, 2)), "zero-shot run": (0, (1, 1))}
 METHOD_NOTES = {"naive": "naive", "naive+": "naive+", "explorative": "explorative",
-                "approximate": "approximate", "zero-shot": "zero-shot", "ICL": "ICL (supervised)"}
+                "approximate": "approximate", "zero-shot": "zero-shot (naive ICRL, step 0)",
+                "zero-shot run": "zero-shot (separate run)", "ICL": "ICL (supervised)"}
 STYLE = {
     "font.family": "serif", "font.serif": ["DejaVu Serif"], "mathtext.fontset": "dejavuserif",
     "font.size": 8.5, "axes.titlesize": 9, "axes.labelsize": 8.5, "legend.fontsize": 8,
@@ -226,8 +230,9 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
                         ctx.notes.append(note)
                 draw_panel(ax, chosen, method)
             if baselines:
+                _baseline(ax, _zero_shot_reference(ctx, here, m_ref), "zero-shot")
                 zero = here[here["method"] == "zero-shot"]["final_test_accuracy"].dropna()
-                _baseline(ax, zero.mean() if len(zero) else None, "zero-shot")
+                _baseline(ax, zero.mean() if len(zero) else None, "zero-shot run")
                 icl = here[here["method"] == "ICL"]
                 if len(icl):  # the ICL run with the ICRL runs' context length, else the longest
                     same = icl[icl["max_context_examples"] == m_ref]
@@ -245,6 +250,18 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
                 ax.set_ylabel(f"{_short_model(model)}\n{ylabel}")
     _legend_below(fig, axes)
     return fig
+
+
+def _zero_shot_reference(ctx: Context, here: pd.DataFrame, m_ref) -> Optional[float]:
+    """The paper's zero-shot point: the step-0 test accuracy of the naive ICRL run (ICRL system
+    prompt, no episode yet), averaged over seeds; None without a naive run tested at step 0."""
+    naive = here[here["method"] == "naive"]
+    if naive.empty:
+        return None
+    naive, _ = _pick_config(naive, m_ref)
+    test = ctx.results.test()
+    first = test[test["run_id"].isin(list(naive["run_id"])) & (test["step"] == 0)]["accuracy"].dropna()
+    return float(first.mean()) if len(first) else None
 
 
 def fig_main_results(ctx: Context):

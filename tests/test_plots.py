@@ -157,3 +157,25 @@ def test_method_names_and_helpers():
     assert method_of("zero_shot", "random_unbiased", 1.0) == "zero-shot"
     assert model_size("smollm2-135m") < model_size("meta-llama/Meta-Llama-3.1-8B-Instruct") < model_size("Qwen2.5-72B")
     assert parse_filters(["model_name=a", "model=b", "task=x"]) == {"model": ["a", "b"], "task": ["x"]}
+
+
+def test_zero_shot_line_is_the_naive_runs_step_zero(icrl_runs):
+    """As in the paper: the zero-shot line is the naive ICRL run's step-0 test (ICRL prompt, empty
+    context); the separate zero-shot run is a line of its own, labelled as such."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from icrl.plots import Context, fig_main_results
+
+    results = Results(icrl_runs)
+    runs = results.runs
+    test = results.test()
+    naive_id = runs[runs["method"] == "naive"]["run_id"].iloc[0]
+    zero_id = runs[runs["method"] == "zero-shot"]["run_id"].iloc[0]
+    step0 = test[(test["run_id"] == naive_id) & (test["step"] == 0)]["accuracy"].iloc[0]
+    separate = test[test["run_id"] == zero_id]["accuracy"].iloc[0]
+    fig = fig_main_results(Context(results=results, smooth=1, explorative_p_keep=0.1, notes=[]))
+    lines = {line.get_label(): line for ax in fig.axes for line in ax.get_lines()}
+    assert list(lines["zero-shot (naive ICRL, step 0)"].get_ydata()) == pytest.approx([step0, step0])
+    assert list(lines["zero-shot (separate run)"].get_ydata()) == pytest.approx([separate, separate])
+    assert "zero-shot" not in lines

@@ -40,6 +40,8 @@ from .records import (DamagedRecords, RunRecords, experiment_dir, inspect_run, m
 from .tasks import load_task
 
 log = logging.getLogger("icrl")
+# Arguments added after runs were recorded, with the value those runs had.
+ADDED_ARG_DEFAULTS = {"published_tokenization": False}
 
 
 # -- the plan: pure functions of the arguments ------------------------------------------------
@@ -179,6 +181,7 @@ class Experiment:
             raise DamagedRecords(f"{self.out_dir} {why}; restore it, or pass --overwrite to start again") from None
         old = config.get("args", {})
         new = json.loads(json.dumps(identity(a)))
+        old = {**ADDED_ARG_DEFAULTS, **old}  # records written before an argument existed
         differing = sorted(k for k in set(old) | set(new) if k not in RUNTIME_ARGS and old.get(k) != new.get(k))
         if a.overwrite and (differing or not config.get("runtime_args", {}).get("overwrite")):
             return None  # replace it (a run that --overwrite itself started is resumed instead)
@@ -244,7 +247,8 @@ class Experiment:
             tensor_parallel_size=a.tensor_parallel_size, pipeline_parallel_size=a.pipeline_parallel_size,
             distributed_executor_backend=a.distributed_executor_backend,
             gpu_memory_utilization=a.gpu_memory_utilization, enforce_eager=a.enforce_eager,
-            rope_scaling=a.rope_scaling, seed=a.seed, verbose=a.verbose)
+            rope_scaling=a.rope_scaling, seed=a.seed, verbose=a.verbose,
+            published_tokenization=a.published_tokenization)
 
     def resolve_max_examples(self) -> int:
         """The context size, as the published runner resolves it.

@@ -28,7 +28,8 @@ MODELS = {
                    "\n\nQuery: hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
     },
     "Qwen/Qwen2.5-7B-Instruct": {
-        "eot": "<|im_end|>", "eot_id": 151645, "max_len": 32768, "tokens": 17,
+        # 131072: the published YaRN x4 over its 32768 positions, on by default for Qwen2.5.
+        "eot": "<|im_end|>", "eot_id": 151645, "max_len": 131072, "tokens": 17,
         "render": "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQuery: hi<|im_end|>\n<|im_start|>assistant\n",
     },
     "microsoft/Phi-3.5-mini-instruct": {
@@ -218,3 +219,63 @@ def test_overrides():
     assert (chat.eot_token, chat.eot_token_id) == ("<|endoftext|>", 32000)
     with pytest.raises(UsageError, match="not in the vocabulary"):
         ChatTokenizer(load_hf_tokenizer(path), path, eot_token="<|no_such_token|>")
+
+
+# -- --published_tokenization: the published stack's quirks, off by default -----------------------
+def _fresh(model: str) -> ChatTokenizer:
+    model_dir(model)
+    return load_chat_tokenizer(model)  # not the cached one: these tests switch the flag
+
+
+@pytest.mark.parametrize("model, extra_bos", [("meta-llama/Meta-Llama-3.1-8B-Instruct", 1),
+                                              ("Qwen/Qwen2.5-7B-Instruct", 0),
+                                              ("microsoft/Phi-3.5-mini-instruct", 0)])
+def test_published_tokenization_prompts(model, extra_bos):
+    """vLLM 0.6.4 tokenized the published text prompts with special tokens: Llama-3 prompts got
+    a second <|begin_of_text|>. The default sends the template's ids as they are."""
+    chat = _fresh(model)
+    text = chat.render(README_MESSAGES, "Intent:")
+    default = chat.encode_prompt(text)
+    assert default == chat.encode(text)
+    chat.published_tokenization = True
+    quirky = chat.encode_prompt(text)
+    assert len(quirky) == len(default) + extra_bos and quirky[extra_bos:] == default
+    if extra_bos:
+        bos = chat.tokenizer.convert_tokens_to_ids("<|begin_of_text|>")
+        assert quirky[:2] == [bos, bos] and default[:2] != [bos, bos]
+
+
+@pytest.mark.parametrize("model, extra", [("microsoft/Phi-3.5-mini-instruct", True),
+                                          ("meta-llama/Meta-Llama-3.1-8B-Instruct", False),
+                                          ("Qwen/Qwen2.5-7B-Instruct", False)])
+def test_published_tokenization_labels(model, extra):
+    """The published code forced encode(" " + label): on Phi-3.5 an extra '▁' token (two spaces
+    before the label); the byte-level BPE tokenizers are unchanged."""
+    chat = _fresh(model)
+    labels = ["card_arrival", "Cancel transfer", "age_limit"]
+    default = chat.label_token_ids(labels, "Intent:")
+    assert chat.label_choices(labels, "Intent:") == [" " + label for label in labels]
+    chat.published_tokenization = True
+    forced = chat.label_token_ids(labels, "Intent:")
+    assert forced == [chat.encode(" " + label) for label in labels]
+    if extra:
+        underline = chat.tokenizer.convert_tokens_to_ids("▁")
+        assert all(f == [underline] + d for f, d in zip(forced, default))
+        assert chat.label_choices(labels, "Intent:") == ["  " + label for label in labels]
+    else:
+        assert forced == default
+        assert chat.label_choices(labels, "Intent:") == [" " + label for label in labels]
+
+
+def test_published_tokenization_flag_reaches_the_backend(smollm2, monkeypatch):
+    """--published_tokenization is a run argument the backends apply to every prompt they send."""
+    from icrl.cli import parse_args
+
+    assert parse_args([]).published_tokenization is False
+    calls = []
+    real = smollm2.chat.encode_prompt
+    monkeypatch.setattr(smollm2.chat, "encode_prompt", lambda text: calls.append(text) or real(text))
+    prompt = smollm2.render([{"role": "user", "content": "Type? hi"}], "Type:")
+    smollm2.predict([prompt], ["a", "b"], temperature=0.0, seed=0)
+    assert calls == [prompt]
+    assert smollm2.describe()["published_tokenization"] is False

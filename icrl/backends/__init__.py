@@ -77,7 +77,8 @@ class ChatBackend:
 
     def describe(self) -> dict:
         return {"backend": self.name, "model_name": self.model_name, "max_model_len": self.max_model_len,
-                "supports_system_role": self.supports_system_role, "eot_token": self.eot_token}
+                "supports_system_role": self.supports_system_role, "eot_token": self.eot_token,
+                "published_tokenization": bool(getattr(self.chat, "published_tokenization", False))}
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:

@@ -90,6 +90,9 @@ class ChatTokenizer:
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None):
         self.tokenizer = tokenizer
         self.directory = directory
+        # --published_tokenization: reproduce the published stack's tokenization quirks (see
+        # encode_prompt and label_token_ids); off by default, where both are tokenized correctly.
+        self.published_tokenization = False
         if tokenizer.chat_template is None:
             raise UsageError(f"the tokenizer in {directory} has no chat template; ICRL needs a chat model")
         config = _read_json(directory / "config.json") if directory else {}
@@ -154,6 +157,15 @@ class ChatTokenizer:
         """Token ids of already-rendered text (the template emits its own special tokens)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
+    def encode_prompt(self, text: str) -> list[int]:
+        """Token ids of a rendered prompt as the backends send it to the model.
+
+        Default: ``encode`` (the template already wrote its begin-of-text token). With
+        ``published_tokenization``: as vLLM 0.6.4 tokenized the published code's text prompts,
+        with the tokenizer's special tokens added, so Llama-3 prompts start with a second
+        ``<|begin_of_text|>`` (tokenizers that add nothing are unchanged)."""
+        return self.tokenizer(text, add_special_tokens=bool(self.published_tokenization))["input_ids"]
+
     def count_tokens(self, text: str) -> int:
         return len(self.encode(text))
 
@@ -162,7 +174,13 @@ class ChatTokenizer:
 
         Tokenized in context (prefix + " " + label, minus the prefix's tokens) so that
         tokenizers that treat a leading space specially still give the ids the model emits.
+        With ``published_tokenization``: ``encode(" " + label)`` on its own, as the published
+        code forced them; with a SentencePiece tokenizer (Phi-3.5) that is one extra ``▁``
+        token, i.e. two spaces before the label. Byte-level BPE tokenizers (Llama-3, Qwen2.5)
+        give the same ids either way.
         """
+        if self.published_tokenization:
+            return [self.encode(" " + label) for label in labels]
         head = self.encode(prefix)
         out = []
         for label in labels:
@@ -170,6 +188,20 @@ class ChatTokenizer:
             ids = full[len(head):] if full[:len(head)] == head else self.encode(" " + label)
             out.append(ids)
         return out
+
+    def label_choices(self, labels: Sequence[str], prefix: str) -> list[str]:
+        """The texts structured outputs (vLLM) may write after ``prefix``: `` <label>``, or with
+        ``published_tokenization`` the text of the published forced ids (two spaces before the
+        label where ``encode(" " + label)`` has an extra token, as with Phi-3.5)."""
+        if not self.published_tokenization:
+            return [" " + label for label in labels]
+        self.published_tokenization = False
+        try:
+            correct = self.label_token_ids(labels, prefix)
+        finally:
+            self.published_tokenization = True
+        forced = self.label_token_ids(labels, prefix)
+        return [("  " if f != c else " ") + label for label, f, c in zip(labels, forced, correct)]
 
 
 def load_chat_tokenizer(model_name: str, *, hf_token: Optional[str] = None,

@@ -64,7 +64,8 @@ class TransformersBackend(ChatBackend):
     def __init__(self, model_name: str, *, device: Optional[str] = None, dtype: str = "auto",
                  batch_size: int = 8, prefix_reuse: bool = True, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
-                 prefill_chunk: int = 2048, rope_scaling: Optional[str] = None, **_ignored):
+                 prefill_chunk: int = 2048, rope_scaling: Optional[str] = None,
+                 published_tokenization: bool = False, **_ignored):
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -75,6 +76,7 @@ class TransformersBackend(ChatBackend):
         chat = ChatTokenizer(load_hf_tokenizer(directory), directory, max_model_len=max_model_len, eot_token=eot_token)
         super().__init__(model_name, chat)
         self.rope_scaling = apply_rope_length(chat, model_name, rope_scaling, max_model_len)
+        chat.published_tokenization = bool(published_tokenization)
         if dtype == "auto":
             dtype = "float32" if self.device == "cpu" else "bfloat16"
         if not hasattr(torch, dtype) or not isinstance(getattr(torch, dtype), torch.dtype):
@@ -103,7 +105,7 @@ class TransformersBackend(ChatBackend):
         if not prompts:
             return []
         trie = self._trie(tuple(labels), self._prefix_of(prompts[0]))
-        ids = [self.chat.encode(p) for p in prompts]
+        ids = [self.chat.encode_prompt(p) for p in prompts]
         check_prompt_lengths(ids, trie.max_depth, self.max_model_len)
         longest = max(len(x) for x in ids)
         self.stats["prompt_tokens"] += sum(len(x) for x in ids)

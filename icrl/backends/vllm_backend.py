@@ -81,14 +81,16 @@ def sampling_kwargs(temperature: float, seed: int, max_tokens: int) -> dict:
     return {"temperature": float(temperature), "seed": int(seed), "max_tokens": int(max_tokens)}
 
 
-def make_sampling_params(vllm, labels: Sequence[str], temperature: float, seed: int, max_tokens: int):
+def make_sampling_params(vllm, labels: Sequence[str], temperature: float, seed: int, max_tokens: int,
+                         texts: Optional[Sequence[str]] = None):
     """SamplingParams restricted to the labels: `structured_outputs=StructuredOutputsParams(choice=...)`
     on vLLM >= 0.12, `guided_decoding=GuidedDecodingParams(choice=...)` on older versions."""
     params = importlib.import_module("vllm.sampling_params")
     kwargs = sampling_kwargs(temperature, seed, max_tokens)
+    allowed = list(texts) if texts is not None else choices(labels)
     if hasattr(params, "StructuredOutputsParams"):
-        return vllm.SamplingParams(**kwargs, structured_outputs=params.StructuredOutputsParams(choice=choices(labels)))
-    return vllm.SamplingParams(**kwargs, guided_decoding=params.GuidedDecodingParams(choice=choices(labels)))
+        return vllm.SamplingParams(**kwargs, structured_outputs=params.StructuredOutputsParams(choice=allowed))
+    return vllm.SamplingParams(**kwargs, guided_decoding=params.GuidedDecodingParams(choice=allowed))
 
 
 def parse_rope_scaling(spec: Optional[str], rope_theta: Optional[float] = None,
@@ -247,9 +249,11 @@ class VLLMBackend(ChatBackend):
                  pipeline_parallel_size: int = 1, distributed_executor_backend: Optional[str] = None,
                  gpu_memory_utilization: Optional[float] = None, enforce_eager: Optional[bool] = None,
                  dtype: str = "auto", seed: int = 0, rope_scaling: Optional[str] = None,
-                 rope_theta: Optional[float] = None, verbose: bool = False, **_ignored):
+                 rope_theta: Optional[float] = None, verbose: bool = False,
+                 published_tokenization: bool = False, **_ignored):
         chat = load_chat_tokenizer(model_name, hf_token=hf_token, eot_token=eot_token, max_model_len=max_model_len)
         super().__init__(model_name, chat)
+        chat.published_tokenization = bool(published_tokenization)
         model = engine_model(model_name, hf_token)
         vllm = import_vllm()
         import torch
@@ -310,14 +314,16 @@ class VLLMBackend(ChatBackend):
     def predict(self, prompts, labels, temperature, seed):
         if not prompts:
             return []
-        max_tokens = max_label_tokens(labels)
-        # Token ids, not text: the rendered template already holds its begin-of-text token.
-        ids = [self.chat.encode(p) for p in prompts]
+        # Token ids, not text: the rendered template already holds its begin-of-text token
+        # (--published_tokenization: a second one, as vLLM 0.6.4 text prompts had).
+        ids = [self.chat.encode_prompt(p) for p in prompts]
+        texts = self.chat.label_choices(labels, prompts[0].rsplit("\n", 1)[-1])
+        max_tokens = max(len(t.encode("utf-8")) for t in texts) + 1
         check_prompt_lengths(ids, max_tokens, self.max_model_len)
         shared = shared_prefix_length(ids)
         if self.warm_shared_prefix and len(ids) > 1 and shared >= MIN_SHARED_PREFIX:
             self.warm_prefix(ids[0][:shared])
-        params = make_sampling_params(self._vllm, labels, temperature, seed, max_tokens=max_tokens)
+        params = make_sampling_params(self._vllm, labels, temperature, seed, max_tokens=max_tokens, texts=texts)
         outputs = self._generate([{"prompt_token_ids": x} for x in ids], params)
         self.stats["prompt_tokens"] += sum(len(x) for x in ids)
         self.stats["calls"] += 1

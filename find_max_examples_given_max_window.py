@@ -1,7 +1,10 @@
 """How many ICRL episodes fit in a context window: tokenizer and chat template only.
 
     python find_max_examples_given_max_window.py --model_name smollm2-135m \
-        --task_name banking77 --max_window_tokens 4096 [--verbose] [--published_convention]
+        --task_name banking77 --max_window_tokens 4096 [--verbose] [--no-icrl] [--largest_fitting]
+
+Prints what the published script prints and its runner uses: one more than the largest
+number of episodes that fits (--largest_fitting: that number itself).
 
 See icrl/maxlen.py for the worst case used.
 """

@@ -275,7 +275,8 @@ def test_corrupt_context_size_cache_is_recomputed(tmp_path, shared_model, capsys
     i = args.index("--max_context_examples")
     del args[i:i + 2]
     assert main(args) == 0
-    assert json.loads(cache.read_text())["max_context_examples"] > 0
+    sizes = json.loads(cache.read_text())["sizes"]
+    assert list(sizes) == ["icrl@8192"] and sizes["icrl@8192"] > 0
 
 
 def test_malformed_dataset_and_bad_tool_outputs_are_one_line(tmp_path, data_dir, capsys, monkeypatch):

@@ -49,7 +49,8 @@ def server_command(model_dir: str, port: int, served_name: str, args: dict) -> l
 
 class VLLMServer:
     def __init__(self, model_name: str = "smollm2-135m", *, port: Optional[int] = None,
-                 kv_cache_memory_bytes: Optional[int] = None, seed: int = 0, log_path: Optional[Path] = None):
+                 kv_cache_memory_bytes: Optional[int] = None, seed: int = 0, log_path: Optional[Path] = None,
+                 dev_mode: bool = False):
         from .chat import load_chat_tokenizer
         from .vllm_backend import engine_args, engine_model
 
@@ -67,11 +68,13 @@ class VLLMServer:
         self.command = server_command(args["model"], self.port, model_name, args)
         self.log_path = Path(log_path or tempfile.mkstemp(prefix="icrl-vllm-serve-", suffix=".log")[1])
         self.proc: Optional[subprocess.Popen] = None
+        # Dev mode adds POST /reset_prefix_cache (benchmarks: a cold cache without a restart).
+        self.env = {**os.environ, **({"VLLM_SERVER_DEV_MODE": "1"} if dev_mode else {})}
 
     def start(self, timeout: float = 600.0) -> "VLLMServer":
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                         stdin=subprocess.DEVNULL, start_new_session=True)
+                                         stdin=subprocess.DEVNULL, start_new_session=True, env=self.env)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
@@ -90,6 +93,12 @@ class VLLMServer:
                 return response.status == 200
         except OSError:
             return False
+
+    def reset_prefix_cache(self) -> None:
+        """Empty the server's prefix cache (needs dev_mode=True)."""
+        request = urllib.request.Request(f"http://127.0.0.1:{self.port}/reset_prefix_cache", method="POST")
+        with urllib.request.urlopen(request, timeout=60) as response:
+            response.read()
 
     def kill(self) -> None:
         """SIGKILL the whole group (tests: a server that dies)."""

@@ -77,17 +77,17 @@ def test_both_constraint_modes_return_only_labels(server, client, banking):
 
 
 def test_same_seed_same_outputs(client, banking):
-    prompts = icrl_prompts(client, banking, n_context=6, n_queries=12, seed=1)
+    prompts = icrl_prompts(client, banking, n_context=6, n_queries=8, seed=1)
     first = client.predict(prompts, banking.labels, temperature=1.0, seed=11)
     assert client.predict(prompts, banking.labels, temperature=1.0, seed=11) == first
     assert client.predict(prompts[::-1], banking.labels, temperature=1.0, seed=11)[::-1] == first
-    others = [client.predict(prompts, banking.labels, temperature=1.0, seed=s) for s in (1, 2)]
-    assert any(o != first for o in others), "the seed should change what is sampled at temperature 1"
+    assert client.predict(prompts, banking.labels, temperature=1.0, seed=12) != first, \
+        "the seed should change what is sampled at temperature 1"
 
 
 def test_predictions_equal_the_in_process_engine(client, engine, banking):
     """Same rendered prompts, same seeds: the server and the in-process engine agree."""
-    prompts = icrl_prompts(engine, banking, n_context=16, n_queries=24, seed=2)
+    prompts = icrl_prompts(engine, banking, n_context=16, n_queries=16, seed=2)
     assert client.predict(prompts, banking.labels, 0.0, 0) == engine.predict(prompts, banking.labels, 0.0, 0)
     assert client.predict(prompts, banking.labels, 1.0, 5) == engine.predict(prompts, banking.labels, 1.0, 5)
 

@@ -95,7 +95,7 @@ def environment() -> dict:
     from importlib import metadata
 
     packages = {}
-    for name in ("torch", "transformers", "datasets", "numpy", "pandas", "vllm", "tokenizers", "gguf"):
+    for name in ("torch", "transformers", "datasets", "numpy", "pandas", "vllm", "tokenizers", "gguf", "openai"):
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

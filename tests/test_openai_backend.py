@@ -252,3 +252,10 @@ def test_config_and_identity_never_hold_the_key():
         parse_args(["--backend", "openai", "--max_concurrency", "0", "--task_name", "trec_coarse",
                     "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
                     "--training_seed", "1", "--test_seed", "1", "--train_k", "2", "--test_k", "2"])
+
+
+def test_the_lock_file_hides_the_key(monkeypatch):
+    from icrl import lock
+
+    monkeypatch.setattr(lock.sys, "argv", ["run_experiment.py", "--api_key", "sk-SECRET", "--api_key=sk-SECRET2"])
+    assert lock._command() == "run_experiment.py --api_key *** --api_key=***"

@@ -252,7 +252,9 @@ class OpenAIBackend:
                              f"{', '.join(sorted(served)[:20])}); pass --api_model NAME")
 
     async def _models(self) -> list[str]:
-        return [m.id async for m in self._client.models.list()]
+        # At most one retry: a server that is not there is said at once, not after the backoff.
+        client = self._client.with_options(max_retries=min(1, self.max_retries))
+        return [m.id async for m in client.models.list()]
 
     def _probe(self) -> str:
         """auto: completions when the server constrains a completion to given choices, else chat."""

@@ -33,7 +33,10 @@ RUNTIME_ARGS = frozenset({
     "verbose", "progress", "debug_k", "hf_token", "output_dir", "overwrite", "wandb", "batch_size",
     "data_dir", "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
     "gpu_memory_utilization", "enforce_eager", "ucb_alpha", "prob_reset", "p_exploration",
+    "base_url", "api_key", "max_concurrency", "timeout", "max_retries",
 })
+# Never written to config.json, the log or the lock file.
+SECRET_ARGS = frozenset({"hf_token", "api_key"})
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -106,6 +109,18 @@ def build_parser() -> argparse.ArgumentParser:
                       help="RoPE scaling, both backends: TYPE:FACTOR:ORIGINAL_LEN (e.g. yarn:4.0:32768), none, or "
                            "auto (default): as published, yarn:4.0:32768 for any model whose name contains Qwen2.5 "
                            "(window 131072), none for the others")
+    api = p.add_argument_group("server and API options (--backend openai)")
+    api.add_argument("--base_url", default=None,
+                     help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve); else $OPENAI_BASE_URL")
+    api.add_argument("--api_key", default=None, help="else $OPENAI_API_KEY; never written to disk")
+    api.add_argument("--api_model", default=None, help="model name the server knows (default: --model_name)")
+    api.add_argument("--api_mode", default="auto", choices=["auto", "completions", "chat"],
+                     help="completions: prompt rendered here (chat template + prediction prefix) with a "
+                          "structured-output choice; chat: messages with a JSON-schema enum of the labels; "
+                          "auto: completions when the server supports it")
+    api.add_argument("--max_concurrency", type=int, default=32, help="requests in flight at once")
+    api.add_argument("--timeout", type=float, default=600.0, help="seconds per request")
+    api.add_argument("--max_retries", type=int, default=5, help="retries (with backoff) on 429, 5xx, timeouts")
     return p
 
 
@@ -162,11 +177,14 @@ def validate(args: argparse.Namespace) -> None:
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
     validate_backend_flags(args)
-    validate_model_path(args.model_name)
+    if args.backend != "openai":
+        validate_model_path(args.model_name)
 
 
 def validate_backend_flags(args: argparse.Namespace) -> None:
     """The vLLM flags are checked whatever the backend, so a typo never waits for a GPU run."""
+    if args.max_concurrency < 1 or not args.timeout > 0 or args.max_retries < 0:
+        raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
     from .backends.vllm_backend import engine_args  # pure functions; vLLM itself is not imported
 
     engine_args(args.model_name, tensor_parallel_size=args.tensor_parallel_size,
@@ -202,4 +220,5 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
 
 def identity(args: argparse.Namespace) -> dict:
     """The arguments that define what a run computes (compared when resuming)."""
-    return {k: v for k, v in sorted(vars(args).items()) if k not in RUNTIME_ARGS and k != "demo"}
+    return {k: v for k, v in sorted(vars(args).items()) if k not in RUNTIME_ARGS and k not in SECRET_ARGS
+            and k != "demo"}

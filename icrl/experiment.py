@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from . import __version__
-from .cli import RUNTIME_ARGS, identity
+from .cli import RUNTIME_ARGS, SECRET_ARGS, identity
 from .context import make_strategy, replay
 from .episode import Episode
 from .errors import UsageError
@@ -97,7 +97,7 @@ def environment() -> dict:
     from importlib import metadata
 
     packages = {}
-    for name in ("torch", "transformers", "datasets", "numpy", "pandas", "vllm", "tokenizers", "gguf"):
+    for name in ("torch", "transformers", "datasets", "numpy", "pandas", "vllm", "tokenizers", "gguf", "openai"):
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -248,7 +248,9 @@ class Experiment:
             distributed_executor_backend=a.distributed_executor_backend,
             gpu_memory_utilization=a.gpu_memory_utilization, enforce_eager=a.enforce_eager,
             rope_scaling=a.rope_scaling, seed=a.seed, verbose=a.verbose,
-            published_tokenization=a.published_tokenization)
+            published_tokenization=a.published_tokenization,
+            base_url=a.base_url, api_key=a.api_key, api_model=a.api_model, api_mode=a.api_mode,
+            max_concurrency=a.max_concurrency, timeout=a.timeout, max_retries=a.max_retries)
 
     def resolve_max_examples(self) -> int:
         """The context size, as the published runner resolves it.
@@ -312,7 +314,7 @@ class Experiment:
 
     def config_record(self) -> dict:
         a, task = self.args, self.task
-        args = {k: v for k, v in sorted(vars(a).items()) if k != "hf_token"}
+        args = {k: v for k, v in sorted(vars(a).items()) if k not in SECRET_ARGS}
         return {
             "format_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "args": json.loads(json.dumps(identity(a))), "runtime_args": {k: args[k] for k in RUNTIME_ARGS if k in args},

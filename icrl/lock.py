@@ -115,11 +115,11 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
 
 
-SECRET_FLAGS = ("--hf_token",)
+SECRET_FLAGS = ("--hf_token", "--api_key")
 
 
 def _command() -> str:
-    """This process's command line, secrets (``--hf_token``'s value) replaced by ***."""
+    """This process's command line, secrets (the values of ``--hf_token`` and ``--api_key``) replaced by ***."""
     words, hide = [], False
     for word in sys.argv:
         if hide:

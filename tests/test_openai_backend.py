@@ -1,0 +1,261 @@
+"""The OpenAI-compatible backend without a server: request building, response parsing, retries,
+errors, concurrency and secrets, against a fake server (an httpx MockTransport; no network)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from icrl.backends import openai_backend as ob
+from icrl.errors import UsageError
+
+openai = pytest.importorskip("openai")
+REAL_CLIENT = openai.AsyncOpenAI
+LABELS = ["card_lost", "card_arrival", "refund"]
+
+
+def test_completion_request_constrains_to_labels_and_keeps_the_prompt():
+    req = ob.completion_request("served", "<|im_start|>user\nhi<|im_end|>\nIntent:", LABELS, 0.0, 7)
+    assert req["prompt"].endswith("Intent:") and req["model"] == "served"
+    assert req["seed"] == 7 and req["temperature"] == 0.0
+    assert req["max_tokens"] >= max(len(x) for x in LABELS) + 1
+    assert req["extra_body"] == {"structured_outputs": {"choice": [" card_lost", " card_arrival", " refund"]},
+                                 "add_special_tokens": False}
+    old = ob.completion_request("served", "p", LABELS, 1.0, 1, constraint="guided_choice")
+    assert old["extra_body"]["guided_choice"] == [" " + x for x in LABELS]
+    with pytest.raises(UsageError):
+        ob.completion_request("served", "p", LABELS, -1.0, 1)
+
+
+def test_chat_request_uses_a_json_schema_enum():
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}]
+    req = ob.chat_request("gpt-x", messages, LABELS, 1.0, 5)
+    assert req["messages"] == messages and req["seed"] == 5 and req["temperature"] == 1.0
+    schema = req["response_format"]["json_schema"]["schema"]
+    assert req["response_format"]["type"] == "json_schema"
+    assert schema["properties"]["label"]["enum"] == LABELS and schema["required"] == ["label"]
+
+
+def test_parsing():
+    assert ob.parse_completion(" refund", LABELS) == "refund"
+    assert ob.parse_completion(" refunds", LABELS) is None and ob.parse_completion(None, LABELS) is None
+    assert ob.parse_chat('{"label": "card_lost"}', LABELS) == "card_lost"
+    assert ob.parse_chat('"refund"', LABELS) == "refund"
+    assert ob.parse_chat('{"label": "other"}', LABELS) is None and ob.parse_chat("not json", LABELS) is None
+    rendered = ob.encode_messages([{"role": "user", "content": "é"}], "Intent:")
+    assert ob.decode_messages(rendered) == [{"role": "user", "content": "é"}]
+
+
+def test_shared_text_prefix_ends_at_a_newline():
+    assert ob.shared_text_prefix(["ctx\nline\nA?", "ctx\nline\nB?"]) == "ctx\nline\n"
+    assert ob.shared_text_prefix(["ctx\nlin A", "ctx\nlin B"]) == "ctx\n"
+    assert ob.shared_text_prefix(["only one"]) == "" and ob.shared_text_prefix(["a", "b"]) == ""
+
+
+class FakeServer:
+    """An OpenAI-compatible server in an httpx MockTransport: /models, /completions, /chat/completions.
+
+    `failures`: status codes answered (in order) before real answers; `answer(body)`: the text."""
+
+    def __init__(self, models=("smollm2-135m",), failures=(), answer=None, delay=0.0, constrain=True):
+        self.models, self.failures, self.delay, self.constrain = list(models), list(failures), delay, constrain
+        self.answer = answer
+        self.requests: list[tuple[str, dict]] = []
+        self.in_flight = self.max_in_flight = 0
+        self.lock = threading.Lock()
+
+    async def handle(self, request: httpx.Request) -> httpx.Response:
+        import asyncio
+
+        path = request.url.path
+        body = json.loads(request.content) if request.content else {}
+        self.requests.append((path, body))
+        if path.endswith("/models"):
+            return httpx.Response(200, json={"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "x"} for m in self.models]})
+        if self.failures:
+            status = self.failures.pop(0)
+            return httpx.Response(status, json={"error": {"message": f"fake {status}"}},
+                                  headers={"retry-after-ms": "1"})
+        with self.lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.delay)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+        usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+        if path.endswith("/chat/completions"):
+            enum = body["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"]
+            content = json.dumps({"label": self.answer(body) if self.answer else enum[body["seed"] % len(enum)]})
+            return httpx.Response(200, json={
+                "id": "c", "object": "chat.completion", "created": 0, "model": body["model"], "usage": usage,
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": content}}]})
+        options = (body.get("structured_outputs") or {}).get("choice") or body.get("guided_choice")
+        if options and self.constrain:
+            text = self.answer(body) if self.answer else options[body.get("seed", 0) % len(options)]
+        else:
+            text = " I think it is"
+        return httpx.Response(200, json={
+            "id": "c", "object": "text_completion", "created": 0, "model": body["model"], "usage": usage,
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]})
+
+
+def make_backend(monkeypatch, server: FakeServer, model="smollm2-135m", **options):
+    """An OpenAIBackend whose client talks to `server` (the tokenizer of smollm2 when present)."""
+    def patched(**kwargs):
+        return REAL_CLIENT(**kwargs, http_client=httpx.AsyncClient(transport=httpx.MockTransport(server.handle)))
+
+    monkeypatch.setattr(openai, "AsyncOpenAI", patched)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    return ob.OpenAIBackend(model, base_url="http://fake.test/v1", **options)
+
+
+def messages_for(i):
+    return [{"role": "system", "content": "You classify.\nIntents: card_lost, card_arrival, refund"},
+            {"role": "user", "content": f"Query: question number {i}"}]
+
+
+def test_completions_mode_sends_rendered_prompts_concurrently(monkeypatch):
+    server = FakeServer(delay=0.05, answer=lambda body: " card_arrival")
+    backend = make_backend(monkeypatch, server, api_mode="completions", max_concurrency=4)
+    assert backend.api_mode == "completions" and backend.chat is not None
+    prompts = [backend.render(messages_for(i), "Intent:") for i in range(12)]
+    tic = time.perf_counter()
+    assert backend.predict(prompts, LABELS, 0.0, 9) == ["card_arrival"] * 12
+    elapsed = time.perf_counter() - tic
+    assert server.max_in_flight == 4 and elapsed < 12 * 0.05  # concurrent, and bounded
+    calls = [b for p, b in server.requests if p.endswith("/completions")]
+    sent = {b["prompt"] for b in calls if "structured_outputs" in b}
+    assert sent == set(prompts) and all(b["seed"] == 9 for b in calls if "structured_outputs" in b)
+    assert backend.stats["requests"] == len(calls) and backend.stats["prompt_tokens"] == 3 * len(calls)
+    assert backend.stats["token_mismatches"] > 0  # the fake counts 3 tokens: flagged
+    described = backend.describe()
+    assert described["api_mode"] == "completions" and described["constraint"] == "structured_outputs"
+    backend.close()
+
+
+def test_auto_mode_falls_back_to_guided_choice_then_chat(monkeypatch):
+    class OldServer(FakeServer):
+        async def handle(self, request):
+            body = json.loads(request.content) if request.content else {}
+            if request.url.path.endswith("/completions") and "structured_outputs" in body \
+                    and not request.url.path.endswith("/chat/completions"):
+                self.requests.append((request.url.path, body))
+                return httpx.Response(200, json={"id": "c", "object": "text_completion", "created": 0,
+                                                 "model": "m", "choices": [{"index": 0, "text": " maybe",
+                                                                            "finish_reason": "stop"}]})
+            return await super().handle(request)
+
+    backend = make_backend(monkeypatch, OldServer())
+    assert backend.api_mode == "completions" and backend.constraint == "guided_choice"
+    backend.close()
+    backend = make_backend(monkeypatch, FakeServer(constrain=False))
+    assert backend.api_mode == "chat"
+    backend.close()
+
+
+def test_chat_mode_for_a_hosted_model_without_a_local_tokenizer(monkeypatch):
+    server = FakeServer(models=("gpt-4o-mini", "other"))
+    backend = make_backend(monkeypatch, server, model="gpt-4o-mini", api_key="sk-SECRET")
+    assert backend.api_mode == "chat" and backend.chat is None and backend.supports_system_role
+    rendered = [backend.render(messages_for(i), "Intent:") for i in range(3)]
+    out = backend.predict(rendered, LABELS, 1.0, 4)
+    assert out == [LABELS[4 % 3]] * 3
+    bodies = [b for p, b in server.requests if p.endswith("/chat/completions")]
+    assert [b["messages"] for b in bodies] and all(b["messages"] in [messages_for(i) for i in range(3)] for b in bodies)
+    assert "SECRET" not in json.dumps(backend.describe())
+    with pytest.raises(UsageError, match="--max_context_examples"):
+        backend.max_model_len
+    backend.close()
+    with pytest.raises(UsageError, match="tokenizer"):
+        make_backend(monkeypatch, server, model="gpt-4o-mini", api_mode="completions")
+
+
+def test_retries_on_429_and_5xx_then_succeeds(monkeypatch):
+    server = FakeServer(failures=[429, 503, 500], answer=lambda body: " refund")
+    backend = make_backend(monkeypatch, server, api_mode="completions", max_retries=3)
+    backend.warm_shared_prefix = False
+    prompt = backend.render(messages_for(0), "Intent:")
+    assert backend.predict([prompt], LABELS, 0.0, 0) == ["refund"]
+    assert len([p for p, _ in server.requests if p.endswith("/completions")]) == 4
+    backend.close()
+
+
+def test_persistent_failure_is_one_line_naming_the_url(monkeypatch):
+    server = FakeServer(failures=[503] * 10)
+    backend = make_backend(monkeypatch, server, api_mode="completions", max_retries=1)
+    prompts = [backend.render(messages_for(i), "Intent:") for i in range(3)]
+    with pytest.raises(UsageError) as info:
+        backend.predict(prompts, LABELS, 0.0, 0)
+    message = str(info.value)
+    assert "http://fake.test/v1" in message and "503" in message and "rerun" in message and "\n" not in message
+    backend.close()
+
+
+def test_answers_outside_the_labels_are_an_error(monkeypatch):
+    backend = make_backend(monkeypatch, FakeServer(answer=lambda body: " nonsense"), api_mode="completions")
+    with pytest.raises(UsageError, match="not one of the 3 labels"):
+        backend.predict([backend.render(messages_for(0), "Intent:")], LABELS, 0.0, 0)
+    backend.close()
+
+
+def test_unknown_model_and_absent_server(monkeypatch):
+    with pytest.raises(UsageError, match="does not serve 'smollm2-135m'.*--api_model"):
+        make_backend(monkeypatch, FakeServer(models=("Qwen/Qwen2.5-7B",)))
+    monkeypatch.undo()
+    import socket
+
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    with pytest.raises(UsageError) as info:
+        ob.OpenAIBackend("smollm2-135m", base_url=url, max_retries=0, timeout=5)
+    assert url in str(info.value) and "\n" not in str(info.value)
+
+
+def test_run_experiment_exits_2_when_no_server_and_keeps_the_key_secret(data_dir, tmp_path, capsys, monkeypatch):
+    import socket
+
+    from icrl.experiment import main
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    code = main(["--backend", "openai", "--base_url", url, "--api_key", "sk-SECRET", "--max_retries", "0",
+                 "--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
+                 "--max_context_examples", "2", "--train_k", "2", "--test_k", "2", "--seed", "1",
+                 "--training_seed", "1", "--test_seed", "1", "--data_dir", str(data_dir),
+                 "--output_dir", str(tmp_path), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: no server answers at " + url)
+    assert not any(tmp_path.rglob("config.json"))
+
+
+def test_config_and_identity_never_hold_the_key():
+    from icrl.cli import identity, parse_args
+
+    args = parse_args(["--backend", "openai", "--api_key", "sk-SECRET", "--task_name", "trec_coarse",
+                       "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
+                       "--training_seed", "1", "--test_seed", "1", "--train_k", "2", "--test_k", "2"])
+    assert args.api_key == "sk-SECRET" and "SECRET" not in json.dumps(identity(args))
+    assert args.max_concurrency == 32 and args.api_mode == "auto"
+    with pytest.raises(UsageError):
+        parse_args(["--backend", "openai", "--max_concurrency", "0", "--task_name", "trec_coarse",
+                    "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
+                    "--training_seed", "1", "--test_seed", "1", "--train_k", "2", "--test_k", "2"])
+
+
+def test_the_lock_file_hides_the_key(monkeypatch):
+    from icrl import lock
+
+    monkeypatch.setattr(lock.sys, "argv", ["run_experiment.py", "--api_key", "sk-SECRET", "--api_key=sk-SECRET2"])
+    assert lock._command() == "run_experiment.py --api_key *** --api_key=***"

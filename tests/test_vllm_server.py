@@ -1,0 +1,142 @@
+"""The openai backend against a real `vllm serve` (CPU engine, SmolLM2-135M, float32).
+
+Marked `vllm` and skipped where vLLM is not installed. One server for the module, started on
+127.0.0.1 and a free port, waited for on /health and stopped (its whole process group) at the
+end; the last test kills it mid-run and starts it again. Parity is checked against the
+in-process engine of conftest.py (the same engine settings).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from test_vllm_engine import PAPER_STYLE, _records, icrl_prompts
+
+from icrl.tasks import load_task
+
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None,
+                       reason="vLLM is not installed (make setup-vllm installs the CPU engine)"),
+    pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="the openai package is not installed"),
+]
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    from icrl.backends.vllm_serve import VLLMServer
+
+    srv = VLLMServer("smollm2-135m", log_path=tmp_path_factory.mktemp("serve") / "vllm-serve.log")
+    srv.start()
+    yield srv
+    srv.stop()
+    assert srv.proc is None
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    """The openai backend in completions mode (auto finds it) on the module's server."""
+    from icrl.backends import load_backend
+
+    backend = load_backend("smollm2-135m", backend="openai", base_url=server.base_url)
+    yield backend
+    backend.close()
+
+
+@pytest.fixture
+def banking(data_dir):
+    return load_task("banking77", data_dir=data_dir)
+
+
+def test_both_constraint_modes_return_only_labels(server, client, banking):
+    from icrl.backends import load_backend
+
+    assert client.describe()["api_mode"] == "completions" and client.constraint == "structured_outputs"
+    prompts = icrl_prompts(client, banking, n_context=8, n_queries=10)
+    out = client.predict(prompts, banking.labels, temperature=1.0, seed=3)
+    assert len(out) == 10 and set(out) <= set(banking.labels)
+    assert client.stats["token_mismatches"] == 0  # the server's usage agrees with the local tokenizer
+    chat = load_backend("smollm2-135m", backend="openai", base_url=server.base_url, api_mode="chat")
+    try:
+        rendered = icrl_prompts(chat, banking, n_context=8, n_queries=10)
+        first = chat.predict(rendered, banking.labels, temperature=1.0, seed=3)
+        assert len(first) == 10 and set(first) <= set(banking.labels)
+        assert chat.predict(rendered, banking.labels, temperature=1.0, seed=3) == first
+        assert chat.describe()["api_mode"] == "chat"
+    finally:
+        chat.close()
+
+
+def test_same_seed_same_outputs(client, banking):
+    prompts = icrl_prompts(client, banking, n_context=6, n_queries=8, seed=1)
+    first = client.predict(prompts, banking.labels, temperature=1.0, seed=11)
+    assert client.predict(prompts, banking.labels, temperature=1.0, seed=11) == first
+    assert client.predict(prompts[::-1], banking.labels, temperature=1.0, seed=11)[::-1] == first
+    assert client.predict(prompts, banking.labels, temperature=1.0, seed=12) != first, \
+        "the seed should change what is sampled at temperature 1"
+
+
+def test_predictions_equal_the_in_process_engine(client, engine, banking):
+    """Same rendered prompts, same seeds: the server and the in-process engine agree."""
+    prompts = icrl_prompts(engine, banking, n_context=16, n_queries=16, seed=2)
+    assert client.predict(prompts, banking.labels, 0.0, 0) == engine.predict(prompts, banking.labels, 0.0, 0)
+    assert client.predict(prompts, banking.labels, 1.0, 5) == engine.predict(prompts, banking.labels, 1.0, 5)
+
+
+def test_paper_style_run_end_to_end_server_killed_and_resumed(server, engine, data_dir, tmp_path, monkeypatch):
+    """`run_experiment.py --backend openai` on real data; the server is killed mid-run: one-line
+    error, exit 2; the server restarts and the same command resumes and finishes with the
+    records of the same run on the in-process engine."""
+    import icrl.backends as backends
+    from icrl.experiment import main
+
+    args = [*PAPER_STYLE, "--data_dir", str(data_dir)]
+    args[args.index("vllm")] = "openai"
+    command = [sys.executable, str(REPO / "run_experiment.py"), *args, "--base_url", server.base_url,
+               "--max_retries", "1", "--output_dir", str(tmp_path / "served")]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline, train = time.time() + 400, None
+    try:
+        while time.time() < deadline and proc.poll() is None:
+            found = list((tmp_path / "served").rglob("train.jsonl"))
+            if found and len(found[0].read_text().splitlines()) >= 12:
+                train = found[0]
+                server.kill()
+                break
+            time.sleep(0.05)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert train is not None, f"the run never got to step 12: {proc.returncode} {err[-2000:]}"
+    lines = err.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, err[-3000:]
+    assert lines[0].startswith(f"error: the server at {server.base_url} failed") and "rerun" in lines[0]
+    assert 12 <= len(train.read_text().splitlines()) < 30
+
+    server.start()
+    resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming" in resumed.stderr and "Traceback" not in resumed.stderr
+    run = train.parent
+    assert json.loads((run / "results.json").read_text())["finished"] is True
+    config = json.loads((run / "config.json").read_text())
+    assert config["backend"]["api_mode"] == "completions" and config["backend"]["base_url"] == server.base_url
+
+    # The same command on the in-process engine: the same records.
+    monkeypatch.setattr(backends, "load_backend", lambda *a, **k: engine)
+    in_process = [*PAPER_STYLE, "--data_dir", str(data_dir), "--output_dir", str(tmp_path / "engine")]
+    assert main(in_process) == 0
+    clean = next((tmp_path / "engine").rglob("results.json")).parent
+    assert _records(run) == _records(clean)

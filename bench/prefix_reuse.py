@@ -56,6 +56,23 @@ def icrl_context(task, backend, target_tokens: int, seed: int = 0) -> list[Episo
     return context
 
 
+def test_prompts(task, backend, context, count: int) -> list[str]:
+    """`count` rendered test prompts of `task`, all after the same ICRL `context`."""
+    prompts = []
+    for example in task.test_examples(size=count, seed=0):
+        messages, prefix = build_messages(task, context, task.prompt(example), "icrl",
+                                          supports_system_role=backend.supports_system_role)
+        prompts.append(backend.render(messages, prefix))
+    return prompts
+
+
+def timed(fn, *args, **kwargs):
+    """(fn's result, wall seconds)."""
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
 def test_step(backend, prompts, labels, reuse: bool) -> tuple[list[str], float, dict]:
     backend.prefix_reuse = reuse
     backend.reset_cache()
@@ -88,11 +105,7 @@ def main() -> None:
     task = load_task(args.task, data_dir(args.data_dir))
     backend = load_backend(args.model, backend="transformers", batch_size=args.batch_size)
     context = icrl_context(task, backend, args.context_tokens)
-    prompts = []
-    for example in task.test_examples(size=args.prompts, seed=0):
-        messages, prefix = build_messages(task, context, task.prompt(example), "icrl",
-                                          supports_system_role=backend.supports_system_role)
-        prompts.append(backend.render(messages, prefix))
+    prompts = test_prompts(task, backend, context, args.prompts)
     lengths = [backend.count_tokens(p) for p in prompts]
     print(f"model {args.model} on {backend.device} ({backend.dtype}), torch threads {torch.get_num_threads()}, "
           f"batch_size {args.batch_size}; {machine_load()}")

@@ -15,25 +15,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from prefix_reuse import data_dir, icrl_context, machine_load  # noqa: E402
+from prefix_reuse import data_dir, icrl_context, machine_load, test_prompts, timed  # noqa: E402
 
 from icrl.backends import load_backend  # noqa: E402
 from icrl.backends.vllm_serve import VLLMServer  # noqa: E402
-from icrl.prompts import build_messages  # noqa: E402
 from icrl.tasks import load_task  # noqa: E402
-
-
-def timed(fn, *args, **kwargs):
-    start = time.perf_counter()
-    out = fn(*args, **kwargs)
-    return out, time.perf_counter() - start
 
 
 def main() -> None:
@@ -56,11 +48,7 @@ def main() -> None:
         print(f"start: vllm serve {server_start:.1f} s, in-process engine {engine_start:.1f} s; "
               f"openai backend in {client.api_mode} mode, {args.max_concurrency} requests at once", flush=True)
         context = icrl_context(task, engine, args.context_tokens)
-        prompts = []
-        for example in task.test_examples(size=args.prompts, seed=0):
-            messages, prefix = build_messages(task, context, task.prompt(example), "icrl",
-                                              supports_system_role=engine.supports_system_role)
-            prompts.append(engine.render(messages, prefix))
+        prompts = test_prompts(task, engine, context, args.prompts)
         tokens = sum(engine.count_tokens(p) for p in prompts)
         print(f"test step: {len(prompts)} prompts, {tokens} prompt tokens, {len(task.labels)} labels", flush=True)
         # First-call overheads (grammar compilation) on both sides, out of the timings.

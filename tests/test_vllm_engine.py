@@ -74,6 +74,30 @@ def test_a_prompt_output_does_not_depend_on_its_call(engine, banking):
     assert alone == together[:4]
 
 
+def test_a_cold_test_step_computes_its_shared_context_once(engine, banking):
+    """On an empty prefix cache, the prompts of a test step share the context's KV blocks: the
+    engine computes the context once, and per prompt only its query and the context's partial
+    last block (read from the engine's prefix-cache counters)."""
+    from icrl.backends import shared_prefix_length
+
+    prompts = icrl_prompts(engine, banking, n_context=24, n_queries=16, seed=3)
+    ids = [engine.chat.encode_prompt(p) for p in prompts]
+    shared = shared_prefix_length(ids)
+    block = engine.llm.llm_engine.vllm_config.cache_config.block_size
+    engine.reset_cache()
+    before = engine.prefix_cache_counters()
+    engine.predict(prompts, banking.labels, temperature=1.0, seed=5)
+    after = engine.prefix_cache_counters()
+    computed = (after["queries"] - before["queries"]) - (after["hits"] - before["hits"])
+    per_prompt = (computed - shared) / len(prompts)
+    print(f"\ncold test step: context {shared} tokens, {computed} computed in all, {per_prompt:.0f} per prompt "
+          f"beyond the context (block size {block})")
+    assert shared > 600
+    assert computed <= shared + sum(len(x) - shared + block for x in ids)
+    if engine.on_cpu:
+        assert block <= 32, "CPU blocks of 128 tokens make every prompt recompute up to 128 context tokens"
+
+
 def _score_gap(hf, prompt: str, labels, a: str, b: str, prefix: str) -> float:
     """Log-probability gap, under the transformers model, between labels a and b at the first
     token where their (canonical) tokenizations part: how close the greedy choice was."""

@@ -164,6 +164,8 @@ def test_cpu_defaults_avoid_chunked_prefill_and_size_the_kv_cache():
     assert args["dtype"] == "float32"  # not vLLM's "auto", which halves a float32 checkpoint
     assert vb.engine_args("m", on_cpu=True, dtype="bfloat16", free_memory=20 * vb.GIB)["dtype"] == "bfloat16"
     assert args["kv_cache_memory_bytes"] == vb.CPU_KV_CACHE_BYTES
+    # Small KV blocks: a cold test step recomputes only the context's partial last block.
+    assert args["block_size"] == 32 and "block_size" not in vb.engine_args("m")
     # Long windows: a whole prompt must fit one scheduler step.
     assert vb.engine_args("m", on_cpu=True, max_model_len=32768)["max_num_batched_tokens"] == 32768
     # Little free memory: a third of it; far too little: a one-line error before the engine starts.
@@ -351,3 +353,15 @@ def test_zero_tensor_parallel_size_is_rejected_not_taken_as_default():
     with pytest.raises(UsageError, match="tensor_parallel_size"):
         engine_args("m", tensor_parallel_size=0, visible_gpus=4)
     assert engine_args("m", visible_gpus=4)["tensor_parallel_size"] == 4
+
+
+def test_server_command_carries_the_cpu_engine_settings():
+    from icrl.backends.vllm_serve import server_command
+
+    args = vb.engine_args("/models/m", on_cpu=True, model_max_len=8192, free_memory=20 * vb.GIB)
+    cmd = server_command("/models/m", 8123, "m", args)
+    flags = dict(zip(cmd, cmd[1:]))
+    # `vllm serve` must run the engine exactly as the in-process backend does on this platform.
+    assert flags["--block-size"] == "32" and flags["--dtype"] == "float32"
+    assert flags["--kv-cache-memory-bytes"] == str(vb.CPU_KV_CACHE_BYTES)
+    assert "--no-enable-chunked-prefill" in cmd and "--enforce-eager" in cmd

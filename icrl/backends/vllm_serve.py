@@ -41,7 +41,8 @@ def server_command(model_dir: str, port: int, served_name: str, args: dict) -> l
         cmd.append("--enforce-eager")
     if args.get("enable_chunked_prefill") is False:
         cmd.append("--no-enable-chunked-prefill")
-    for key in ("max_num_batched_tokens", "kv_cache_memory_bytes", "gpu_memory_utilization", "max_model_len"):
+    for key in ("max_num_batched_tokens", "kv_cache_memory_bytes", "gpu_memory_utilization", "max_model_len",
+                "block_size"):
         if args.get(key) is not None:
             cmd += [f"--{key.replace('_', '-')}", str(args[key])]
     return cmd

@@ -544,8 +544,8 @@ class Experiment:
             self.steps_done = t + 1
             if t in tests:
                 self.records.write_results(summarize(train_recs, test_recs, self.steps, self.mode))
+            bar.set_postfix(_postfix(train_recs, test_recs), refresh=False)  # replaces "testing i/n"
             bar.update(1)
-            bar.set_postfix(_postfix(train_recs, test_recs), refresh=False)
         bar.close()
 
 

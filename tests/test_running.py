@@ -214,13 +214,17 @@ def test_other_hub_failures_are_not_retried_as_parquet(monkeypatch):
 @pytest.mark.model
 def test_transformers_backend_reports_each_batch(smollm2):
     prompts = [smollm2.render([{"role": "user", "content": f"Question: what is {i}?"}], "Type:") for i in range(5)]
+    import torch
+
     seen = []
-    batch_size = smollm2.batch_size
+    batch_size, threads = smollm2.batch_size, torch.get_num_threads()
     smollm2.batch_size = 2
+    torch.set_num_threads(1)
     try:
         out = smollm2.predict(prompts, ["human", "location"], 0.0, 0, progress=seen.append)
     finally:
         smollm2.batch_size = batch_size
+        torch.set_num_threads(threads)
     assert len(out) == 5 and seen == [2, 2, 1]
 
 
@@ -229,16 +233,21 @@ def test_test_step_shows_its_progress_unless_no_progress(tmp_path, data_dir, smo
     import icrl.backends
 
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    import torch
+
     monkeypatch.setattr(icrl.backends, "load_backend", lambda *a, **k: smollm2)
-    batch_size = smollm2.batch_size
+    batch_size, threads = smollm2.batch_size, torch.get_num_threads()
     smollm2.batch_size = 2
+    torch.set_num_threads(1)  # tiny passes: a second spinning thread only slows a busy machine
+    one_step = [*ARGS, "--train_k", "1"]  # one step, one test step of 5 prompts in 3 batches
     try:
-        assert main([*ARGS, "--output_dir", str(tmp_path / "a")]) == 0
+        assert main([*one_step, "--output_dir", str(tmp_path / "a")]) == 0
         shown = capsys.readouterr().err
-        assert main([*ARGS, "--output_dir", str(tmp_path / "b"), "--no-progress"]) == 0
+        assert main([*one_step, "--output_dir", str(tmp_path / "b"), "--no-progress"]) == 0
         quiet = capsys.readouterr().err
     finally:
         smollm2.batch_size = batch_size
+        torch.set_num_threads(threads)
     for done in ("0/5", "2/5", "4/5", "5/5"):
         assert f"testing {done}" in shown
     assert "testing" not in quiet and "step/s" not in quiet and "s/step" not in quiet

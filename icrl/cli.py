@@ -42,53 +42,66 @@ SECRET_ARGS = frozenset({"hf_token", "api_key"})
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="run_experiment.py",
-        description="Run one online ICRL (or ICL / zero-shot) experiment. With no arguments: the embedded demo.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        description="Run one online ICRL (or ICL / zero-shot) experiment. With no arguments: the embedded demo.")
     bool_flag = argparse.BooleanOptionalAction
     pub = p.add_argument_group("published flags (same names and meaning as the paper's script)")
     pub.add_argument("--model_name", default=DEFAULT_MODEL,
                      help="Hugging Face id, local directory, or the embedded 'smollm2-135m'")
-    pub.add_argument("--task_name", help="banking77, clinic150, clinic150_oos, trec_coarse, trec_fine, nlu "
+    pub.add_argument("--task_name", help="required: banking77, clinic150, clinic150_oos, trec_coarse, trec_fine, nlu "
                                          "[+ _top<K>][+ _unsemantic]")
-    pub.add_argument("--context_strategy_name", help=f"one of: {', '.join(STRATEGY_NAMES)}")
-    pub.add_argument("--temperature", type=float, default=1.0)
-    pub.add_argument("--context_p_keep", type=float, default=1.0)
+    pub.add_argument("--context_strategy_name", help=f"required: one of {', '.join(STRATEGY_NAMES)}")
+    pub.add_argument("--temperature", type=float, default=1.0,
+                     help="sampling temperature of the model's label choice; 0 = greedy")
+    pub.add_argument("--context_p_keep", type=float, default=1.0,
+                     help="probability that each past episode is kept when the context is drawn (explorative "
+                          "ICRL: 0.1)")
     pub.add_argument("--max_context_examples", type=int, default=None,
                      help="episodes in context; 0 = zero-shot; default: as many as fit the model window")
     pub.add_argument("--icrl", action=bool_flag, default=None,
                      help="required: ICRL (predictions + rewards) or --no-icrl, supervised ICL (the published "
                           "script silently runs supervised ICL when both are omitted)")
-    pub.add_argument("--icrl_omit_feedback", action=bool_flag, default=False)
-    pub.add_argument("--icrl_flip_feedback", action=bool_flag, default=False)
-    pub.add_argument("--icrl_flip_feedback_prob", type=float, default=None)
+    pub.add_argument("--icrl_omit_feedback", action=bool_flag, default=False,
+                     help="ICRL ablation: show the context episodes without their reward")
+    pub.add_argument("--icrl_flip_feedback", action=bool_flag, default=False,
+                     help="ICRL ablation: flip the shown reward with probability --icrl_flip_feedback_prob "
+                          "(the recorded accuracy is not flipped)")
+    pub.add_argument("--icrl_flip_feedback_prob", type=float, default=None,
+                     help="probability of flipping a shown reward, in [0, 1]; required with --icrl_flip_feedback")
     pub.add_argument("--max_contexts", type=int, default=-1, help="approximate strategies: number of contexts K")
-    pub.add_argument("--approximate_context_sampling_method", default=None, help=" or ".join(SAMPLING_METHODS))
+    pub.add_argument("--approximate_context_sampling_method", default=None,
+                     help=f"approximate strategies: {' or '.join(SAMPLING_METHODS)} (required with them)")
     pub.add_argument("--train_k", type=int, default=-1,
                      help="training steps (-1 or omitted: the whole training split, as published)")
-    pub.add_argument("--test_every", type=int, default=500)
+    pub.add_argument("--test_every", type=int, default=500,
+                     help="test every this many steps (and always at the first and the last step)")
     pub.add_argument("--test_k", type=int, default=-1,
                      help="test examples (-1 or omitted: the whole test split, as published)")
     pub.add_argument("--exemplars_per_label", type=int, default=0, help="gold exemplars per label, first in every context")
     pub.add_argument("--debug_k", type=int, default=0, help="log the full prompt and output of the first k model calls")
-    pub.add_argument("--seed", type=int, default=None, help="required (the paper: 100)")
-    pub.add_argument("--training_seed", type=int, default=None, help="required (the paper: 100)")
-    pub.add_argument("--test_seed", type=int, default=None, help="required (the paper: 100)")
-    pub.add_argument("--hf_token", default=None, help="for gated models (else $HF_TOKEN); never written to disk")
-    pub.add_argument("--verbose", action=bool_flag, default=False)
+    pub.add_argument("--seed", type=int, default=None,
+                     help="required: seeds the context draws and the model's sampling (the paper: 100)")
+    pub.add_argument("--training_seed", type=int, default=None,
+                     help="required: seeds the order of the training examples and the exemplars (the paper: 100)")
+    pub.add_argument("--test_seed", type=int, default=None,
+                     help="required: seeds which test examples are used (the paper: 100)")
+    pub.add_argument("--hf_token", default=None,
+                     help="for gated models; never written to disk (default: $HF_TOKEN)")
+    pub.add_argument("--verbose", action=bool_flag, default=False,
+                     help="also show the run's log (as in log.txt) on the console")
     for name in ("ucb_alpha", "prob_reset", "p_exploration"):
         pub.add_argument(f"--{name}", type=float, default=None,
                          help="accepted for compatibility with the published script; changes nothing")
     ours = p.add_argument_group("icrl options")
     ours.add_argument("--backend", default="auto", choices=BACKEND_CHOICES,
                       help="auto: vLLM when installed and a CUDA GPU is visible, else transformers")
-    ours.add_argument("--data_dir", default=None, help="raw dataset files (else $ICRL_DATA_DIR, else the HF hub)")
+    ours.add_argument("--data_dir", default=None, help="raw dataset files (default: $ICRL_DATA_DIR, else the Hugging Face Hub)")
     ours.add_argument("--output_dir", default="data", help="results root")
     ours.add_argument("--overwrite", action="store_true", help="replace an existing run with other arguments")
     ours.add_argument("--batch_size", type=int, default=8, help="transformers backend: prompts per forward pass")
     ours.add_argument("--device", default=None, help="transformers backend: cpu, cuda, cuda:1 ... (default: cuda if visible)")
     ours.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
-    ours.add_argument("--eot_token", default=None, help="override the end-of-turn token read from the tokenizer")
-    ours.add_argument("--max_model_len", type=int, default=None, help="override the model's maximum length")
+    ours.add_argument("--eot_token", default=None, help="end-of-turn token (default: read from the tokenizer)")
+    ours.add_argument("--max_model_len", type=int, default=None, help="context window in tokens (default: the model's maximum length)")
     ours.add_argument("--published_tokenization", action="store_true",
                       help="reproduce the published stack's tokenization quirks on any backend, for exact "
                            "replication: a second begin-of-text token on Llama-3 prompts (vLLM 0.6.4 text "
@@ -97,12 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     ours.add_argument("--wandb", action="store_true", help="also log to Weights & Biases, offline mode")
     gpu = p.add_argument_group("vLLM options")
     gpu.add_argument("--tensor_parallel_size", type=int, default=None, help="default: all visible GPUs")
-    gpu.add_argument("--pipeline_parallel_size", type=int, default=1)
+    gpu.add_argument("--pipeline_parallel_size", type=int, default=1, help="pipeline stages (GPUs or nodes)")
     gpu.add_argument("--distributed_executor_backend", default=None, choices=["mp", "ray"],
-                     help="ray for several nodes")
+                     help="mp (one node) or ray (several nodes) (default: vLLM's choice)")
     gpu.add_argument("--gpu_memory_utilization", type=float, default=None,
-                     help="share of GPU memory for vLLM (default 0.9); on the CPU build, share of the whole "
-                          "CPU memory (default: a 4 GiB KV cache, at most a third of the free memory)")
+                     help="share of memory for vLLM (default: 0.9 of the GPU memory; on the CPU build, a 4 GiB "
+                          "KV cache, at most a third of the free memory, given as a share of the whole memory)")
     gpu.add_argument("--enforce_eager", action=argparse.BooleanOptionalAction, default=None,
                      help="vLLM without CUDA graphs / compilation (default: on for the CPU build, off on GPUs)")
     ours.add_argument("--rope_scaling", default=None,
@@ -111,8 +124,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "(window 131072), none for the others")
     api = p.add_argument_group("server and API options (--backend openai)")
     api.add_argument("--base_url", default=None,
-                     help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve); else $OPENAI_BASE_URL")
-    api.add_argument("--api_key", default=None, help="else $OPENAI_API_KEY; never written to disk")
+                     help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL)")
+    api.add_argument("--api_key", default=None, help="API key, never written to disk (default: $OPENAI_API_KEY)")
     api.add_argument("--api_model", default=None, help="model name the server knows (default: --model_name)")
     api.add_argument("--api_mode", default="auto", choices=["auto", "completions", "chat"],
                      help="completions: prompt rendered here (chat template + prediction prefix) with a "
@@ -179,6 +192,7 @@ def validate(args: argparse.Namespace) -> None:
     validate_backend_flags(args)
     if args.backend != "openai":
         validate_model_path(args.model_name)
+        validate_device(args.device)
 
 
 def validate_backend_flags(args: argparse.Namespace) -> None:
@@ -202,10 +216,37 @@ def validate_model_path(name: str) -> None:
         if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
             raise UsageError(f"--model_name {name!r} is a folder without a model (no config.json in it)")
         return
+    from . import hub
     from .backends.chat import looks_like_path
+    from .backends.embedded import EMBEDDED_MODELS
 
     if looks_like_path(name):
         raise UsageError(f"--model_name {name!r}: no such local folder")
+    if name in EMBEDDED_MODELS:
+        return
+    if not hub.plausible_id(name):
+        raise UsageError(f"unknown --model_name {name!r}: give a Hugging Face id (org/name), a local directory, "
+                         f"or the embedded {', '.join(EMBEDDED_MODELS)}")
+    if hub.offline() and not hub.model_cached(name):
+        raise UsageError(f"--model_name {name!r} is not available offline: HF_HUB_OFFLINE is set and it is not in "
+                         f"the Hugging Face cache ({hub.hub_cache()}); go online to download it once, or give a "
+                         f"local directory")
+    if not hub.offline() and not hub.model_cached(name):
+        why = hub.unreachable()
+        if why is not None:
+            raise UsageError(f"cannot download --model_name {name!r} from the Hugging Face Hub ({why}); go online, "
+                             f"or give a local directory")
+
+
+def validate_device(device: Optional[str]) -> None:
+    """--device cuda / cuda:N needs that GPU to be visible (checked before any data or model loads)."""
+    if not device or not device.startswith("cuda"):
+        return
+    import torch
+
+    from .backends.hf import _check_device
+
+    _check_device(torch, device)
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:

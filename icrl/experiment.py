@@ -339,8 +339,9 @@ class Experiment:
                              f"pass --overwrite to start again")
 
     # -- model calls ---------------------------------------------------------------------------
-    def predict(self, rendered: list[str], seed: int) -> list[str]:
-        out = self.backend.predict(rendered, self.task.labels, self.args.temperature, seed)
+    def predict(self, rendered: list[str], seed: int, progress=None) -> list[str]:
+        options = {} if progress is None else {"progress": progress}
+        out = self.backend.predict(rendered, self.task.labels, self.args.temperature, seed, **options)
         if self.model_calls < self.args.debug_k:
             log.info("model call %d (%d prompts, seed %d); first prompt:\n%s\n-> %s",
                      self.model_calls, len(rendered), seed, rendered[0], out if len(out) <= 20 else out[:20])
@@ -470,12 +471,23 @@ class Experiment:
             self.records.write_results(summarize(state.train, state.test, resolved["steps"], resolved["mode"]))
         log.info("interrupted at step %d", self.steps_done)
 
-    def _test_step(self, t: int, context, context_ids, metrics) -> dict:
-        """Predict every test prompt with step t's context and seed; append and return the record."""
+    def _test_step(self, t: int, context, context_ids, metrics, bar=None) -> dict:
+        """Predict every test prompt with step t's context and seed; append and return the record.
+        An enabled progress ``bar`` shows ``testing i/n`` in its postfix while the prompts run."""
         task = self.task
         test_answers = [task.answer(e) for e in self.test]
         test_tic = time.perf_counter()
-        predictions = self.predict([self.render(context, task.prompt(e)) for e in self.test], self.args.seed + t)
+        progress = None
+        if bar is not None and not bar.disable:
+            done = [0]
+
+            def progress(n: int) -> None:
+                done[0] += n
+                bar.set_postfix_str(f"testing {done[0]}/{len(self.test)}")
+
+            progress(0)
+        predictions = self.predict([self.render(context, task.prompt(e)) for e in self.test], self.args.seed + t,
+                                   progress)
         correct = [int(p == g) for p, g in zip(predictions, test_answers)]
         record = {"step": t, "accuracy": sum(correct) / len(correct),
                   "per_class_accuracy": per_class_accuracy(test_answers, correct),
@@ -511,7 +523,7 @@ class Experiment:
                     episode = Episode(prompt, None, None, answer, None)
 
             if t in tests:
-                record = self._test_step(t, context, context_ids, metrics)
+                record = self._test_step(t, context, context_ids, metrics, bar)
                 self.records.append_test(record)
                 test_recs.append(record)
                 if run_wandb:
@@ -532,8 +544,8 @@ class Experiment:
             self.steps_done = t + 1
             if t in tests:
                 self.records.write_results(summarize(train_recs, test_recs, self.steps, self.mode))
+            bar.set_postfix(_postfix(train_recs, test_recs), refresh=False)  # replaces "testing i/n"
             bar.update(1)
-            bar.set_postfix(_postfix(train_recs, test_recs), refresh=False)
         bar.close()
 
 

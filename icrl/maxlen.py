@@ -233,7 +233,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(description=(
         "Print how many ICRL episodes fit in a context window for a model and a task, using "
         "the model's tokenizer and chat template only (worst case: longest prompts, longest "
-        "label and feedback, 95%% of the window). By default it prints what the published "
+        "label and feedback, 95% of the window). By default it prints what the published "
         "script prints and its runner uses: one more than the largest n that fits."))
     parser.add_argument("--model_name", required=True,
                         help="Hugging Face id (org/name), local tokenizer directory, or smollm2-135m")
@@ -243,11 +243,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--rope_scaling", default=None,
                         help="as run_experiment.py: auto (default; YaRN x4 over 32768 for Qwen2.5), none, "
                              "or TYPE:FACTOR:ORIGINAL_LEN; sets the default window")
-    parser.add_argument("--data_dir", default=None, help="raw dataset folder (default: $ICRL_DATA_DIR)")
-    parser.add_argument("--hf_token", default=None, help="token for gated models on the hub (not stored)")
+    parser.add_argument("--data_dir", default=None, help="raw dataset folder (default: $ICRL_DATA_DIR, else the Hugging Face Hub)")
+    parser.add_argument("--hf_token", default=None, help="token for gated models on the hub, never stored (default: $HF_TOKEN)")
     parser.add_argument("--no-icrl", dest="icrl", action="store_false",
                         help="search under the supervised ICL system prompt (as the published search "
-                             "does for a --no-icrl run)")
+                             "does for a --no-icrl run; default: the ICRL system prompt)")
     parser.add_argument("--largest_fitting", action="store_true",
                         help="print the largest n that fits instead of the published number (which "
                              "is n + 1, the context size the published runner uses)")

@@ -399,16 +399,15 @@ def write_counts(run_dir: Path, key: dict, summary: dict, rows: list[dict]) -> N
 def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(prog="run_count_tokens.py",
                 description="Count the prompt tokens of finished runs (and what a perfect prefix cache would "
-                            "still compute) by replaying their records; no model is loaded.",
-                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                            "still compute) by replaying their records; no model is loaded.")
     p.add_argument("--data_dir", default="data", help="results root (as run_experiment.py --output_dir)")
     p.add_argument("--model", action="append", default=[], help="only runs of this model (repeatable)")
     p.add_argument("--task", action="append", default=[], help="only runs of this task (repeatable)")
     p.add_argument("--strategy", action="append", default=[],
                    help="only runs of this context strategy or method (e.g. explorative) (repeatable)")
     p.add_argument("--tokenizer", default=None,
-                   help="count with this tokenizer (HF id, directory or smollm2-135m) instead of each run's model")
-    p.add_argument("--csv", default=None, help="also write the combined table to this CSV file")
+                   help="count with this tokenizer (HF id, directory or smollm2-135m) (default: each run's own model)")
+    p.add_argument("--csv", default=None, help="also write the combined table to this CSV file (default: none)")
     p.add_argument("--force", action="store_true", help="count again even when token_counts.json is current")
     p.add_argument("--full_tokenization", action="store_true",
                    help="tokenize every prompt whole (slower; the default is checked to give the same ids)")

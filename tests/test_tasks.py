@@ -379,6 +379,7 @@ def fake_hub(monkeypatch, names):
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     monkeypatch.delenv("ICRL_DATA_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no reachability probe: the fake is the Hub
     return calls
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Optional, Protocol, Sequence, runtime_checkable
 
 from ..errors import UsageError
 from .embedded import DEFAULT_MODEL
@@ -39,8 +39,11 @@ class Backend(Protocol):
     def render(self, messages: Sequence[dict], prefix: str) -> str:
         """Chat template with the generation prompt, then the prediction prefix."""
 
-    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int) -> list[str]:
-        """One label per rendered prompt, always exactly one of `labels`."""
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], None]] = None) -> list[str]:
+        """One label per rendered prompt, always exactly one of `labels`. ``progress(n)``, when
+        given, is called as prompts finish with how many just did (the transformers backend per
+        batch; vLLM and the server backend once, at the end of their single call)."""
 
     def count_tokens(self, text: str) -> int:
         """Tokens of already-rendered text."""

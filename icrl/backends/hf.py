@@ -101,7 +101,9 @@ class TransformersBackend(ChatBackend):
                 "batch_size": self.batch_size, "prefix_reuse": self.prefix_reuse}
 
     # -- public ----------------------------------------------------------------------------
-    def predict(self, prompts, labels, temperature, seed):
+    def predict(self, prompts, labels, temperature, seed, progress=None):
+        """One label per prompt; ``progress(n)``, when given, is called after each batch with the
+        number of prompts that batch finished."""
         if not prompts:
             return []
         trie = self._trie(tuple(labels), self._prefix_of(prompts[0]))
@@ -130,6 +132,8 @@ class TransformersBackend(ChatBackend):
                                    temperature, [rngs[i] for i in batch], buffers)
             for i, label in zip(batch, results):
                 out[i] = label
+            if progress is not None:
+                progress(len(batch))
         return out  # type: ignore[return-value]
 
     def reset_cache(self) -> None:

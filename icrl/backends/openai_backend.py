@@ -211,14 +211,17 @@ class OpenAIBackend:
             out.update(max_model_len=self.max_model_len, eot_token=self.eot_token)
         return out
 
-    def predict(self, prompts, labels, temperature, seed):
+    def predict(self, prompts, labels, temperature, seed, progress=None):
         if not prompts:
             return []
         if self.api_mode == "completions" and self.chat is not None:
             from . import check_prompt_lengths
 
             check_prompt_lengths([self.chat.encode(p) for p in prompts], max_label_tokens(labels), self.max_model_len)
-        return self._run(self._predict_all(list(prompts), list(labels), temperature, seed))
+        out = self._run(self._predict_all(list(prompts), list(labels), temperature, seed))
+        if progress is not None:
+            progress(len(prompts))
+        return out
 
     def close(self) -> None:
         if not self._loop.is_closed():

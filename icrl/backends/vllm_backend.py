@@ -319,7 +319,7 @@ class VLLMBackend(ChatBackend):
         self._generate([{"prompt_token_ids": list(prefix_ids)}], params)
         self.stats["warmup_tokens"] += len(prefix_ids)
 
-    def predict(self, prompts, labels, temperature, seed):
+    def predict(self, prompts, labels, temperature, seed, progress=None):
         if not prompts:
             return []
         # Token ids, not text: the rendered template already holds its begin-of-text token
@@ -335,6 +335,8 @@ class VLLMBackend(ChatBackend):
         outputs = self._generate([{"prompt_token_ids": x} for x in ids], params)
         self.stats["prompt_tokens"] += sum(len(x) for x in ids)
         self.stats["calls"] += 1
+        if progress is not None:
+            progress(len(prompts))
         return [parse_output(o.outputs[0].text, labels) for o in outputs]
 
     def close(self) -> None:

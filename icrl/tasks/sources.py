@@ -161,6 +161,7 @@ class Source:
     label_columns: Tuple[str, ...]
     origin: str  # where the raw files come from (shown when one is missing)
     parse: Callable[[Path], Splits]
+    hub_splits: Tuple[str, ...] = ("train", "test")  # splits on the Hub
 
 
 SOURCES: Dict[str, Source] = {
@@ -168,26 +169,70 @@ SOURCES: Dict[str, Source] = {
                         "github.com/PolyAI-LDN/task-specific-datasets (banking_data/)",
                         _parse_banking77),
     "clinc_oos": Source("clinc/clinc_oos", "plus", ("intent",),
-                        "github.com/clinc/oos-eval (data/)", _parse_clinc_oos),
+                        "github.com/clinc/oos-eval (data/)", _parse_clinc_oos, ("train", "validation", "test")),
     "trec": Source("CogComp/trec", None, ("coarse_label", "fine_label"),
                    "cogcomp.seas.upenn.edu/Data/QA/QC/ (the files of the HF CogComp/trec script)",
                    _parse_trec),
     "nlu_evaluation_data": Source("xingkunliuxtracta/nlu_evaluation_data", None, ("label",),
                                   "github.com/xliuhw/NLU-Evaluation-Data (AnnotatedData/)",
-                                  _parse_nlu),
+                                  _parse_nlu, ("train",)),
 }
 
 
-def _load_hub(source: str) -> Splits:
+def parquet_export(hub_id: str) -> str:
+    """Where the Hub keeps its parquet conversion of a dataset (the ``refs/convert/parquet``
+    revision), as a URL the ``parquet`` builder reads: ``<config>/<split>/NNNN.parquet`` below it."""
+    return f"hf://datasets/{hub_id}@refs%2Fconvert%2Fparquet"
+
+
+def _refuses_script(exc: Exception) -> bool:
+    """datasets >= 4 no longer runs loading scripts (older ones want trust_remote_code)."""
+    text = str(exc)
+    return "scripts are no longer supported" in text or "trust_remote_code" in text
+
+
+def _one_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _hub_error(spec: "Source", why: str) -> UsageError:
+    return UsageError(f"could not load {spec.hub_id} from the Hugging Face Hub ({why}); set ICRL_DATA_DIR or "
+                      f"--data_dir to a folder with the raw files (README: Data), or go online")
+
+
+def _load_parquet_export(spec: "Source"):
+    """The dataset from the Hub's parquet conversion, with the features (ClassLabel names)
+    the conversion stores in its files."""
     import datasets
 
+    base = parquet_export(spec.hub_id)
+    files = {split: f"{base}/{spec.hub_config or 'default'}/{split}/*.parquet" for split in spec.hub_splits}
+    return datasets.load_dataset("parquet", data_files=files)
+
+
+def _load_hub(source: str) -> Splits:
+    """Checked first: offline mode (datasets then reads its cache) or a Hub that answers (one
+    quick request, not the libraries' retries). A Hub dataset whose loading script the
+    installed ``datasets`` refuses is read from the Hub's parquet conversion instead."""
+    import datasets
+
+    from icrl import hub
+
     spec = SOURCES[source]
+    if not hub.offline():
+        why = hub.unreachable()
+        if why is not None:
+            raise _hub_error(spec, f"{why}; if it is in your datasets cache, set HF_HUB_OFFLINE=1")
     try:
         dataset = datasets.load_dataset(spec.hub_id, spec.hub_config)
-    except Exception as e:  # offline, no cache, no access, ...
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"could not load {spec.hub_id} from the Hugging Face Hub ({reason}); "
-                         f"set ICRL_DATA_DIR to a folder with the raw files instead") from e
+    except Exception as e:  # offline, no cache, no access, a refused loading script, ...
+        if not _refuses_script(e):
+            raise _hub_error(spec, _one_line(e)) from None
+        try:
+            dataset = _load_parquet_export(spec)
+        except Exception as e2:
+            raise _hub_error(spec, f"its loading script is refused by datasets {datasets.__version__} and its "
+                                   f"parquet conversion failed: {_one_line(e2)}") from None
     out = {}
     for split in dataset:
         ds = dataset[split]

@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Hugging Face id, local directory, or the embedded 'smollm2-135m'")
     pub.add_argument("--task_name", help="banking77, clinic150, clinic150_oos, trec_coarse, trec_fine, nlu "
                                          "[+ _top<K>][+ _unsemantic]")
-    pub.add_argument("--context_strategy_name", help=f"one of: {', '.join(STRATEGY_NAMES)}")
+    pub.add_argument("--context_strategy_name", help=f"one of: {', '.join(STRATEGY_NAMES)} (not needed for zero-shot, "
+                                                   f"--max_context_examples 0)")
     pub.add_argument("--temperature", type=float, default=1.0)
     pub.add_argument("--context_p_keep", type=float, default=1.0)
     pub.add_argument("--max_context_examples", type=int, default=None,
@@ -129,12 +130,14 @@ def validate(args: argparse.Namespace) -> None:
     if not args.task_name:
         raise UsageError("--task_name is required (e.g. banking77); run with no arguments for the demo")
     parse_task_name(args.task_name)
-    if not args.context_strategy_name:
+    if args.max_context_examples == 0:
+        args.context_strategy_name = None  # zero-shot has no context: any strategy is the same run
+    elif not args.context_strategy_name:
         raise UsageError(f"--context_strategy_name is required; choose one of: {', '.join(STRATEGY_NAMES)}")
-    if args.context_strategy_name not in STRATEGY_NAMES:
+    if args.context_strategy_name is not None and args.context_strategy_name not in STRATEGY_NAMES:
         raise UsageError(f"unknown --context_strategy_name {args.context_strategy_name!r}; "
                          f"choose one of: {', '.join(STRATEGY_NAMES)}")
-    if args.context_strategy_name.startswith("approximate"):
+    if args.context_strategy_name and args.context_strategy_name.startswith("approximate"):
         if args.max_contexts is None or args.max_contexts < 1:
             raise UsageError(f"{args.context_strategy_name} needs --max_contexts >= 1 (e.g. 8)")
         if args.approximate_context_sampling_method not in SAMPLING_METHODS:
@@ -173,7 +176,7 @@ def validate(args: argparse.Namespace) -> None:
         raise UsageError("--debug_k must be >= 0 and --batch_size >= 1")
     if min(args.seed, args.training_seed, args.test_seed) < 0:
         raise UsageError("seeds must be >= 0")
-    if not args.icrl and args.context_strategy_name.endswith(("_only_positive", "_only_negative")):
+    if not args.icrl and (args.context_strategy_name or "").endswith(("_only_positive", "_only_negative")):
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
     validate_backend_flags(args)

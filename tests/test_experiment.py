@@ -67,7 +67,7 @@ def test_stochastic_icrl_records(tmp_path):
     assert code == 0 and len(runs) == 1
     assert runs[0].relative_to(tmp_path).parts == (
         "smollm2-135m", "trec_coarse", "4", "True", "random_unbiased_only_positive", "0.1", "False", "False",
-        "1.0", "100")
+        "1.0", "100", "seed100_testseed100_testk6_every3")
     config, train, test, results = records(runs[0])
     assert [r["step"] for r in train] == list(range(6))
     assert [r["step"] for r in test] == [0, 2, 5]

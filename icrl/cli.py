@@ -24,7 +24,7 @@ DEMO_ARGS = [
     "--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.1",
     "--temperature", "1.0", "--max_context_examples", "16", "--icrl",
     "--train_k", "150", "--test_every", "50", "--test_k", "100",
-    "--seed", "100", "--training_seed", "100", "--test_seed", "100",
+    "--seed", "100", "--training_seed", "100", "--test_seed", "100", "--output_dir", "data/demo",
 ]
 
 # Arguments that change how a run executes but not what it computes: they may differ

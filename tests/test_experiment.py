@@ -374,6 +374,26 @@ def test_no_arguments_is_still_the_seeded_icrl_demo():
     assert args.demo and args.icrl is True and (args.seed, args.training_seed, args.test_seed) == (100, 100, 100)
 
 
+def test_make_demo_has_its_own_folders_and_a_comparable_zero_shot_run():
+    """make demo writes to data/demo and plots/demo, draws only those runs, and its zero-shot
+    reference is tested on the demo's test set at the demo's temperature (issue 12)."""
+    import re
+
+    from icrl.cli import parse_args
+
+    makefile = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    variables = dict(re.findall(r"^(DEMO_\w+)\s*:=\s*(.+)$", makefile, re.M))
+    recipe = makefile.split("\ndemo:")[1].split("\n\n")[0]
+    recipe = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), m.group(0)), recipe)
+    assert "--data_dir data/demo --out_dir plots/demo" in recipe and "--data_dir data " not in recipe
+    demo = parse_args([])
+    zero = parse_args(variables["DEMO_ZERO_SHOT"].replace("$(DEMO_DATA)", variables["DEMO_DATA"]).split())
+    assert zero.max_context_examples == 0 and "run_experiment.py " + variables["DEMO_ZERO_SHOT"] in recipe
+    for name in ("model_name", "task_name", "test_k", "test_seed", "temperature", "output_dir"):
+        assert getattr(zero, name) == getattr(demo, name), name
+    assert demo.output_dir == "data/demo"
+
+
 @pytest.mark.model
 def test_runs_differing_in_a_seed_sit_side_by_side_and_a_larger_train_k_extends(tmp_path, capsys):
     small = dict(train_k="4", test_k="3", max_context_examples="3")

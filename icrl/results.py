@@ -244,7 +244,7 @@ def _run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     # Finished only when the records check out (see records.inspect_run), whatever results.json says.
     row["finished"] = state.finished
     row["damage"] = state.damage or None
-    row["steps"] = len(state.train)
+    row["steps"] = state.steps_done  # a zero-shot run has one step, its test
     row["total_steps"] = results.get("total_steps", resolved.get("steps"))
     for key in RESULT_COLUMNS[3:]:
         row[key] = results.get(key)

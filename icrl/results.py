@@ -17,8 +17,9 @@ the identity arguments under short names (``model``, ``task``, ``strategy``, ``p
 ``max_context_examples`` (resolved), ``icrl``, ``omit_feedback``, ``flip_feedback``,
 ``flip_prob``, ``max_contexts``, ``sampling_method``, ``temperature``, ``train_k``,
 ``test_every``, ``test_k``, ``exemplars_per_label``, ``seed``, ``training_seed``,
-``test_seed``), derived ones (``mode``, ``method``, ``label``, ``task_base``, ``unsemantic``,
-``strategy_base``, ``strategy_filter``, ``flip``, ``config_key``), the summary of
+``test_seed``, ``max_model_len``), derived ones (``mode``, ``method``, ``label``,
+``task_base``, ``unsemantic``, ``strategy_base``, ``strategy_filter``, ``flip``,
+``config_key``), the summary of
 results.json (``finished``: every planned step on disk and the records consistent with
 config.json, checked by ``records.inspect_run``, not read from results.json; ``damage``: what
 is wrong with a run's records, else None; ``steps``, ``total_steps``, ``final_test_accuracy``,
@@ -60,7 +61,7 @@ ARG_COLUMNS = {
     "approximate_context_sampling_method": "sampling_method", "temperature": "temperature",
     "train_k": "train_k", "test_every": "test_every", "test_k": "test_k",
     "exemplars_per_label": "exemplars_per_label", "seed": "seed", "training_seed": "training_seed",
-    "test_seed": "test_seed",
+    "test_seed": "test_seed", "max_model_len": "max_model_len",
 }
 SEED_COLUMNS = ("seed", "training_seed", "test_seed")
 RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "best_test_accuracy",
@@ -70,7 +71,7 @@ RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "be
 CONFIG_COLUMNS = ("model", "task_base", "unsemantic", "strategy_base", "strategy_filter", "p_keep",
                   "max_context_examples", "icrl", "omit_feedback", "flip", "max_contexts",
                   "sampling_method", "temperature", "exemplars_per_label", "train_k", "test_every",
-                  "test_k", "mode")
+                  "test_k", "max_model_len", "mode")
 
 INTEGER_COLUMNS = ("max_context_examples", "max_contexts", "exemplars_per_label", "seed", "training_seed",
                    "test_seed", "steps", "total_steps", "best_test_step", "regret", "prompt_tokens",

@@ -33,9 +33,18 @@ $(VLLM_STAMP): $(STAMP)
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
 
+# The demo (run_experiment.py with no arguments) writes to data/demo; its zero-shot reference
+# has the same model, task, test set (test_k, test_seed) and temperature. Only these runs are
+# drawn, into plots/demo; run_draw_plots.py ends with the verdict: did ICRL beat zero-shot?
+DEMO_DATA  := data/demo
+DEMO_PLOTS := plots/demo
+DEMO_ZERO_SHOT := --task_name trec_coarse --max_context_examples 0 --icrl --temperature 1.0 --test_k 100 \
+	--seed 100 --training_seed 100 --test_seed 100 --output_dir $(DEMO_DATA)
+
 demo: $(STAMP)
 	$(BIN)/python run_experiment.py
-	$(BIN)/python run_draw_plots.py --data_dir data --out_dir plots
+	$(BIN)/python run_experiment.py $(DEMO_ZERO_SHOT)
+	$(BIN)/python run_draw_plots.py --data_dir $(DEMO_DATA) --out_dir $(DEMO_PLOTS)
 
 bench: $(STAMP)
 	$(BIN)/python bench/prefix_reuse.py

@@ -24,7 +24,7 @@ DEMO_ARGS = [
     "--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.1",
     "--temperature", "1.0", "--max_context_examples", "16", "--icrl",
     "--train_k", "150", "--test_every", "50", "--test_k", "100",
-    "--seed", "100", "--training_seed", "100", "--test_seed", "100",
+    "--seed", "100", "--training_seed", "100", "--test_seed", "100", "--output_dir", "data/demo",
 ]
 
 # Arguments that change how a run executes but not what it computes: they may differ
@@ -49,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="Hugging Face id, local directory, or the embedded 'smollm2-135m'")
     pub.add_argument("--task_name", help="required: banking77, clinic150, clinic150_oos, trec_coarse, trec_fine, nlu "
                                          "[+ _top<K>][+ _unsemantic]")
-    pub.add_argument("--context_strategy_name", help=f"required: one of {', '.join(STRATEGY_NAMES)}")
+    pub.add_argument("--context_strategy_name", help=f"required (not for zero-shot, --max_context_examples 0): one of "
+                                                     f"{', '.join(STRATEGY_NAMES)}")
     pub.add_argument("--temperature", type=float, default=1.0,
                      help="sampling temperature of the model's label choice; 0 = greedy")
     pub.add_argument("--context_p_keep", type=float, default=1.0,
@@ -142,12 +143,14 @@ def validate(args: argparse.Namespace) -> None:
     if not args.task_name:
         raise UsageError("--task_name is required (e.g. banking77); run with no arguments for the demo")
     parse_task_name(args.task_name)
-    if not args.context_strategy_name:
+    if args.max_context_examples == 0:
+        args.context_strategy_name = None  # zero-shot has no context: any strategy is the same run
+    elif not args.context_strategy_name:
         raise UsageError(f"--context_strategy_name is required; choose one of: {', '.join(STRATEGY_NAMES)}")
-    if args.context_strategy_name not in STRATEGY_NAMES:
+    if args.context_strategy_name is not None and args.context_strategy_name not in STRATEGY_NAMES:
         raise UsageError(f"unknown --context_strategy_name {args.context_strategy_name!r}; "
                          f"choose one of: {', '.join(STRATEGY_NAMES)}")
-    if args.context_strategy_name.startswith("approximate"):
+    if args.context_strategy_name and args.context_strategy_name.startswith("approximate"):
         if args.max_contexts is None or args.max_contexts < 1:
             raise UsageError(f"{args.context_strategy_name} needs --max_contexts >= 1 (e.g. 8)")
         if args.approximate_context_sampling_method not in SAMPLING_METHODS:
@@ -186,7 +189,7 @@ def validate(args: argparse.Namespace) -> None:
         raise UsageError("--debug_k must be >= 0 and --batch_size >= 1")
     if min(args.seed, args.training_seed, args.test_seed) < 0:
         raise UsageError("seeds must be >= 0")
-    if not args.icrl and args.context_strategy_name.endswith(("_only_positive", "_only_negative")):
+    if not args.icrl and (args.context_strategy_name or "").endswith(("_only_positive", "_only_negative")):
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
     validate_backend_flags(args)

@@ -73,7 +73,8 @@ def summarize(train: Sequence[dict], test: Sequence[dict], steps: int, mode: str
     # A training record's time covers its whole step, the step's test included.
     times = [r["time_s"] for r in train] or [r["time_s"] for r in test]
     return {
-        "finished": done, "mode": mode, "steps_completed": len(train), "total_steps": steps,
+        "finished": done, "mode": mode, "total_steps": steps,
+        "steps_completed": (1 if test else 0) if mode == "zero_shot" else len(train),
         "final_test_accuracy": test[-1]["accuracy"] if test else None,
         "best_test_accuracy": best[1], "best_test_step": best[0],
         "regret": (len(predicted) - sum(predicted)) if mode == "icrl" else None,
@@ -146,6 +147,7 @@ class Experiment:
         self.resuming = False
         self.old_config: Optional[dict] = None
         self.steps_done = 0
+        self.extension: Optional[int] = None  # steps a larger --train_k asks of a recorded run
 
     def claim(self) -> None:
         """Lock the run directory and make sure it is writable (before anything loads)."""
@@ -182,7 +184,9 @@ class Experiment:
         old = config.get("args", {})
         new = json.loads(json.dumps(identity(a)))
         old = {**ADDED_ARG_DEFAULTS, **old}  # records written before an argument existed
-        differing = sorted(k for k in set(old) | set(new) if k not in RUNTIME_ARGS and old.get(k) != new.get(k))
+        # train_k is compared through the plan below: a larger one extends the run
+        differing = sorted(k for k in set(old) | set(new)
+                           if k not in RUNTIME_ARGS and k != "train_k" and old.get(k) != new.get(k))
         if a.overwrite and (differing or not config.get("runtime_args", {}).get("overwrite")):
             return None  # replace it (a run that --overwrite itself started is resumed instead)
         if differing:
@@ -190,15 +194,66 @@ class Experiment:
             raise UsageError(f"{self.out_dir} holds a run with other arguments ({details}); "
                              f"pass --overwrite to replace it")
         self.resuming, self.old_config = True, config
+        self.extension = self._check_length(config)
         state = inspect_run(self.out_dir)
         self.steps_done = state.steps_done
-        if state.finished:
+        if state.finished and self.extension is None:
             return state
         if state.train_problem:
             raise unresumable(self.out_dir, state.train_problem)
         if state.problems:
             _say(f"records of {self.out_dir} need repair ({state.damage}); resuming to repair them")
         return None
+
+    def _check_length(self, config: dict) -> Optional[int]:
+        """The number of steps this --train_k asks of a recorded run, when more than it has
+        (an extension), else None; fewer is a one-line error. Computed from config.json alone
+        (training pool size, resolved context size), so before any data or model loads."""
+        a = self.args
+        resolved, dataset = config.get("resolved") or {}, config.get("dataset") or {}
+        recorded = resolved.get("steps")
+        try:
+            pool = dataset["num_train"] - resolved.get("num_exemplars", 0)
+            num_train = pool if a.train_k == -1 else min(a.train_k, pool)
+            steps, _ = plan_steps(resolved["mode"], num_train, a.test_every, resolved["max_context_examples"])
+        except (KeyError, TypeError):
+            return None  # an incomplete plan: the plan check after the data load reports it
+        if not isinstance(recorded, int) or steps == recorded:
+            return None
+        if steps < recorded:
+            before = config.get("args", {}).get("train_k")
+            raise UsageError(f"{self.out_dir} holds a run of {recorded} steps (--train_k {before}); "
+                             f"--train_k {a.train_k} gives {steps}: pass --train_k {before} to resume or "
+                             f"report it, a larger one to extend it, or --overwrite to replace it")
+        return steps
+
+    def _extend(self, config: dict) -> None:
+        """Continue a recorded run to more steps: the same training stream, so its records
+        stay; config.json gets the longer plan and an ``extended`` entry (from, to steps).
+        The shorter run's last test step stays a test step."""
+        a, old = self.args, config.get("resolved", {})
+        before = old["steps"]
+        if (old.get("mode"), old.get("max_context_examples")) != (self.mode, self.max_examples):
+            raise UsageError(f"{self.out_dir} was started with another plan (mode {old.get('mode')!r}, "
+                             f"{old.get('max_context_examples')!r} context examples there; {self.mode!r}, "
+                             f"{self.max_examples!r} now); pass --overwrite to start again")
+        ids = [e.id for e in self.train[:self.steps]]
+        if ids[:before] != config.get("train_example_ids"):
+            raise UsageError(f"{self.out_dir}: the training examples of its {before} steps are not the first "
+                             f"{before} of --train_k {a.train_k}; pass --overwrite to start again")
+        self.test_steps = sorted(set(self.test_steps) | set(old["test_steps"]))
+        config = json.loads(json.dumps(config))
+        config["extended"] = config.get("extended", []) + [{
+            "from": before, "to": self.steps, "train_k_before": config["args"].get("train_k"),
+            "train_k": a.train_k, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}]
+        config["args"]["train_k"] = a.train_k
+        config["resolved"].update(steps=self.steps, test_steps=self.test_steps, train_examples=len(self.train))
+        config["train_example_ids"] = ids
+        write_json_atomic(self.out_dir / "config.json", config)
+        self.old_config = config
+        state = inspect_run(self.out_dir)
+        self.records.write_results(summarize(state.train, state.test, self.steps, self.mode))
+        _say(f"extending {self.out_dir} from {before} to {self.steps} steps (--train_k {a.train_k})")
 
     def _check_same_data(self, old: dict) -> None:
         """A resumed run must see the dataset and test set it started with."""
@@ -327,9 +382,13 @@ class Experiment:
             "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in self.exemplars],
         }
 
-    def _check_same_plan(self, old: dict) -> None:
+    def _check_same_plan(self, config: dict) -> None:
         """A resumed run must continue the plan it started with (e.g. the same context size
-        when --max_context_examples is found from the window)."""
+        when --max_context_examples is found from the window); the last steps of the shorter
+        runs an extended run grew from stay test steps."""
+        old = config.get("resolved", {})
+        kept = {e["from"] - 1 for e in config.get("extended", []) if isinstance(e, dict) and "from" in e}
+        self.test_steps = sorted(set(self.test_steps) | {t for t in kept if 0 <= t < self.steps})
         new = {"mode": self.mode, "max_context_examples": self.max_examples, "steps": self.steps,
                "test_steps": self.test_steps}
         differing = [k for k in new if old.get(k) != new[k]]
@@ -405,11 +464,14 @@ class Experiment:
         self.mode = mode_of(a.icrl, self.max_examples)
         self.steps, self.test_steps = plan_steps(self.mode, len(self.train), a.test_every, self.max_examples)
         self.exemplar_pairs = [(task.prompt(e), task.answer(e)) for e in self.exemplars]
-        strategy = make_strategy(a.context_strategy_name, self.max_examples, a.context_p_keep,
-                                 a.max_contexts, a.approximate_context_sampling_method)
+        strategy = None if self.mode == "zero_shot" else make_strategy(
+            a.context_strategy_name, self.max_examples, a.context_p_keep, a.max_contexts,
+            a.approximate_context_sampling_method)
 
-        if self.resuming:
-            self._check_same_plan(self.old_config.get("resolved", {}))
+        if self.resuming and self.extension is not None:
+            self._extend(self.old_config)
+        elif self.resuming:
+            self._check_same_plan(self.old_config)
         else:
             self.records.create(self.config_record())
         handler = _attach_log_file(self.out_dir)
@@ -500,7 +562,7 @@ class Experiment:
         a, task = self.args, self.task
         index_of = {id(e): i for i, e in enumerate(history)}
         tests = set(self.test_steps)
-        bar = _progress(self.steps, start, a.progress, f"{task.name} {a.context_strategy_name}")
+        bar = _progress(self.steps, start, a.progress, f"{task.name} {a.context_strategy_name or 'zero-shot'}")
         for t in range(start, self.steps):
             tic = time.perf_counter()
             if self.mode == "zero_shot":

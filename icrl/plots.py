@@ -12,11 +12,20 @@ skipped with a one-line note otherwise.
   prompt, empty context); a separate zero-shot run (``--max_context_examples 0``, standard
   system prompt) is drawn as a line of its own, labelled "zero-shot (separate run)".
 - ``regret``: cumulative wrong training predictions vs. step, same grid.
-- ``train_accuracy``: training accuracy (rolling mean over ``--smooth`` steps), same grid.
+- ``train_accuracy``: training accuracy, mean of the last ``--smooth`` steps (curves start
+  at step ``smooth - 1``, where the first full window ends), same grid, no test-set lines.
 - ``ablation_*``: runs that differ in exactly one argument (seeds aside) side by side: a panel
   per group of otherwise equal runs, a line per value of the argument.
 
-Several seeds of one configuration are averaged (the band spans their minimum and maximum).
+Several seeds of one configuration are averaged; the shaded band spans their minimum and
+maximum (the legend says so). A panel never mixes runs of different lengths or test sets:
+of the ICRL runs of a model and task it keeps those of one length and test set (the one
+covering the most methods, then the longest), and the baselines on that test set; the panel
+title says which, and a console note names what was left out (``--filter`` to choose).
+Accuracy panels draw chance (1 / number of labels, dotted); ``main_results`` also states,
+per method, whether its final test accuracy beat zero-shot (Wilson 95% intervals that do
+not overlap, see :mod:`icrl.verdict`), and run_draw_plots.py prints the same verdicts.
+``summary_by_config.csv`` is :meth:`icrl.results.Results.aggregate` (mean, std, n over seeds).
 """
 
 from __future__ import annotations
@@ -33,17 +42,21 @@ import pandas as pd
 
 from .errors import ArgumentParser, UsageError
 from .results import CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, METHODS, Results, model_size
+from .verdict import Verdict, panel_note
 
 COLORS = {  # Okabe-Ito, colour-blind safe; one colour per method in every figure
     "naive": "#E69F00", "naive+": "#56B4E9", "explorative": "#009E73", "approximate": "#D55E00",
-    "zero-shot": "#555555", "ICL": "#000000", "zero-shot run": "#999999",
+    "zero-shot": "#555555", "ICL": "#000000", "zero-shot run": "#999999", "chance": "#BBBBBB",
 }
 MARKERS = {"naive": "s", "naive+": "v", "explorative": "o", "approximate": "^"}
 VALUE_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
-BASELINE_STYLE = {"zero-shot": (0, (4, 3)), "ICL": (0, (1.5, 2)), "zero-shot run": (0, (1, 1))}
+BASELINE_STYLE = {"zero-shot": (0, (4, 3)), "ICL": (0, (1.5, 2)), "zero-shot run": (0, (1, 1)),
+                  "chance": (0, (0.8, 1.6))}
+BAND_NOTE = "shaded: min–max over seeds"
 METHOD_NOTES = {"naive": "naive", "naive+": "naive+", "explorative": "explorative",
                 "approximate": "approximate", "zero-shot": "zero-shot (naive ICRL, step 0)",
-                "zero-shot run": "zero-shot (separate run)", "ICL": "ICL (supervised)"}
+                "zero-shot run": "zero-shot (separate run)", "ICL": "ICL (supervised)",
+                "chance": "chance (1 / number of labels)"}
 STYLE = {
     "font.family": "serif", "font.serif": ["DejaVu Serif"], "mathtext.fontset": "dejavuserif",
     "font.size": 8.5, "axes.titlesize": 9, "axes.labelsize": 8.5, "legend.fontsize": 8,
@@ -73,10 +86,43 @@ def _regret_frame(train: pd.DataFrame) -> pd.DataFrame:
 
 
 def _smoothed_frame(train: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Per run: mean training accuracy of the last ``window`` steps, from the first full window
+    on (no growing window at the start, whose first points are single steps)."""
     frame = train.dropna(subset=["accuracy"]).sort_values(["run_id", "step"]).copy()
     frame["smoothed"] = frame.groupby("run_id")["accuracy"].transform(
-        lambda s: s.rolling(window, min_periods=1).mean())
-    return frame
+        lambda s: s.rolling(window, min_periods=window).mean())
+    return frame.dropna(subset=["smoothed"])
+
+
+def _comparable(ctx: "Context", here: pd.DataFrame, model: str, task: str) -> tuple[pd.DataFrame, str]:
+    """The runs of one panel that can be compared: ICRL runs of one length (total steps) and
+    test set, and the baselines on that test set. Of several, the one covering the most
+    methods, then the longest, then the most runs. Returns them and a short description."""
+    icrl = here[here["method"].isin(METHODS)]
+    if icrl.empty:
+        return here, ""
+    steps = icrl["total_steps"].fillna(-1).astype(int)
+    groups = list(icrl.groupby([steps, icrl["test_set"]], sort=True))
+    (length, test_set), best = max(groups, key=lambda kv: (kv[1]["method"].nunique(), kv[0][0], len(kv[1])))
+    same_test = here["test_set"] == test_set
+    keep = same_test & (~here["method"].isin(METHODS) | (here["total_steps"].fillna(-1).astype(int) == length))
+    num_test = best["num_test"].dropna()
+    items = f"{int(num_test.iloc[0])} test items" if len(num_test) else f"test set {test_set}"
+    description = f"{length} steps, {items}"
+    left_out = here[~keep]
+    if len(left_out):
+        note = (f"{_short_model(model)} / {task}: figures show runs of {length} steps on test set {test_set}; "
+                f"left out {len(left_out)} run(s) of other lengths or test sets "
+                f"({', '.join(sorted(set(left_out['label'])))}); --filter train_k=... test_k=... to choose")
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+    return here[keep], description
+
+
+def _chance(ax, runs: pd.DataFrame):
+    labels = runs["num_labels"].dropna().unique() if "num_labels" in runs else []
+    if len(labels) == 1 and labels[0] > 0:
+        _baseline(ax, 1.0 / labels[0], "chance")
 
 
 def _pick_config(runs: pd.DataFrame, m_ref=None) -> tuple[pd.DataFrame, int]:
@@ -144,8 +190,8 @@ def _plot_curve(ax, curve: pd.DataFrame, color, label, marker="o", markersize=3.
 def _baseline(ax, value: Optional[float], method: str, label: Optional[str] = None):
     if value is None or not np.isfinite(value):
         return
-    ax.axhline(value, color=COLORS[method], linestyle=BASELINE_STYLE[method], linewidth=1.2,
-               label=label or METHOD_NOTES[method])
+    ax.axhline(value, color=COLORS[method], linestyle=BASELINE_STYLE[method],
+               linewidth=1.0 if method == "chance" else 1.2, label=label or METHOD_NOTES[method], zorder=1)
 
 
 def _legend_below(fig, axes, title=None):
@@ -155,6 +201,11 @@ def _legend_below(fig, axes, title=None):
             if label not in handles:
                 handles[label] = h
                 labels.append(label)
+    if any(ax.collections for ax in np.ravel(axes)):  # a seed band was drawn: say what it is
+        from matplotlib.patches import Patch
+
+        handles[BAND_NOTE] = Patch(facecolor="#777777", alpha=0.25, linewidth=0)
+        labels.append(BAND_NOTE)
     if handles:
         # as many columns as fit the figure's width (an entry: handle + about 0.07 in per character)
         width, widest = fig.get_size_inches()[0] - 0.3, max(0.55 + 0.075 * len(label) for label in labels)
@@ -190,6 +241,12 @@ class Context:
     smooth: int
     explorative_p_keep: float
     notes: list
+    verdicts: list = None  # Verdict per model, task and method of main_results
+    captions: dict = None  # id(panel) -> text under its x axis
+
+    def __post_init__(self):
+        self.verdicts = [] if self.verdicts is None else self.verdicts
+        self.captions = {} if self.captions is None else self.captions
 
     @property
     def runs(self) -> pd.DataFrame:
@@ -204,8 +261,10 @@ def _main_runs(ctx: Context) -> pd.DataFrame:
 
 
 def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, baselines: bool,
-                 unit_range: bool) -> Optional[object]:
-    """A grid (rows: models, columns: tasks) with one line per paper method."""
+                 unit_range: bool, verdicts: bool = False) -> Optional[object]:
+    """A grid (rows: models, columns: tasks) with one line per paper method; ``baselines``:
+    zero-shot and ICL lines (test accuracy only); ``unit_range``: an accuracy axis, with chance;
+    ``verdicts``: say in each panel whether each method beat zero-shot."""
     runs = _main_runs(ctx)
     icrl = runs[runs["method"].isin(METHODS)]
     if icrl.empty:
@@ -217,7 +276,9 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
         for c, task in enumerate(tasks):
             ax = axes[r][c]
             here = runs[(runs["model"] == model) & (runs["task"] == task)]
+            here, description = _comparable(ctx, here, model, task)
             m_ref = _usual_context_length(here[here["method"].isin(METHODS)])
+            drawn = {}
             for method in METHODS:
                 chosen = here[here["method"] == method]
                 if chosen.empty:
@@ -229,22 +290,34 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
                     if note not in ctx.notes:
                         ctx.notes.append(note)
                 draw_panel(ax, chosen, method)
+                drawn[method] = chosen
             if baselines:
-                _baseline(ax, _zero_shot_reference(ctx, here, m_ref), "zero-shot")
-                zero = here[here["method"] == "zero-shot"]["final_test_accuracy"].dropna()
-                _baseline(ax, zero.mean() if len(zero) else None, "zero-shot run")
+                zero_ref = _zero_shot_reference(ctx, here, m_ref)
+                _baseline(ax, zero_ref[0] if zero_ref else None, "zero-shot")
+                zero = here[here["method"] == "zero-shot"]
+                zero_acc = zero["final_test_accuracy"].dropna()
+                _baseline(ax, zero_acc.mean() if len(zero_acc) else None, "zero-shot run")
                 icl = here[here["method"] == "ICL"]
                 if len(icl):  # the ICL run with the ICRL runs' context length, else the longest
                     same = icl[icl["max_context_examples"] == m_ref]
                     icl = same if len(same) else icl[icl["max_context_examples"] == icl["max_context_examples"].max()]
                     _baseline(ax, icl["final_test_accuracy"].dropna().mean(), "ICL")
+                if verdicts:
+                    reference = (_pooled(zero), "zero-shot run") if len(zero_acc) else (zero_ref, "naive ICRL at step 0")
+                    _verdicts(ctx, ax, model, task, drawn, *reference)
             if unit_range:
+                _chance(ax, here)
                 ax.set_ylim(-0.02, 1.02)
             else:
                 ax.set_ylim(bottom=0)
             if r == 0:
-                ax.set_title(task)
-            if r == len(models) - 1:
+                ax.set_title(f"{task}\n{description}" if description else task)
+            elif description:
+                ax.set_title(description, fontsize=7.5)
+            caption = ctx.captions.get(id(ax))
+            if caption:
+                ax.set_xlabel(f"Step\n{caption}", fontsize=6.5, linespacing=1.4)
+            elif r == len(models) - 1:
                 ax.set_xlabel("Step")
             if c == 0:
                 ax.set_ylabel(f"{_short_model(model)}\n{ylabel}")
@@ -252,16 +325,51 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
     return fig
 
 
-def _zero_shot_reference(ctx: Context, here: pd.DataFrame, m_ref) -> Optional[float]:
+def _zero_shot_reference(ctx: Context, here: pd.DataFrame, m_ref) -> Optional[tuple[float, int]]:
     """The paper's zero-shot point: the step-0 test accuracy of the naive ICRL run (ICRL system
-    prompt, no episode yet), averaged over seeds; None without a naive run tested at step 0."""
+    prompt, no episode yet), averaged over seeds, and its test items pooled over seeds; None
+    without a naive run tested at step 0."""
     naive = here[here["method"] == "naive"]
     if naive.empty:
         return None
     naive, _ = _pick_config(naive, m_ref)
     test = ctx.results.test()
-    first = test[test["run_id"].isin(list(naive["run_id"])) & (test["step"] == 0)]["accuracy"].dropna()
-    return float(first.mean()) if len(first) else None
+    first = test[test["run_id"].isin(list(naive["run_id"])) & (test["step"] == 0)]
+    first = first.dropna(subset=["accuracy"])
+    if first.empty:
+        return None
+    sizes = naive.set_index("run_id").loc[first["run_id"], "num_test"].fillna(0).astype(int)
+    return float(first["accuracy"].mean()), int(sizes.sum())
+
+
+def _pooled(runs: pd.DataFrame) -> Optional[tuple[float, int]]:
+    """(mean final test accuracy over seeds, test items pooled over them)."""
+    runs = runs.dropna(subset=["final_test_accuracy", "num_test"])
+    if runs.empty:
+        return None
+    return float(runs["final_test_accuracy"].mean()), int(runs["num_test"].sum())
+
+
+def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, reference_name: str):
+    """Whether each drawn method's final test accuracy beat zero-shot: in the panel and in
+    ``ctx.verdicts`` (printed at the end)."""
+    if reference is None:
+        return
+    lines, here = [], []
+    for method, chosen in drawn.items():
+        finished = chosen[chosen["finished"].astype(bool)]
+        pooled = _pooled(finished)
+        if pooled is None:
+            continue
+        verdict = Verdict(model=_short_model(model), task=task, method=method,
+                          steps=int(finished["total_steps"].max()), accuracy=pooled[0], n=pooled[1],
+                          reference=reference[0], n_reference=reference[1], reference_name=reference_name,
+                          model_params=model_size(model))
+        ctx.verdicts.append(verdict)
+        here.append(verdict)
+        lines.append(verdict.short())
+    if lines:  # under the panel, where it hides no curve
+        ctx.captions[id(ax)] = "\n".join(lines + [f"({panel_note(here)})"])
 
 
 def fig_main_results(ctx: Context):
@@ -271,7 +379,8 @@ def fig_main_results(ctx: Context):
         _plot_curve(ax, _mean_curve(test, chosen["run_id"], "accuracy"), COLORS[method], METHOD_NOTES[method],
                     marker=MARKERS[method], layer=METHODS.index(method))
 
-    return _method_grid(ctx, "main_results", panel, "Test accuracy", baselines=True, unit_range=True)
+    return _method_grid(ctx, "main_results", panel, "Test accuracy", baselines=True, unit_range=True,
+                        verdicts=True)
 
 
 def fig_regret(ctx: Context):
@@ -291,8 +400,17 @@ def fig_train_accuracy(ctx: Context):
         _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method], METHOD_NOTES[method],
                     marker=MARKERS[method], layer=METHODS.index(method))
 
-    label = "Training accuracy" + (f"\n({ctx.smooth}-step mean)" if ctx.smooth > 1 else "")
-    return _method_grid(ctx, "train_accuracy", panel, label, baselines=True, unit_range=True)
+    train = ctx.results.train()
+    if len(train) and not smoothed.empty:
+        short = sorted(set(train["run_id"]) - set(smoothed["run_id"]))
+    else:
+        short = sorted(set(train["run_id"]))
+    short = [r for r in short if ctx.runs.loc[r, "mode"] == "icrl"] if len(ctx.runs) else []
+    if short:
+        ctx.notes.append(f"train_accuracy: {len(short)} ICRL run(s) shorter than the {ctx.smooth}-step window "
+                         f"are not drawn (--smooth N for a shorter window)")
+    label = "Training accuracy" + (f"\n(mean of the last {ctx.smooth} steps)" if ctx.smooth > 1 else "")
+    return _method_grid(ctx, "train_accuracy", panel, label, baselines=False, unit_range=True)
 
 
 @dataclass
@@ -416,6 +534,13 @@ def fig_ablation(ctx: Context, ab: Ablation):
         task = row["task_base"] if ab.column == "unsemantic" else row["task"]
         head = task if ab.column == "model" else f"{_short_model(row['model'])} · {task}"
         ax.set_title(f"{head}\n{_describe(group, ab.column)}", fontsize=7.5)
+        if ab.column not in ("model", "unsemantic"):  # one model and task: its zero-shot run and chance
+            runs = ctx.runs
+            zero = runs[(runs["method"] == "zero-shot") & (runs["model"] == row["model"]) &
+                        (runs["task"] == row["task"]) & (runs["test_set"] == row["test_set"])]
+            zero = zero["final_test_accuracy"].dropna()
+            _baseline(ax, zero.mean() if len(zero) else None, "zero-shot run")
+            _chance(ax, group)
         ax.set_ylim(-0.02, 1.02)
         if i >= len(groups) - ncols:
             ax.set_xlabel("Step")
@@ -488,7 +613,9 @@ def draw(args) -> int:
         raise UsageError(f"no run under {args.data_dir!r} matches --filter {' '.join(args.filter)}")
     summary = results.summary()
     summary.to_csv(out_dir / "summary.csv", index=False)
-    print(f"read {len(results.runs)} runs from {args.data_dir}; wrote {out_dir / 'summary.csv'}")
+    results.aggregate().to_csv(out_dir / "summary_by_config.csv", index=False)
+    print(f"read {len(results.runs)} runs from {args.data_dir}; wrote {out_dir / 'summary.csv'} and "
+          f"{out_dir / 'summary_by_config.csv'} (mean, std, n over seeds of finished runs)")
     ctx = Context(results, args.smooth, args.explorative_p_keep, [])
     drawn = 0
     with matplotlib.rc_context(STYLE):
@@ -505,4 +632,6 @@ def draw(args) -> int:
     for note in ctx.notes:
         print(f"note: {note}")
     print(f"{drawn} figures in {out_dir}")
+    for verdict in ctx.verdicts:
+        print(f"verdict: {verdict.line()}")
     return 0

@@ -4,7 +4,10 @@
     res = Results("data", filters=["task=banking77"])   # every run under data/, filtered
     res.runs        # one row per run: its arguments, derived method, results.json, token counts
     res.train()     # one row per training step of every run (run_id, step, accuracy, ...)
-    res.test()      # one row per test step of every run (run_id, step, accuracy, ...)
+    res.test()      # one row per test step of every run (run_id, step, accuracy, per-class accuracy,
+                    # predictions)
+    res.predictions()  # one row per test example of every test step, with its gold answer
+    res.aggregate()    # one row per configuration: mean, std and n over seeds of finished runs
 
 Reads only the records (config.json, results.json, train.jsonl, test.jsonl and, when the
 token counter ran, token_counts.json); never loads a model.
@@ -14,14 +17,17 @@ the identity arguments under short names (``model``, ``task``, ``strategy``, ``p
 ``max_context_examples`` (resolved), ``icrl``, ``omit_feedback``, ``flip_feedback``,
 ``flip_prob``, ``max_contexts``, ``sampling_method``, ``temperature``, ``train_k``,
 ``test_every``, ``test_k``, ``exemplars_per_label``, ``seed``, ``training_seed``,
-``test_seed``), derived ones (``mode``, ``method``, ``label``, ``task_base``, ``unsemantic``,
-``strategy_base``, ``strategy_filter``, ``flip``, ``config_key``), the summary of
+``test_seed``, ``max_model_len``), derived ones (``mode``, ``method``, ``label``,
+``task_base``, ``unsemantic``, ``strategy_base``, ``strategy_filter``, ``flip``,
+``config_key``), the summary of
 results.json (``finished``: every planned step on disk and the records consistent with
 config.json, checked by ``records.inspect_run``, not read from results.json; ``damage``: what
 is wrong with a run's records, else None; ``steps``, ``total_steps``, ``final_test_accuracy``,
 ``best_test_accuracy``, ``best_test_step``, ``regret``, ``train_accuracy``,
 ``mean_step_time_s``, ``total_time_s``) and token counts (``prompt_tokens``,
-``uncached_tokens``, ``tokenizer``; NaN until run_count_tokens.py has counted the run).
+``uncached_tokens``, ``tokenizer``; NaN until run_count_tokens.py has counted the run), and
+``num_labels`` (chance accuracy is ``1 / num_labels``), ``num_test`` (test examples) and
+``test_set`` (``test_set_name``, from the test example ids: runs on the same one compare).
 Arguments that do not apply to a run are NaN (``max_contexts`` and ``sampling_method``
 outside the approximate strategies, ``flip_prob`` without flipping), so runs that differ
 only in an unused argument group together.
@@ -29,6 +35,8 @@ only in an unused argument group together.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
 import re
@@ -53,7 +61,7 @@ ARG_COLUMNS = {
     "approximate_context_sampling_method": "sampling_method", "temperature": "temperature",
     "train_k": "train_k", "test_every": "test_every", "test_k": "test_k",
     "exemplars_per_label": "exemplars_per_label", "seed": "seed", "training_seed": "training_seed",
-    "test_seed": "test_seed",
+    "test_seed": "test_seed", "max_model_len": "max_model_len",
 }
 SEED_COLUMNS = ("seed", "training_seed", "test_seed")
 RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "best_test_accuracy",
@@ -63,7 +71,7 @@ RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "be
 CONFIG_COLUMNS = ("model", "task_base", "unsemantic", "strategy_base", "strategy_filter", "p_keep",
                   "max_context_examples", "icrl", "omit_feedback", "flip", "max_contexts",
                   "sampling_method", "temperature", "exemplars_per_label", "train_k", "test_every",
-                  "test_k", "mode")
+                  "test_k", "max_model_len", "mode")
 
 INTEGER_COLUMNS = ("max_context_examples", "max_contexts", "exemplars_per_label", "seed", "training_seed",
                    "test_seed", "steps", "total_steps", "best_test_step", "regret", "prompt_tokens",
@@ -125,6 +133,25 @@ def run_label(row) -> str:
     if row["exemplars_per_label"]:
         parts.append(f"{row['exemplars_per_label']} exemplars/label")
     return f"{name} ({', '.join(parts)})"
+
+
+LABEL_DETAILS = (("total_steps", "{} steps"), ("test_set", "test {}"), ("seed", "seed {}"),
+                 ("training_seed", "training_seed {}"), ("test_seed", "test_seed {}"))
+
+
+def distinct_labels(runs: pd.DataFrame, within: Sequence[str] = ("model", "task")) -> pd.Series:
+    """Run labels made distinct within ``within``: where runs share a label, what differs among
+    them (steps, test set, seeds) is appended, e.g. "explorative (p=0.1, m=16), seed 101"."""
+    labels = runs["label"].astype(str).copy()
+    keys = [c for c in within if c in runs.columns] + ["label"]
+    for _, group in runs.groupby(keys, sort=False, dropna=False):
+        if len(group) < 2:
+            continue
+        differing = [(c, fmt) for c, fmt in LABEL_DETAILS if c in group and group[c].astype(str).nunique() > 1]
+        for index, row in group.iterrows():
+            extra = ", ".join(fmt.format(_fmt(row[c])) for c, fmt in differing)
+            labels[index] = f"{row['label']}, {extra}" if extra else f"{row['label']} ({row['run_id']})"
+    return labels
 
 
 def _fmt(value) -> str:
@@ -218,12 +245,26 @@ def _run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     # Finished only when the records check out (see records.inspect_run), whatever results.json says.
     row["finished"] = state.finished
     row["damage"] = state.damage or None
-    row["steps"] = len(state.train)
+    row["steps"] = state.steps_done  # a zero-shot run has one step, its test
     row["total_steps"] = results.get("total_steps", resolved.get("steps"))
     for key in RESULT_COLUMNS[3:]:
         row[key] = results.get(key)
     row.update(_token_counts(run_dir))
+    labels = (config.get("dataset") or {}).get("labels")
+    row["num_labels"] = len(labels) if isinstance(labels, list) else None
+    ids = (config.get("test_set") or {}).get("ids")
+    row["num_test"] = len(ids) if isinstance(ids, list) else None
+    row["test_set"] = test_set_name(ids)
     return row
+
+
+def test_set_name(ids) -> Optional[str]:
+    """Which test set a run used, from its recorded test example ids (as a set: the whole split
+    in two orders is one test set): "<n> items <hash>". Runs are comparable on the same one."""
+    if not isinstance(ids, list):
+        return None
+    digest = hashlib.sha1(json.dumps(sorted(map(str, ids))).encode()).hexdigest()[:8]
+    return f"{len(ids)} items {digest}"
 
 
 def _token_counts(run_dir: Path) -> dict:
@@ -304,10 +345,73 @@ class Results:
         return self._train
 
     def test(self) -> pd.DataFrame:
-        """Per test step: run_id, step, accuracy, context_size."""
+        """Per test step: run_id, step, accuracy, context_size, per_class_accuracy (a dict: gold
+        label -> accuracy on the test items of that label) and predictions (a list, in the order
+        of the run's test set; see :meth:`predictions` for them next to the gold answers)."""
         if self._test is None:
-            self._test = self._per_step(TEST, ["step", "accuracy", "context_size"])
+            frame = self._per_step(TEST, ["step", "accuracy", "context_size"])
+            extra = {"per_class_accuracy": [], "predictions": []}
+            for run_id in self.runs["run_id"]:
+                for record in self._states[run_id].test:
+                    extra["per_class_accuracy"].append(record.get("per_class_accuracy"))
+                    extra["predictions"].append(record.get("predictions"))
+            for column, values in extra.items():
+                frame[column] = pd.Series(values, index=frame.index, dtype=object)
+            self._test = frame
         return self._test
+
+    def predictions(self, step: Optional[str | int] = None) -> pd.DataFrame:
+        """One row per test example of every test step: run_id, step, index (position in the
+        test set), example_id, answer (gold), prediction, correct. ``step="last"`` keeps each
+        run's last test step only; an integer keeps that step."""
+        rows = []
+        for run_id in self.runs["run_id"]:
+            state = self._states[run_id]
+            test_set = (state.config or {}).get("test_set") or {}
+            ids, answers = test_set.get("ids") or [], test_set.get("answers") or []
+            records = state.test[-1:] if step == "last" else [
+                r for r in state.test if step is None or r["step"] == step]
+            for record in records:
+                for i, prediction in enumerate(record.get("predictions") or []):
+                    answer = answers[i] if i < len(answers) else None
+                    rows.append({"run_id": run_id, "step": record["step"], "index": i,
+                                 "example_id": ids[i] if i < len(ids) else None, "answer": answer,
+                                 "prediction": prediction, "correct": prediction == answer})
+        return pd.DataFrame(rows, columns=["run_id", "step", "index", "example_id", "answer", "prediction",
+                                           "correct"])
+
+    def aggregate(self, finished_only: bool = True) -> pd.DataFrame:
+        """One row per configuration (runs equal in everything but ``seed``, ``training_seed``
+        and ``test_seed``; see ``CONFIG_COLUMNS``): ``n`` runs, their seeds, and mean, std
+        (sample standard deviation, ddof=1; NaN for one run) and n of final test accuracy,
+        best test accuracy and regret; ``seeds`` lists seed/training_seed/test_seed of each run. Only finished runs count unless ``finished_only`` is
+        False. This is run_draw_plots.py's summary_by_config.csv."""
+        runs = self.runs
+        if finished_only and len(runs):
+            runs = runs[runs["finished"].astype(bool)]
+        keys = ["model", "task", "method", "label", "mode", *[c for c in CONFIG_COLUMNS if c not in
+                                                               ("model", "mode")]]
+        metrics = ("final_test_accuracy", "best_test_accuracy", "regret")
+        columns = keys + ["n", "seeds"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std", "n")]
+        if runs.empty:
+            return pd.DataFrame(columns=columns)
+        rows = []
+        for _, group in runs.groupby("config_key", sort=False):
+            first = group.iloc[0]
+            row = {k: first[k] for k in keys}
+            row["n"] = len(group)
+            row["seeds"] = " ".join("/".join(_fmt(v) for v in seeds)
+                                    for seeds in group[list(SEED_COLUMNS)].itertuples(index=False))
+            for metric in metrics:
+                values = pd.to_numeric(group[metric], errors="coerce").dropna()
+                row[f"{metric}_mean"] = values.mean() if len(values) else np.nan
+                row[f"{metric}_std"] = values.std(ddof=1) if len(values) > 1 else np.nan
+                row[f"{metric}_n"] = len(values)
+            rows.append(row)
+        order = {m: i for i, m in enumerate(METHODS + ("",) + BASELINES)}
+        out = pd.DataFrame(rows, columns=columns)
+        out["_order"] = out["method"].map(order)
+        return out.sort_values(["model", "task", "_order", "label"]).drop(columns="_order").reset_index(drop=True)
 
     def _per_step(self, filename: str, fields: list) -> pd.DataFrame:
         """One row per record of ``filename`` in every run, with ``fields`` as floats."""

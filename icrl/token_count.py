@@ -54,7 +54,7 @@ from .episode import Episode
 from .errors import ArgumentParser, UsageError
 from .prompts import build_messages
 from .records import CONFIG, TEST, TRAIN, read_json, read_jsonl, write_json_atomic
-from .results import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, Results, records_stamp
+from .results import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, Results, distinct_labels, records_stamp
 
 COUNTER_VERSION = 1
 CHUNK = 256  # prompts rendered and encoded together
@@ -457,7 +457,8 @@ def _main(args) -> int:
     tokenizers = Tokenizers(args.tokenizer)
     rows, counted_now, total_s, total_tokens = [], 0, 0.0, 0
     tic = time.perf_counter()
-    for _, run in runs.iterrows():
+    labels = distinct_labels(runs) if len(runs) else {}
+    for index, run in runs.iterrows():
         run_dir = Path(run["run_dir"])
         name = tokenizers.name_for(run["model"])
         key = cache_key(run_dir, name, tokenizers.fingerprint(name), args.full_tokenization)
@@ -472,8 +473,9 @@ def _main(args) -> int:
             print(f"counted {run['run_id']}: {summary['calls']:,} calls, {summary['prompt_tokens']:,} tokens in "
                   f"{summary['seconds']:.2f} s ({summary['prompt_tokens'] / max(summary['seconds'], 1e-9):,.0f} "
                   f"tokens/s, {summary['tokenization']})")
-        rows.append({"model": run["model"], "task": run["task"], "run": run["label"], "method": run["method"],
+        rows.append({"model": run["model"], "task": run["task"], "run": labels[index], "method": run["method"],
                      "strategy": run["strategy"], "mode": run["mode"], "steps": summary["steps"],
+                     "test_set": run["test_set"],
                      "calls": summary["calls"], "train_prompt_tokens": summary["train_prompt_tokens"],
                      "test_prompt_tokens": summary["test_prompt_tokens"], "prompt_tokens": summary["prompt_tokens"],
                      "uncached_tokens": summary["uncached_tokens"], "tokenizer": name, "run_id": run["run_id"]})
@@ -491,13 +493,18 @@ def _main(args) -> int:
     return 0
 
 
+# Runs whose token counts compare: same model, task, number of steps and test set.
+LIKE = ["model", "task", "steps", "test_set"]
+
+
 def _add_ratios(table):
-    """cached_pct, and uncached tokens relative to the explorative run of the same model and task."""
+    """cached_pct, and uncached tokens relative to the explorative run(s) of the same model,
+    task, number of steps and test set (their mean over seeds); NaN where there is none."""
     table["cached_pct"] = 100 * (1 - table["uncached_tokens"] / table["prompt_tokens"].where(table["prompt_tokens"] > 0))
     ratios = []
-    for (_, _), group in table.groupby(["model", "task"], sort=False):
+    for _, group in table.groupby(LIKE, sort=False, dropna=False):
         ref = group[group["method"] == "explorative"]
-        base = ref["uncached_tokens"].iloc[0] if len(ref) else math.nan
+        base = ref["uncached_tokens"].mean() if len(ref) else math.nan
         ratios.append(group["uncached_tokens"] / base if base else group["uncached_tokens"] * math.nan)
     import pandas as pd
 
@@ -523,13 +530,12 @@ def format_table(table) -> str:
             cached = "" if not np.isfinite(r["cached_pct"]) else f"{r['cached_pct']:.1f}%"
             lines.append(f"{r['run']:<{width}}  {r['steps']:>6} {r['calls']:>8,} {r['train_prompt_tokens']:>14,} "
                          f"{r['test_prompt_tokens']:>14,} {r['uncached_tokens']:>13,} {cached:>7} {ratio:>14}")
-        explorative = group[group["method"] == "explorative"]["uncached_tokens"]
-        approximate = group[group["method"] == "approximate"]["uncached_tokens"]
-        if len(explorative) and len(approximate):
-            for _, r in group[group["method"] == "approximate"].iterrows():
-                if r["uncached_tokens"]:
-                    lines.append(f"uncached tokens, explorative / {r['run']}: "
-                                 f"{explorative.iloc[0] / r['uncached_tokens']:.2f}x")
+        for _, r in group[group["method"] == "approximate"].iterrows():
+            if r["uncached_tokens"] and np.isfinite(r["vs_explorative"]) and r["vs_explorative"]:
+                lines.append(f"uncached tokens, explorative / {r['run']}: {1 / r['vs_explorative']:.2f}x "
+                             f"(same steps and test set)")
+        lines.append("vs explorative: uncached tokens over those of the explorative run(s) with the same "
+                     "steps and test set (mean over seeds); blank where there is none")
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -551,8 +557,8 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     from .records import RunRecords, experiment_dir
 
     rng = np.random.default_rng(seed)
-    train = task.training_examples(steps, seed)
-    test_examples = task.test_examples(test_k, seed)
+    train = task.training_examples(steps, extra_args.get("training_seed", seed))
+    test_examples = task.test_examples(test_k, extra_args.get("test_seed", seed))
     steps = len(train)
     n_steps, test_steps = plan_steps("icrl", steps, test_every, max_examples)
     args = {"model_name": model_name, "task_name": task.name, "context_strategy_name": strategy,

@@ -67,7 +67,7 @@ def test_stochastic_icrl_records(tmp_path):
     assert code == 0 and len(runs) == 1
     assert runs[0].relative_to(tmp_path).parts == (
         "smollm2-135m", "trec_coarse", "4", "True", "random_unbiased_only_positive", "0.1", "False", "False",
-        "1.0", "100")
+        "1.0", "100", "seed100_testseed100_testk6_every3")
     config, train, test, results = records(runs[0])
     assert [r["step"] for r in train] == list(range(6))
     assert [r["step"] for r in test] == [0, 2, 5]
@@ -106,7 +106,7 @@ def test_approximate_icrl(tmp_path, method):
     code, runs = run(tmp_path, context_strategy_name="approximate_only_positive", context_p_keep="0.5",
                      max_contexts="3", approximate_context_sampling_method=method)
     assert code == 0
-    assert runs[0].parts[-6] == f"approximate_only_positive_{method}_3"
+    assert runs[0].parts[-7] == f"approximate_only_positive_{method}_3"
     _, train, test, _ = records(runs[0])
     for r in train + test:
         assert 0 <= r["metrics"]["context_index"] < 3 and len(r["metrics"]["context_lengths"]) == 3
@@ -128,7 +128,7 @@ def test_supervised_icl_makes_no_training_calls_and_stops_when_full(tmp_path):
     code, runs = run(tmp_path, context_strategy_name="random_unbiased", context_p_keep="1.0", **{"no-icrl": None},
                      max_context_examples="4", train_k="50", debug_k="100")
     config, train, test, results = records(runs[0])
-    assert runs[0].parts[-7] == "False"
+    assert runs[0].parts[-8] == "False"
     assert len(train) == 6 and [r["step"] for r in test] == [0, 2, 5]
     assert all(r["prediction"] is None and r["feedback"] is None and r["accuracy"] is None for r in train)
     assert test[-1]["context_size"] == 4 and results["regret"] is None and results["finished"]
@@ -139,16 +139,18 @@ def test_supervised_icl_makes_no_training_calls_and_stops_when_full(tmp_path):
 
 @pytest.mark.model
 def test_zero_shot_is_one_test_at_step_zero(tmp_path):
-    code, runs = run(tmp_path, max_context_examples="0")
+    code, runs = run(tmp_path, max_context_examples="0", context_strategy_name=False)  # none needed
+    assert code == 0 and runs[0].relative_to(tmp_path).parts[4] == "none"
     config, train, test, results = records(runs[0])
     assert train == [] and len(test) == 1 and test[0]["step"] == 0 and test[0]["context_size"] == 0
     assert config["resolved"]["mode"] == "zero_shot" and results["finished"]
+    assert (results["steps_completed"], results["total_steps"]) == (1, 1)
 
 
 @pytest.mark.model
 def test_exemplars_come_first_and_leave_the_training_pool(tmp_path):
     code, runs = run(tmp_path, exemplars_per_label="1", debug_k="1", max_context_examples="10")
-    assert runs[0].parts[-6] == "random_unbiased_only_positive_exemplars1"
+    assert runs[0].parts[-7] == "random_unbiased_only_positive_exemplars1"
     config, train, _, _ = records(runs[0])
     # As published, the 6 exemplars are subtracted from --max_context_examples 10: 4 episodes.
     assert config["resolved"]["max_context_examples"] == 4
@@ -194,7 +196,7 @@ def test_omitted_feedback_is_not_shown(tmp_path):
 @pytest.mark.model
 def test_flipped_feedback_changes_what_is_shown_not_accuracy(tmp_path):
     code, runs = run(tmp_path, icrl_flip_feedback=None, icrl_flip_feedback_prob="1.0")
-    assert runs[0].parts[-3] == "True_1.0"
+    assert runs[0].parts[-4] == "True_1.0"
     _, train, _, results = records(runs[0])
     assert all(r["feedback"] == 1 - r["accuracy"] for r in train)
     assert results["regret"] == sum(1 - r["accuracy"] for r in train)
@@ -234,11 +236,12 @@ def test_rerun_finished_and_mismatched_arguments(tmp_path, capsys):
     assert main(base_args(tmp_path)) == 0
     assert "already finished" in capsys.readouterr().out
     assert records(find_runs(tmp_path)[0]) == before
-    assert main(base_args(tmp_path, test_k="5")) == 2
+    # an argument the path does not hold (max_contexts is unused outside the approximate strategies)
+    assert main(base_args(tmp_path, max_contexts="3")) == 2
     err = capsys.readouterr().err
-    assert "--test_k" in err and "--overwrite" in err
-    assert main(base_args(tmp_path, test_k="5", overwrite=None)) == 0
-    assert len(records(find_runs(tmp_path)[0])[2][0]["predictions"]) == 5
+    assert "--max_contexts" in err and "--overwrite" in err
+    assert main(base_args(tmp_path, max_contexts="3", overwrite=None)) == 0
+    assert records(find_runs(tmp_path)[0])[0]["args"]["max_contexts"] == 3
 
 
 def _strip_times(rows):
@@ -293,7 +296,7 @@ def test_default_context_size_fills_the_window_and_is_cached(tmp_path, capsys):
     del argv[i:i + 2]
     assert main(argv) == 0
     run_dir = find_runs(tmp_path)[0]
-    assert run_dir.relative_to(tmp_path).parts[2] == "None"
+    assert run_dir.relative_to(tmp_path).parts[2] == "auto"
     config, _, _, _ = records(run_dir)
     expected = find_max_examples(load_chat_tokenizer("smollm2-135m"), load_task("trec_coarse"))
     assert config["resolved"]["max_context_examples"] == expected > 16
@@ -369,3 +372,53 @@ def test_no_arguments_is_still_the_seeded_icrl_demo():
 
     args = parse_args([])
     assert args.demo and args.icrl is True and (args.seed, args.training_seed, args.test_seed) == (100, 100, 100)
+
+
+def test_make_demo_has_its_own_folders_and_a_comparable_zero_shot_run():
+    """make demo writes to data/demo and plots/demo, draws only those runs, and its zero-shot
+    reference is tested on the demo's test set at the demo's temperature (issue 12)."""
+    import re
+
+    from icrl.cli import parse_args
+
+    makefile = (REPO / "Makefile").read_text().replace("\\\n", " ")
+    variables = dict(re.findall(r"^(DEMO_\w+)\s*:=\s*(.+)$", makefile, re.M))
+    recipe = makefile.split("\ndemo:")[1].split("\n\n")[0]
+    recipe = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), m.group(0)), recipe)
+    assert "--data_dir data/demo --out_dir plots/demo" in recipe and "--data_dir data " not in recipe
+    demo = parse_args([])
+    zero = parse_args(variables["DEMO_ZERO_SHOT"].replace("$(DEMO_DATA)", variables["DEMO_DATA"]).split())
+    assert zero.max_context_examples == 0 and "run_experiment.py " + variables["DEMO_ZERO_SHOT"] in recipe
+    for name in ("model_name", "task_name", "test_k", "test_seed", "temperature", "output_dir"):
+        assert getattr(zero, name) == getattr(demo, name), name
+    assert demo.output_dir == "data/demo"
+
+
+@pytest.mark.model
+def test_runs_differing_in_a_seed_sit_side_by_side_and_a_larger_train_k_extends(tmp_path, capsys):
+    small = dict(train_k="4", test_k="3", max_context_examples="3")
+    assert main(base_args(tmp_path / "a", **small)) == 0
+    first = find_runs(tmp_path / "a")[0]
+    config4, train4, test4, _ = records(first)
+    assert main(base_args(tmp_path / "a", **dict(small, seed="101"))) == 0  # refused before: "other arguments"
+    assert len(find_runs(tmp_path / "a")) == 2 and records(first)[1] == train4
+    capsys.readouterr()
+
+    assert main(base_args(tmp_path / "a", **dict(small, train_k="6"))) == 0
+    assert "extending" in capsys.readouterr().err
+    config, train, test, results = records(first)
+    assert train[:4] == train4 and test[:3] == test4  # the records continue
+    assert [r["step"] for r in test] == [0, 2, 3, 5]  # step 3, the shorter run's last test, stays
+    assert config["extended"][0]["from"] == 4 and config["extended"][0]["to"] == 6
+    assert config["resolved"]["steps"] == 6 and config["args"]["train_k"] == 6 and results["finished"]
+    # the same stream as a run of 6 steps from the start
+    assert main(base_args(tmp_path / "b", **dict(small, train_k="6"))) == 0
+    direct = records(find_runs(tmp_path / "b")[0])[1]
+    assert _strip_times(train) == _strip_times(direct)
+
+    capsys.readouterr()
+    assert main(base_args(tmp_path / "a", **dict(small, train_k="6"))) == 0
+    assert "already finished" in capsys.readouterr().out
+    assert main(base_args(tmp_path / "a", **small)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a run of 6 steps" in err and "\n" not in err

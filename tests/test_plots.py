@@ -179,3 +179,126 @@ def test_zero_shot_line_is_the_naive_runs_step_zero(icrl_runs):
     assert list(lines["zero-shot (naive ICRL, step 0)"].get_ydata()) == pytest.approx([step0, step0])
     assert list(lines["zero-shot (separate run)"].get_ydata()) == pytest.approx([separate, separate])
     assert "zero-shot" not in lines
+
+
+# -- issue 12: aggregation, comparable panels, reference lines, verdicts (synthetic records) -----
+def test_wilson_interval_and_compare():
+    from icrl.verdict import compare, wilson_interval
+
+    lo, hi = wilson_interval(26, 100)  # the demo's zero-shot: 0.26 [0.18, 0.35]
+    assert (round(lo, 2), round(hi, 2)) == (0.18, 0.35)
+    lo, hi = wilson_interval(0, 10)
+    assert lo == 0.0 and hi == pytest.approx(0.2775, abs=1e-4)  # not the empty normal interval
+    lo, hi = wilson_interval(84, 159)  # top2 zero-shot 0.528 [0.451, 0.604]
+    assert (round(lo, 3), round(hi, 3)) == (0.451, 0.604)
+    assert wilson_interval(5, 10)[0] == pytest.approx(1 - wilson_interval(5, 10)[1])
+    with pytest.raises(ValueError):
+        wilson_interval(3, 0)
+    assert compare(0.18, 100, 0.26, 100) == "same"
+    assert compare(0.686, 159, 0.528, 159) == "above" and compare(0.2, 500, 0.5, 500) == "below"
+
+
+def _zero_shot_run(out, task, test_k, seed=100, accuracy_of=lambda i: i % 3 == 0):
+    """Records of a finished zero-shot run (no model): prediction i right when accuracy_of(i)."""
+    from icrl.records import RunRecords, experiment_dir
+
+    examples = task.test_examples(test_k, seed)
+    answers = [task.answer(e) for e in examples]
+    args = {"model_name": "smollm2-135m", "task_name": task.name, "context_strategy_name": None,
+            "context_p_keep": 1.0, "max_context_examples": 0, "icrl": True, "icrl_omit_feedback": False,
+            "icrl_flip_feedback": False, "icrl_flip_feedback_prob": None, "max_contexts": -1,
+            "approximate_context_sampling_method": None, "temperature": 1.0, "train_k": 10, "test_every": 10,
+            "test_k": test_k, "exemplars_per_label": 0, "seed": seed, "training_seed": seed, "test_seed": seed}
+    records = RunRecords(experiment_dir(out, args))
+    records.create({"args": args, "resolved": {"mode": "zero_shot", "max_context_examples": 0, "steps": 1,
+                                               "test_steps": [0], "num_exemplars": 0},
+                    "dataset": {"task": task.name, "labels": task.labels}, "train_example_ids": [],
+                    "test_set": {"ids": [e.id for e in examples], "answers": answers}})
+    predictions = [a if accuracy_of(i) else "none" for i, a in enumerate(answers)]
+    accuracy = sum(p == a for p, a in zip(predictions, answers)) / len(answers)
+    records.append_test({"step": 0, "accuracy": accuracy, "predictions": predictions, "per_class_accuracy": {}})
+    records.write_results({"final_test_accuracy": accuracy, "best_test_accuracy": accuracy, "regret": None})
+    return accuracy
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    """Synthetic records: explorative ICRL at 60 steps (seeds 1, 2) and 30 steps (seed 3) on
+    trec_coarse with 20 test items, naive ICRL at 60 steps, and a zero-shot run."""
+    from runs_fixture import datasets_dir
+    from icrl.tasks import load_task
+    from icrl.token_count import synthesize_run
+
+    if datasets_dir() is None:
+        pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
+    task = load_task("trec_coarse", datasets_dir())
+    out = tmp_path_factory.mktemp("study")
+    for seed, steps, p in ((1, 60, 0.3), (2, 60, 0.5), (3, 30, 0.9)):  # seeds vary, one test set
+        synthesize_run(out, task, steps=steps, seed=seed, max_examples=8, test_every=20, test_k=20, p_correct=p,
+                       test_seed=1)
+    synthesize_run(out, task, steps=60, seed=1, strategy="random_biased_end", p_keep=1.0, max_examples=8,
+                   test_every=20, test_k=20, p_correct=0.4, training_seed=1, test_seed=1)
+    _zero_shot_run(out, task, 20, seed=1)
+    return out
+
+
+def test_aggregate_is_mean_std_n_over_seeds_per_configuration(study, tmp_path, capsys):
+    res = Results(study)
+    table = res.aggregate()
+    explorative = table[table["method"] == "explorative"]
+    assert sorted(explorative["train_k"]) == [30, 60]  # two configurations: lengths are not mixed
+    row = explorative[explorative["train_k"] == 60].iloc[0]
+    runs = res.runs[(res.runs["method"] == "explorative") & (res.runs["train_k"] == 60)]
+    assert row["n"] == 2 and row["final_test_accuracy_n"] == 2
+    assert row["final_test_accuracy_mean"] == pytest.approx(runs["final_test_accuracy"].mean())
+    assert row["final_test_accuracy_std"] == pytest.approx(runs["final_test_accuracy"].std(ddof=1))
+    assert row["regret_mean"] == pytest.approx(runs["regret"].mean())
+    assert math.isnan(explorative[explorative["train_k"] == 30].iloc[0]["final_test_accuracy_std"])  # one run
+    code, out, _ = run_plots(study, tmp_path, "--only", "main_results", capsys=capsys)
+    assert code == 0 and (tmp_path / "summary_by_config.csv").is_file() and "summary_by_config.csv" in out
+    assert len(pd.read_csv(tmp_path / "summary_by_config.csv")) == len(table) == 4
+
+
+def test_test_frame_has_per_class_accuracy_and_predictions_with_gold(study):
+    res = Results(study)
+    test = res.test()
+    assert {"per_class_accuracy", "predictions"} <= set(test.columns)
+    assert all(isinstance(p, list) and len(p) == 20 for p in test["predictions"])
+    pred = res.predictions()
+    assert len(pred) == 20 * len(test)
+    per_step = pred.groupby(["run_id", "step"])["correct"].mean()
+    for _, row in test.iterrows():
+        assert per_step[(row["run_id"], row["step"])] == pytest.approx(row["accuracy"])
+    last = res.predictions(step="last")
+    assert set(last.groupby("run_id")["step"].max()) <= {29, 59, 0} and len(last) == 20 * len(res.runs)
+
+
+def test_panels_never_mix_lengths_and_draw_chance_band_and_verdict(study):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from icrl.plots import BAND_NOTE, Context, fig_main_results, fig_train_accuracy
+
+    results = Results(study)
+    ctx = Context(results=results, smooth=10, explorative_p_keep=0.1, notes=[])
+    fig = fig_main_results(ctx)
+    ax = fig.axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    explorative = lines["explorative"].get_xdata()
+    assert max(explorative) == 59  # the 60-step runs (two methods) only, not the 30-step one
+    assert any("runs of 60 steps" in n and "left out 1 run" in n for n in ctx.notes), ctx.notes
+    assert "60 steps, 20 test items" in ax.get_title()
+    assert lines["chance (1 / number of labels)"].get_ydata()[0] == pytest.approx(1 / 6)
+    legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
+    assert BAND_NOTE in legend and "min–max over seeds" in BAND_NOTE  # two seeds: a band
+    verdict = ax.get_xlabel()
+    assert "vs zero-shot, 95% Wilson intervals" in verdict and "explorative" in verdict
+    assert {v.method for v in ctx.verdicts} == {"explorative", "naive"}
+    assert all(v.reference_name == "zero-shot run" and v.n_reference == 20 for v in ctx.verdicts)
+    assert next(v for v in ctx.verdicts if v.method == "explorative").n == 40  # pooled over two seeds
+
+    train_fig = fig_train_accuracy(Context(results=results, smooth=10, explorative_p_keep=0.1, notes=[]))
+    labels = {line.get_label() for ax in train_fig.axes for line in ax.get_lines()}
+    assert not any("zero-shot" in label or "ICL" in label for label in labels)  # not test-set lines
+    curve = next(line for line in train_fig.axes[0].get_lines() if line.get_label() == "explorative")
+    assert min(curve.get_xdata()) == 9  # the first full 10-step window, no growing window

@@ -8,18 +8,75 @@ ARGS = {"model_name": "meta-llama/Meta-Llama-3.1-8B-Instruct", "task_name": "ban
         "max_context_examples": None, "icrl": True, "context_strategy_name": "approximate_only_positive",
         "approximate_context_sampling_method": "uniform", "max_contexts": 8, "exemplars_per_label": 0,
         "context_p_keep": 0.1, "icrl_omit_feedback": False, "icrl_flip_feedback": False,
-        "icrl_flip_feedback_prob": None, "temperature": 1.0, "training_seed": 100}
+        "icrl_flip_feedback_prob": None, "temperature": 1.0, "training_seed": 100,
+        "seed": 100, "test_seed": 100, "test_k": -1, "test_every": 500}
 
 
 def test_published_layout(tmp_path):
     path = experiment_dir(tmp_path, ARGS)
     assert path.relative_to(tmp_path).parts == (
-        "meta-llama", "Meta-Llama-3.1-8B-Instruct", "banking77", "None", "True",
-        "approximate_only_positive_uniform_8", "0.1", "False", "False", "1.0", "100")
+        "meta-llama", "Meta-Llama-3.1-8B-Instruct", "banking77", "auto", "True",
+        "approximate_only_positive_uniform_8", "0.1", "False", "False", "1.0", "100",
+        "seed100_testseed100_testkall_every500")
     other = dict(ARGS, context_strategy_name="random_unbiased", exemplars_per_label=2,
                  icrl_flip_feedback=True, icrl_flip_feedback_prob=0.1, max_context_examples=16)
     assert experiment_dir(tmp_path, other).relative_to(tmp_path).parts[3:9] == (
         "16", "True", "random_unbiased_exemplars2", "0.1", "False", "True_0.1")
+
+
+def test_every_argument_that_changes_results_gets_its_own_directory(tmp_path):
+    """Runs differing in any identity argument but --train_k (which extends a run) must not share
+    a directory: a shared one refuses the second run or, with --overwrite, destroys the first."""
+    from icrl.cli import identity, parse_args
+
+    base = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
+            "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--max_context_examples", "8"]
+    changes = {"model_name": ["--model_name", "org/other"], "task_name": ["--task_name", "trec_fine"],
+               "context_strategy_name": ["--context_strategy_name", "random_biased_end"],
+               "temperature": ["--temperature", "0.5"], "context_p_keep": ["--context_p_keep", "0.5"],
+               "max_context_examples": ["--max_context_examples", "9"], "icrl": ["--no-icrl"],
+               "icrl_omit_feedback": ["--icrl_omit_feedback"],
+               "icrl_flip_feedback": ["--icrl_flip_feedback", "--icrl_flip_feedback_prob", "0.1"],
+               "exemplars_per_label": ["--exemplars_per_label", "1"],
+               "seed": ["--seed", "2"], "training_seed": ["--training_seed", "2"], "test_seed": ["--test_seed", "2"],
+               "test_k": ["--test_k", "50"], "test_every": ["--test_every", "10"],
+               "max_model_len": ["--max_model_len", "4096"], "backend": ["--backend", "transformers"],
+               "device": ["--device", "cpu"], "dtype": ["--dtype", "bfloat16"], "eot_token": ["--eot_token", "<|im_end|>"],
+               "rope_scaling": ["--rope_scaling", "none"], "published_tokenization": ["--published_tokenization"],
+               "api_model": ["--api_model", "m"], "api_mode": ["--api_mode", "chat"]}
+    # the approximate strategy's own arguments change its folder name
+    approx = base[:3] + ["approximate_only_positive", "--max_contexts", "2",
+                         "--approximate_context_sampling_method", "uniform"] + base[4:]
+    changes_approx = {"max_contexts": ["--max_contexts", "3"],
+                      "approximate_context_sampling_method": ["--approximate_context_sampling_method", "exact"]}
+    seen = {}
+    for argv, variants in ((base, changes), (approx, changes_approx)):
+        args = parse_args(argv)
+        seen.setdefault(experiment_dir(tmp_path, vars(args)), "base")
+        for name, extra in variants.items():
+            changed = parse_args(argv + extra)
+            assert identity(changed)[name] != identity(args)[name], name
+            path = experiment_dir(tmp_path, vars(changed))
+            assert path not in seen, f"--{name} shares {path} with {seen.get(path)}"
+            seen[path] = name
+    covered = set(changes) | set(changes_approx) | {"icrl_flip_feedback_prob", "train_k"}
+    assert set(identity(parse_args(base))) <= covered, set(identity(parse_args(base))) - covered
+    # train_k: the same directory (a larger one extends the run)
+    assert experiment_dir(tmp_path, vars(parse_args(base + ["--train_k", "9"]))) == \
+        experiment_dir(tmp_path, vars(parse_args(base)))
+
+
+def test_zero_shot_needs_no_strategy_and_automatic_size_is_not_none(tmp_path):
+    from icrl.cli import parse_args
+
+    common = ["--task_name", "trec_coarse", "--icrl", "--seed", "1", "--training_seed", "1", "--test_seed", "1"]
+    zero = parse_args(common + ["--max_context_examples", "0"])
+    parts = experiment_dir(tmp_path, vars(zero)).relative_to(tmp_path).parts
+    assert parts[2] == "0" and parts[4] == "none"
+    given = parse_args(common + ["--max_context_examples", "0", "--context_strategy_name", "random_unbiased"])
+    assert experiment_dir(tmp_path, vars(given)) == experiment_dir(tmp_path, vars(zero))  # the same run
+    auto = parse_args(common + ["--context_strategy_name", "random_unbiased"])
+    assert experiment_dir(tmp_path, vars(auto)).relative_to(tmp_path).parts[2] == "auto"
 
 
 def _write(path, lines, tail=""):

@@ -236,3 +236,32 @@ def test_bad_arguments_exit_2_with_one_line(argv, message, icrl_runs, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
+
+
+def test_ratio_compares_like_with_like_and_seeds_get_distinct_labels():
+    """The "vs explorative" ratio divides runs of the same length and test set only, and runs that
+    differ only in seed are told apart (issue 12)."""
+    import pandas as pd
+
+    from icrl.results import distinct_labels
+    from icrl.token_count import _add_ratios, format_table
+
+    def row(method, steps, uncached, run):
+        return {"model": "m", "task": "t", "run": run, "method": method, "steps": steps, "test_set": "20 items x",
+                "calls": steps, "train_prompt_tokens": uncached, "test_prompt_tokens": 0,
+                "prompt_tokens": 2 * uncached, "uncached_tokens": uncached}
+
+    table = _add_ratios(pd.DataFrame([row("explorative", 150, 1000, "e150"), row("explorative", 30, 100, "e30"),
+                                      row("approximate", 150, 250, "a150"), row("approximate", 30, 50, "a30"),
+                                      row("naive", 60, 70, "n60")]))
+    ratio = dict(zip(table["run"], table["vs_explorative"]))
+    assert ratio["a150"] == pytest.approx(0.25) and ratio["a30"] == pytest.approx(0.5)  # not 250/100, 50/1000
+    assert ratio["e150"] == ratio["e30"] == 1.0 and np.isnan(ratio["n60"])  # no 60-step explorative run
+    text = format_table(table)
+    assert "explorative / a150: 4.00x" in text and "explorative / a30: 2.00x" in text
+
+    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "model": "m", "task": "t", "label": ["x", "x", "y"],
+                         "total_steps": [150, 150, 150], "test_set": "s", "seed": [100, 101, 100],
+                         "training_seed": 100, "test_seed": 100})
+    labels = distinct_labels(runs)
+    assert list(labels) == ["x, seed 100", "x, seed 101", "y"]

@@ -434,8 +434,9 @@ def test_deleted_config_is_refused_and_overwrite_resumes_its_own_run(finished, s
     assert main(argv(out)) == 2
     assert "no config.json" in capsys.readouterr().err
     (run_dir / "config.json").write_text(config)
-    other = argv(out, "--test_k", "3", "--overwrite")
-    assert main(other) == 0  # replaces the test_k=4 run
+    other = argv(out, "--overwrite")
+    assert main(other) == 0  # starts the run again
+    assert json.loads((run_dir / "config.json").read_text())["runtime_args"]["overwrite"]
     replaced = records(run_dir)
     lines = _lines(run_dir / "train.jsonl")
     (run_dir / "train.jsonl").write_text("".join(lines[:4]))  # as if killed after step 3

@@ -118,7 +118,7 @@ def test_shards_are_disjoint_and_cover_the_sweep():
 
 
 # -- lock-step on the embedded model --------------------------------------------------------------------
-TINY = ["--model_name", "smollm2-135m", "--backend", "transformers", "--train_k", "4", "--test_k", "3",
+TINY = ["--model_name", "smollm2-135m", "--backend", "transformers", "--train_k", "3", "--test_k", "2",
         "--test_every", "2", "--max_context_examples", "3", "--icrl", "--test_seed", "5"]
 MIXED = ["--grid", "task_name=trec_coarse,banking77_top5",
          "--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive,random_unbiased",
@@ -203,7 +203,7 @@ def test_interrupted_sweep_resumes_every_run(smollm2, data_dir, tmp_path, monkey
     assert "rerun the same command to resume" in capsys.readouterr().err
     _, runs = runner.plan(argv)
     done = [len((r.out_dir / "train.jsonl").read_text().splitlines()) for r in runs]
-    assert all(0 < n < 4 for n in done), done
+    assert all(0 < n < 3 for n in done), done
     assert all(json.loads((r.out_dir / "results.json").read_text())["finished"] is False for r in runs)
 
     monkeypatch.setattr(Experiment, "load_backend",
@@ -218,7 +218,7 @@ def test_interrupted_sweep_resumes_every_run(smollm2, data_dir, tmp_path, monkey
     assert runner.main(argv) == 0
     assert capsys.readouterr().out.count("already finished") == 4
     rows = list(csv.DictReader((tmp_path / "sweep" / "sweeps" / "resume.csv").open()))
-    assert [r["status"] for r in rows] == ["finished"] * 4 and all(r["steps_completed"] == "4" for r in rows)
+    assert [r["status"] for r in rows] == ["finished"] * 4 and all(r["steps_completed"] == "3" for r in rows)
 
 
 def test_failing_runs_are_reported_and_the_others_finish(smollm2, data_dir, tmp_path, monkeypatch, capsys, one_thread):
@@ -245,3 +245,23 @@ def test_run_sweep_script_help():
     out = subprocess.run([sys.executable, str(REPO / "run_sweep.py"), "--help"], capture_output=True, text=True,
                          cwd=REPO, timeout=120)
     assert out.returncode == 0 and "--preset" in out.stdout and "paper_main" in out.stdout
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(__import__("importlib.util").util.find_spec("vllm") is None,
+                    reason="vLLM is not installed (make setup-vllm installs the CPU engine)")
+def test_lock_step_on_the_vllm_engine_writes_the_records_of_runs_alone(engine, data_dir, tmp_path, monkeypatch):
+    """The same mixed sweep on the real engine (the session's one `engine`): one engine call per
+    lock-step batch, with per-prompt labels and seeds; records as alone."""
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    argv = [("vllm" if w == "transformers" else w) for w in MIXED] + ["--output_dir", str(tmp_path / "sweep")]
+    _, runs = runner.plan(argv)
+    assert len(runs) == 12 and all(r.error is None for r in runs) and {r.args.backend for r in runs} == {"vllm"}
+    before = engine.stats["calls"]
+    outcomes = runner.execute(runs, backend=engine, progress=False)
+    assert [o.status for o in outcomes] == ["finished"] * 12
+    lock_step_calls = engine.stats["calls"] - before
+    for run, solo in zip(runs, alone(runs, engine, tmp_path / "alone")):
+        assert records(run.out_dir) == records(solo), run.label()
+    alone_calls = engine.stats["calls"] - before - lock_step_calls
+    assert lock_step_calls * 6 <= alone_calls, (lock_step_calls, alone_calls)

@@ -97,7 +97,7 @@ class TransformersBackend(ChatBackend):
         self._prefix_tokens: list[int] = []
         self._prefix_cache = None
         # Stored prefixes of other callers (predict_calls keys), least recently used first.
-        self.prefix_slots = 16
+        self.prefix_slots = 32
         self._slots: OrderedDict = OrderedDict()
         self._slot_key = None
         self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "model_calls": 0}

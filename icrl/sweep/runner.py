@@ -146,6 +146,8 @@ class Progress:
 
         self.experiments = experiments
         self.bar = tqdm(total=self._total(), disable=not enabled, desc="sweep", unit="step", dynamic_ncols=True)
+        if not enabled:
+            return
         for run, exp in experiments.items():
             append = exp.records.append_test
 

@@ -55,12 +55,12 @@ def records(run_dir: Path) -> dict:
 def timed_sweep(backend, runs, width):
     if hasattr(backend, "reset_cache"):
         backend.reset_cache()
-    before = backend.stats["prompt_tokens"]
+    before = dict(backend.stats)
     tic = time.perf_counter()
     outcomes = runner.execute(runs, backend=backend, width=width, progress=False)
     seconds = time.perf_counter() - tic
     assert all(o.status == "finished" for o in outcomes), [(o.status, o.error) for o in outcomes]
-    return seconds, backend.stats["prompt_tokens"] - before
+    return seconds, {k: v - before.get(k, 0) for k, v in backend.stats.items()}
 
 
 def bench(args, name: str, root: Path) -> None:
@@ -69,10 +69,13 @@ def bench(args, name: str, root: Path) -> None:
     results = {}
     for label, width in (("sequential", 1), ("lock-step", None)):
         _, runs = runner.plan(sweep_argv(args, name, root / name / label))
-        seconds, tokens = timed_sweep(backend, runs, width)
+        seconds, stats = timed_sweep(backend, runs, width)
         results[label] = (seconds, runs)
+        tokens = stats["prompt_tokens"]
+        work = (f"{stats['computed_tokens']} computed, {stats['model_calls']} forward passes" if "computed_tokens" in stats
+                else f"{stats.get('calls', 0)} engine calls")
         print(f"  {label:>10}: {seconds:8.1f} s  {tokens:9d} prompt tokens  {tokens / seconds:9.0f} tokens/s  "
-              f"({machine_load()})", flush=True)
+              f"({work}; {machine_load()})", flush=True)
     (t_seq, seq_runs), (t_lock, lock_runs) = results["sequential"], results["lock-step"]
     same = all(records(a.out_dir) == records(b.out_dir) for a, b in zip(seq_runs, lock_runs))
     print(f"  lock-step speed-up: {t_seq / t_lock:.2f}x; records identical: {same}", flush=True)

@@ -217,6 +217,25 @@ def test_vllm_serves_many_calls_in_one_engine_call(monkeypatch):
     assert len(llm.warmups) == 1 and len(llm.warmups[0][0]) == 1  # only the first call shares a context
 
 
+def test_openai_backend_sends_every_call_at_once(monkeypatch):
+    """predict_calls on the openai backend (a fake server): every call's requests in flight
+    together, at most --max_concurrency overall, each with its call's labels and seed."""
+    pytest.importorskip("openai")
+    from test_openai_backend import FakeServer, make_backend, messages_for
+
+    from icrl.backends import Call
+
+    server = FakeServer(delay=0.05)
+    backend = make_backend(monkeypatch, server, api_mode="completions", max_concurrency=6)
+    prompts = [backend.render(messages_for(i), "Intent:") for i in range(8)]
+    calls = [Call(prompts[:4], ["card_lost", "refund"], 1.0, 3, key=0), Call(prompts[4:], ["a", "b", "c"], 0.0, 4, key=1),
+             Call([], ["a"], 0.0, 5, key=2)]
+    out = backend.predict_calls(calls)
+    assert out == [["refund"] * 4, ["b"] * 4, []]  # the fake answers choice[seed % number of choices]
+    assert server.max_in_flight == 6, "both calls' requests in flight together, bounded"
+    backend.close()
+
+
 class StopAfter:
     """The shared backend, interrupted (as by Ctrl-C in the main thread) in its n-th batch."""
 

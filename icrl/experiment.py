@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -134,11 +135,13 @@ class Experiment:
 
     ``run()`` first locks the run directory (one writer per run; the kernel releases the
     lock if the process dies) and decides from the records alone, before loading data or a
-    model, whether the run is new, resumed or finished.
+    model, whether the run is new, resumed or finished. ``backend``: an already loaded
+    backend to use instead of loading one from the arguments (a sweep shares one).
     """
 
-    def __init__(self, args):
+    def __init__(self, args, backend=None):
         self.args = args
+        self.backend = backend
         self.task = None
         self.out_dir = experiment_dir(args.output_dir, vars(args))
         self.records = RunRecords(self.out_dir)
@@ -295,6 +298,8 @@ class Experiment:
     def load_backend(self) -> None:
         from .backends import load_backend
 
+        if self.backend is not None:
+            return  # given (a sweep's shared backend)
         a = self.args
         self.backend = load_backend(
             a.model_name, a.backend, device=a.device, dtype=a.dtype, batch_size=a.batch_size,
@@ -650,6 +655,9 @@ def _attach_log_file(directory: Path) -> logging.Handler:
     handler = logging.FileHandler(directory / "log.txt", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
+    # Only this thread's messages: runs of a sweep in other threads have their own log.txt.
+    thread = threading.get_ident()
+    handler.addFilter(lambda record: record.thread == thread)
     root = logging.getLogger("icrl")
     root.setLevel(logging.INFO)
     root.addHandler(handler)
@@ -666,7 +674,10 @@ def _raise_interrupted(signum, frame):
 
 def _ignore_signals() -> dict:
     """While saving progress after an interruption, a second signal must not cut it short.
-    Returns the handlers to restore."""
+    Returns the handlers to restore (none outside the main thread, where signals cannot be set;
+    a sweep's main thread holds them there)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
     previous = {signum: signal.getsignal(signum) for signum in HANDLED_SIGNALS}
     for signum in HANDLED_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)

@@ -4,6 +4,7 @@
     backend = load_backend("smollm2-135m")            # transformers on CPU here
     text = backend.render(messages, prefix)          # chat template + "Intent:"
     labels = backend.predict([text], task.labels, temperature=0.0, seed=0)
+    outs = predict_calls(backend, [Call(prompts, labels, 1.0, 7, key="run-a"), ...])  # many calls at once
 
 Heavy libraries (torch, transformers, vLLM) are imported only when a backend is loaded.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Callable, Optional, Protocol, Sequence, runtime_checkable
+from typing import Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, runtime_checkable
 
 from ..errors import UsageError
 from .embedded import DEFAULT_MODEL
@@ -50,6 +51,27 @@ class Backend(Protocol):
 
     def describe(self) -> dict:
         """Settings worth recording with the results (no secrets)."""
+
+
+class Call(NamedTuple):
+    """One predict() call of a run: its prompts, the run's labels, temperature and seed. ``key``
+    names the caller (a run of a sweep), for backends that keep per-caller state."""
+
+    prompts: Sequence[str]
+    labels: Sequence[str]
+    temperature: float
+    seed: int
+    key: Optional[Hashable] = None
+
+
+def predict_calls(backend, calls: Sequence[Call]) -> list[list[str]]:
+    """The outputs of several independent predict() calls, each exactly what ``backend.predict``
+    gives for it alone; backends that can serve them together (vLLM: one engine call; the
+    server: all requests in flight at once) define ``predict_calls``."""
+    method = getattr(backend, "predict_calls", None)
+    if method is not None:
+        return method(calls)
+    return [backend.predict(c.prompts, c.labels, c.temperature, c.seed) for c in calls]
 
 
 class ChatBackend:

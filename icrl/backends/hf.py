@@ -5,7 +5,8 @@ and differ only in the final query, and consecutive calls often share a context 
 (approximate strategies append to their contexts). So the backend keeps the KV cache of the
 last shared prefix, extends or crops it to the new one, and then runs only the per-prompt
 suffixes, in batches, on top of it. Token ids are those of each whole prompt, so the model
-sees exactly the tokens it would see without reuse.
+sees exactly the tokens it would see without reuse. In a sweep (``predict_calls``) each run
+keeps its own stored prefix, so interleaved runs reuse their contexts as they do alone.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -94,6 +96,10 @@ class TransformersBackend(ChatBackend):
         self._tries: dict = {}
         self._prefix_tokens: list[int] = []
         self._prefix_cache = None
+        # Stored prefixes of other callers (predict_calls keys), least recently used first.
+        self.prefix_slots = 32
+        self._slots: OrderedDict = OrderedDict()
+        self._slot_key = None
         self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "model_calls": 0}
 
     def describe(self) -> dict:
@@ -136,8 +142,29 @@ class TransformersBackend(ChatBackend):
                 progress(len(batch))
         return out  # type: ignore[return-value]
 
+    def predict_calls(self, calls):
+        """Several runs' calls, one after the other; each caller (``call.key``) gets back the
+        stored prefix it left, so lock-step runs compute what they compute alone (at most
+        ``prefix_slots`` callers keep one; the least recently used is dropped)."""
+        out = []
+        for call in calls:
+            self._switch_prefix(call.key)
+            out.append(self.predict(call.prompts, call.labels, call.temperature, call.seed))
+        return out
+
     def reset_cache(self) -> None:
         self._prefix_tokens, self._prefix_cache = [], None
+        self._slots.clear()
+
+    def _switch_prefix(self, key) -> None:
+        if key == self._slot_key:
+            return
+        self._slots[self._slot_key] = (self._prefix_tokens, self._prefix_cache)
+        self._slots.move_to_end(self._slot_key)
+        self._prefix_tokens, self._prefix_cache = self._slots.pop(key, ([], None))
+        while len(self._slots) > self.prefix_slots:
+            self._slots.popitem(last=False)
+        self._slot_key = key
 
     # -- internals -------------------------------------------------------------------------
     @staticmethod

@@ -223,6 +223,24 @@ class OpenAIBackend:
             progress(len(prompts))
         return out
 
+    def predict_calls(self, calls):
+        """Several calls (runs of a sweep) with all their requests in flight together, at most
+        --max_concurrency at a time overall."""
+        if self.api_mode == "completions" and self.chat is not None:
+            from . import check_prompt_lengths
+
+            for call in calls:
+                if call.prompts:
+                    check_prompt_lengths([self.chat.encode(p) for p in call.prompts],
+                                         max_label_tokens(call.labels), self.max_model_len)
+
+        async def gather():
+            semaphore = asyncio.Semaphore(self.max_concurrency)
+            return await asyncio.gather(*[self._predict_all(list(c.prompts), list(c.labels), c.temperature, c.seed,
+                                                            semaphore) for c in calls])
+
+        return [list(x) for x in self._run(gather())]
+
     def close(self) -> None:
         if not self._loop.is_closed():
             self._loop.run_until_complete(self._client.close())
@@ -319,9 +337,11 @@ class OpenAIBackend:
                              f"try --api_mode {'chat' if self.api_mode == 'completions' else 'completions'}")
         return label
 
-    async def _predict_all(self, prompts, labels, temperature, seed) -> list[str]:
+    async def _predict_all(self, prompts, labels, temperature, seed, semaphore=None) -> list[str]:
         openai = self._openai
-        semaphore = asyncio.Semaphore(self.max_concurrency)
+        if not prompts:
+            return []
+        semaphore = semaphore or asyncio.Semaphore(self.max_concurrency)
         try:
             head = shared_text_prefix(prompts) if self.api_mode == "completions" and self.warm_shared_prefix else ""
             if head and self.chat is not None and self.chat.count_tokens(head) >= 32:

@@ -315,29 +315,55 @@ class VLLMBackend(ChatBackend):
 
     def warm_prefix(self, prefix_ids: Sequence[int]) -> None:
         """Put `prefix_ids` in the prefix cache: one greedy token, no seed (no generator used)."""
+        self.warm_prefixes([prefix_ids])
+
+    def warm_prefixes(self, prefixes: Sequence[Sequence[int]]) -> None:
+        """Several prefixes into the prefix cache in one engine call."""
         params = self._vllm.SamplingParams(temperature=0.0, max_tokens=1)
-        self._generate([{"prompt_token_ids": list(prefix_ids)}], params)
-        self.stats["warmup_tokens"] += len(prefix_ids)
+        self._generate([{"prompt_token_ids": list(x)} for x in prefixes], params)
+        self.stats["warmup_tokens"] += sum(len(x) for x in prefixes)
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
-        if not prompts:
-            return []
-        # Token ids, not text: the rendered template already holds its begin-of-text token
-        # (--published_tokenization: a second one, as vLLM 0.6.4 text prompts had).
-        ids = [self.chat.encode_prompt(p) for p in prompts]
-        texts = self.chat.label_choices(labels, prompts[0].rsplit("\n", 1)[-1])
-        max_tokens = max(len(t.encode("utf-8")) for t in texts) + 1
-        check_prompt_lengths(ids, max_tokens, self.max_model_len)
-        shared = shared_prefix_length(ids)
-        if self.warm_shared_prefix and len(ids) > 1 and shared >= MIN_SHARED_PREFIX:
-            self.warm_prefix(ids[0][:shared])
-        params = make_sampling_params(self._vllm, labels, temperature, seed, max_tokens=max_tokens, texts=texts)
-        outputs = self._generate([{"prompt_token_ids": x} for x in ids], params)
-        self.stats["prompt_tokens"] += sum(len(x) for x in ids)
+        from . import Call
+
+        out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
+        if progress is not None:  # one engine call: progress arrives all at once
+            progress(len(out))
+        return out
+
+    def predict_calls(self, calls):
+        """Any number of calls (runs of a sweep: their own labels, seeds, temperatures) as ONE
+        engine call with per-prompt SamplingParams; each call's shared context is warmed first
+        (all warm-ups in one engine call too). Seeded requests make every output the one the
+        call gets alone."""
+        requests, params, spans, warm = [], [], [], []
+        for call in calls:
+            if not call.prompts:
+                spans.append((len(requests), len(requests)))
+                continue
+            # Token ids, not text: the rendered template already holds its begin-of-text token
+            # (--published_tokenization: a second one, as vLLM 0.6.4 text prompts had).
+            ids = [self.chat.encode_prompt(p) for p in call.prompts]
+            texts = self.chat.label_choices(call.labels, call.prompts[0].rsplit("\n", 1)[-1])
+            max_tokens = max(len(t.encode("utf-8")) for t in texts) + 1
+            check_prompt_lengths(ids, max_tokens, self.max_model_len)
+            shared = shared_prefix_length(ids)
+            if self.warm_shared_prefix and len(ids) > 1 and shared >= MIN_SHARED_PREFIX:
+                warm.append(ids[0][:shared])
+            param = make_sampling_params(self._vllm, call.labels, call.temperature, call.seed,
+                                         max_tokens=max_tokens, texts=texts)
+            spans.append((len(requests), len(requests) + len(ids)))
+            requests.extend({"prompt_token_ids": x} for x in ids)
+            params.extend([param] * len(ids))
+            self.stats["prompt_tokens"] += sum(len(x) for x in ids)
+        if not requests:
+            return [[] for _ in calls]
+        if warm:
+            self.warm_prefixes(warm)
+        outputs = self._generate(requests, params if len(calls) > 1 else params[0])
         self.stats["calls"] += 1
-        if progress is not None:
-            progress(len(prompts))
-        return [parse_output(o.outputs[0].text, labels) for o in outputs]
+        return [[parse_output(o.outputs[0].text, call.labels) for o in outputs[a:b]]
+                for call, (a, b) in zip(calls, spans)]
 
     def close(self) -> None:
         """Stop the engine's processes now (they also stop when this process exits)."""

@@ -1,0 +1,327 @@
+"""Sweeps (run_sweep.py): expansion, presets, dry run, shards; lock-step runs write exactly the
+records of runs alone; resume after an interruption; a failing run does not stop the others."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from icrl.cli import build_parser, parse_args
+from icrl.errors import UsageError
+from icrl.experiment import Experiment
+from icrl.sweep import runner
+from icrl.sweep.grid import expand, parse_grid_option, parse_shard, shard_indices
+from icrl.sweep.presets import preset_runs
+
+REPO = Path(__file__).resolve().parent.parent
+PUBLISHED_TAIL = ("--debug_k 10 --seed 100 --training_seed 100 --test_seed 100 --no-verbose")
+
+
+# -- expansion (pure) -------------------------------------------------------------------------------
+def test_paper_main_is_the_20_published_commands():
+    runs = preset_runs("paper_main")
+    assert len(runs) == 20 and len({tuple(r) for r in runs}) == 20
+    parsed = [parse_args(r + ["--model_name", "meta-llama/Meta-Llama-3.1-8B-Instruct"]) for r in runs]
+    families = {}
+    for a in parsed:
+        families.setdefault((a.context_strategy_name, a.temperature, a.context_p_keep, a.icrl), []).append(a.task_name)
+    tasks = ["banking77", "clinic150", "trec_coarse", "trec_fine", "nlu"]
+    assert families == {("random_biased_end", 1.0, 1.0, True): tasks,
+                        ("random_biased_end_only_positive", 2.0, 1.0, True): tasks,
+                        ("random_unbiased_only_positive", 1.0, 0.1, True): tasks,
+                        ("random_unbiased", 1.0, 1.0, False): tasks}
+    for a in parsed:
+        assert a.train_k == (5000 if a.task_name.startswith("trec") else 10000)
+        assert (a.test_every, a.debug_k, a.seed, a.training_seed, a.test_seed) == (500, 10, 100, 100, 100)
+        assert not a.icrl_omit_feedback and not a.icrl_flip_feedback and a.max_context_examples is None
+    # As published: the Naive and Naive+ clinic150 commands give no --test_k (whole test split).
+    no_test_k = [(a.context_strategy_name, a.task_name) for a in parsed if a.test_k == -1]
+    assert no_test_k == [("random_biased_end", "clinic150"), ("random_biased_end_only_positive", "clinic150")]
+    assert all(shlex.join(r).endswith(PUBLISHED_TAIL) for r in runs)
+
+
+def test_preset_dry_run_prints_every_command_and_directory(tmp_path, capsys):
+    code = runner.main(["--preset", "paper_main", "--model_name", "smollm2-135m", "--train_k", "30",
+                        "--test_k", "20", "--test_every", "15", "--output_dir", str(tmp_path), "--dry_run"])
+    out = capsys.readouterr().out
+    assert code == 0
+    commands = [line for line in out.splitlines() if line.startswith("#")]
+    dirs = [line.split("-> ", 1)[1] for line in out.splitlines() if "-> " in line]
+    assert len(commands) == 20 and len(set(dirs)) == 20
+    assert all("--train_k 30" in c and c.endswith(f"--output_dir {tmp_path}") for c in commands)
+    assert all(d.startswith(str(tmp_path / "smollm2-135m")) for d in dirs)
+    assert "20 runs, 0 invalid" in out
+    assert not any(tmp_path.iterdir()), "a dry run writes nothing"
+    # Command-line values win over the preset's: every run has --train_k 30.
+    _, runs = runner.plan(["--preset", "paper_main", "--model_name", "x", "--train_k", "30"])
+    assert {r.args.train_k for r in runs} == {30} and {r.args.model_name for r in runs} == {"x"}
+
+
+def test_grid_ties_booleans_and_order():
+    parser = build_parser()
+    runs = expand(parser, grid=[parse_grid_option("task_name=banking77,trec_coarse"),
+                                parse_grid_option("seed+training_seed=1,2"), ("icrl", ["true", "false"])],
+                  extra=["--test_seed", "3"])
+    assert len(runs) == 8
+    assert runs[0] == ["--task_name", "banking77", "--seed", "1", "--training_seed", "1", "--icrl", "--test_seed", "3"]
+    assert runs[1][-3:] == ["--no-icrl", "--test_seed", "3"]
+    assert runs[-1][:2] == ["--task_name", "trec_coarse"]
+
+
+def test_toml_base_runs_and_grid(tmp_path):
+    path = tmp_path / "study.toml"
+    path.write_text('name = "study"\n[base]\nmodel_name = "smollm2-135m"\nicrl = true\ntrain_k = 10\n'
+                    'seed = 1\ntraining_seed = 1\ntest_seed = 1\n'
+                    '[grid]\ntask_name = ["banking77", "nlu"]\n'
+                    '[[run]]\ncontext_strategy_name = "random_biased_end"\n'
+                    '[[run]]\ncontext_strategy_name = "random_unbiased_only_positive"\ncontext_p_keep = 0.1\n')
+    opts, runs = runner.plan(["--config", str(path), "--train_k", "5"])
+    assert opts.sweep_name == "study" and len(runs) == 4
+    got = [(r.args.task_name, r.args.context_strategy_name, r.args.context_p_keep, r.args.train_k) for r in runs]
+    assert got == [("banking77", "random_biased_end", 1.0, 5), ("nlu", "random_biased_end", 1.0, 5),
+                   ("banking77", "random_unbiased_only_positive", 0.1, 5), ("nlu", "random_unbiased_only_positive", 0.1, 5)]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--preset", "paper_main"], "needs --model_name"),
+    (["--preset", "nope"], "unknown --preset"),
+    (["--grid", "sead=1,2"], "unknown flag --sead"),
+    (["--grid", "seed"], "FLAG=VALUE1,VALUE2"),
+    (["--grid", "seed=1,2", "--seed", "3"], "both in the grid and given"),
+    (["--grid", "icrl=maybe"], "yes/no flag"),
+    (["--grid", "seed=1,2", "--task_name", "nlu", "--icrl", "--context_strategy_name", "random_unbiased",
+      "--training_seed", "1", "--test_seed", "1"], "same run directory"),
+    (["--shard", "3/2", "--task_name", "nlu"], "between 1 and N"),
+    ([], "nothing to sweep"),
+    (["--config", "/nonexistent.toml"], "no such file"),
+])
+def test_bad_sweeps_are_one_line_errors(argv, message, capsys):
+    assert runner.main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_shards_are_disjoint_and_cover_the_sweep():
+    for n in (1, 2, 3, 7):
+        slices = [shard_indices(20, parse_shard(f"{i}/{n}")) for i in range(1, n + 1)]
+        flat = [k for s in slices for k in s]
+        assert sorted(flat) == list(range(20)) and len(flat) == 20
+    assert shard_indices(5, (2, 2)) == [1, 3]
+    _, runs = runner.plan(["--preset", "paper_main", "--model_name", "x", "--shard", "2/3"])
+    assert [r.index for r in runs] == list(range(1, 20, 3))
+
+
+# -- lock-step on the embedded model --------------------------------------------------------------------
+TINY = ["--model_name", "smollm2-135m", "--backend", "transformers", "--train_k", "3", "--test_k", "2",
+        "--test_every", "2", "--max_context_examples", "3", "--icrl", "--test_seed", "5"]
+MIXED = ["--grid", "task_name=trec_coarse,banking77_top5",
+         "--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive,random_unbiased",
+         "--grid", "seed+training_seed=100,101", "--context_p_keep", "0.5", *TINY]
+
+
+def records(run_dir: Path) -> dict:
+    out = {}
+    for name in ("train.jsonl", "test.jsonl"):
+        rows = [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
+        for row in rows:
+            row.pop("time_s")
+        out[name] = rows
+    results = json.loads((run_dir / "results.json").read_text())
+    out["results"] = {k: v for k, v in results.items() if "time" not in k}
+    return out
+
+
+@pytest.fixture
+def one_thread():
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny forward passes on a busy 2-core machine
+    yield
+    torch.set_num_threads(threads)
+
+
+def alone(runs, backend, root: Path) -> list[Path]:
+    dirs = []
+    for run in runs:
+        args = parse_args(run.words + ["--output_dir", str(root), "--no-progress"])
+        exp = Experiment(args, backend=backend)
+        assert exp.run()["finished"]
+        dirs.append(exp.out_dir)
+    return dirs
+
+
+def test_lock_step_writes_the_records_of_runs_alone(smollm2, data_dir, tmp_path, monkeypatch, one_thread):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    _, runs = runner.plan(MIXED + ["--output_dir", str(tmp_path / "sweep")])
+    assert len(runs) == 12 and all(r.error is None for r in runs)
+    calls = []
+    original = smollm2.predict_calls
+    smollm2.predict_calls = lambda c: calls.append(len(c)) or original(c)
+    try:
+        outcomes = runner.execute(runs, backend=smollm2, progress=False)
+    finally:
+        del smollm2.predict_calls
+    assert [o.status for o in outcomes] == ["finished"] * 12
+    assert max(calls) == 12, "all runs' calls go to the backend together"
+    for run, solo in zip(runs, alone(runs, smollm2, tmp_path / "alone")):
+        assert records(run.out_dir) == records(solo), run.label()
+        config = json.loads((run.out_dir / "config.json").read_text())
+        assert config["args"] == json.loads((solo / "config.json").read_text())["args"]
+
+
+def test_vllm_serves_many_calls_in_one_engine_call(monkeypatch):
+    """predict_calls on vLLM (a fake engine): one generate over every call's prompts with one
+    SamplingParams per prompt (its call's labels, seed, temperature), the calls' shared contexts
+    warmed together first, and each call's outputs back in order."""
+    import types
+
+    from test_vllm_mapping import FakeLLM, fake_vllm
+
+    from icrl.backends import Call
+    from icrl.backends import vllm_backend as vb
+
+    class ManyCalls(FakeLLM):
+        def generate(self, requests, params, use_tqdm=True):
+            if not isinstance(params, list):
+                return super().generate(requests, params, use_tqdm)
+            self.requests, self.params = requests, params
+            out = []
+            for p in params:
+                choice = p.kwargs["structured_outputs"].kwargs["choice"]
+                out.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(text=choice[p.kwargs["seed"] % len(choice)])]))
+            return out
+
+    fake_vllm(monkeypatch, structured=True, llm=ManyCalls, on_cpu=True)
+    try:
+        backend = vb.VLLMBackend("smollm2-135m")
+    except UsageError as exc:
+        pytest.skip(f"the embedded model's tokenizer is not available: {exc}")
+    llm = ManyCalls.last
+    context = [{"role": "user", "content": "Query: " + "where is my card? " * 20}, {"role": "assistant", "content": "card"}]
+    render = lambda q: backend.render(context + [{"role": "user", "content": f"Query: {q}"}], "Intent:")
+    calls = [Call([render("a"), render("b c")], ["card", "top up", "lost"], 1.0, 4, key=0),
+             Call([render("d")], ["yes", "no"], 0.0, 7, key=1),
+             Call([], ["yes", "no"], 0.0, 8, key=2)]
+    out = backend.predict_calls(calls)
+    assert out == [["top up", "top up"], ["no"], []]
+    assert len(llm.requests) == 3
+    assert [(p.kwargs["seed"], p.kwargs["temperature"]) for p in llm.params] == [(4, 1.0), (4, 1.0), (7, 0.0)]
+    assert [len(p.kwargs["structured_outputs"].kwargs["choice"]) for p in llm.params] == [3, 3, 2]
+    assert len(llm.warmups) == 1 and len(llm.warmups[0][0]) == 1  # only the first call shares a context
+
+
+def test_openai_backend_sends_every_call_at_once(monkeypatch):
+    """predict_calls on the openai backend (a fake server): every call's requests in flight
+    together, at most --max_concurrency overall, each with its call's labels and seed."""
+    pytest.importorskip("openai")
+    from test_openai_backend import FakeServer, make_backend, messages_for
+
+    from icrl.backends import Call
+
+    server = FakeServer(delay=0.05)
+    backend = make_backend(monkeypatch, server, api_mode="completions", max_concurrency=6)
+    prompts = [backend.render(messages_for(i), "Intent:") for i in range(8)]
+    calls = [Call(prompts[:4], ["card_lost", "refund"], 1.0, 3, key=0), Call(prompts[4:], ["a", "b", "c"], 0.0, 4, key=1),
+             Call([], ["a"], 0.0, 5, key=2)]
+    out = backend.predict_calls(calls)
+    assert out == [["refund"] * 4, ["b"] * 4, []]  # the fake answers choice[seed % number of choices]
+    assert server.max_in_flight == 6, "both calls' requests in flight together, bounded"
+    backend.close()
+
+
+class StopAfter:
+    """The shared backend, interrupted (as by Ctrl-C in the main thread) in its n-th batch."""
+
+    def __init__(self, backend, n: int):
+        self.backend, self.n = backend, n
+
+    def __getattr__(self, name):
+        return getattr(self.backend, name)
+
+    def predict_calls(self, calls):
+        self.n -= 1
+        if self.n == 0:
+            raise KeyboardInterrupt
+        return self.backend.predict_calls(calls)
+
+
+def test_interrupted_sweep_resumes_every_run(smollm2, data_dir, tmp_path, monkeypatch, capsys, one_thread):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    argv = ["--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive",
+            "--grid", "seed+training_seed=100,101", "--task_name", "trec_coarse", *TINY,
+            "--output_dir", str(tmp_path / "sweep"), "--name", "resume"]
+    monkeypatch.setattr(Experiment, "load_backend",
+                        lambda self: setattr(self, "backend", StopAfter(smollm2, 4)) if self.backend is None else None)
+    assert runner.main(argv) == 130
+    assert "rerun the same command to resume" in capsys.readouterr().err
+    _, runs = runner.plan(argv)
+    done = [len((r.out_dir / "train.jsonl").read_text().splitlines()) for r in runs]
+    assert all(0 < n < 3 for n in done), done
+    assert all(json.loads((r.out_dir / "results.json").read_text())["finished"] is False for r in runs)
+
+    monkeypatch.setattr(Experiment, "load_backend",
+                        lambda self: setattr(self, "backend", smollm2) if self.backend is None else None)
+    assert runner.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "4 of 4 runs finished" in out
+    for run, solo in zip(runs, alone(runs, smollm2, tmp_path / "alone")):
+        assert records(run.out_dir) == records(solo), run.label()
+    # Rerun: every run is already finished, no model is loaded.
+    monkeypatch.setattr(Experiment, "load_backend", lambda self: pytest.fail("loaded a model for finished runs"))
+    assert runner.main(argv) == 0
+    assert capsys.readouterr().out.count("already finished") == 4
+    rows = list(csv.DictReader((tmp_path / "sweep" / "sweeps" / "resume.csv").open()))
+    assert [r["status"] for r in rows] == ["finished"] * 4 and all(r["steps_completed"] == "3" for r in rows)
+
+
+def test_failing_runs_are_reported_and_the_others_finish(smollm2, data_dir, tmp_path, monkeypatch, capsys, one_thread):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    monkeypatch.setattr(Experiment, "load_backend",
+                        lambda self: setattr(self, "backend", smollm2) if self.backend is None else None)
+    summary = tmp_path / "summary.csv"
+    # bogus: invalid flags (never starts); exemplars fill the context: fails once running.
+    code = runner.main(["--grid", "context_strategy_name=random_biased_end,bogus", "--grid", "exemplars_per_label=0,1",
+                        "--task_name", "trec_coarse", "--seed", "100", "--training_seed", "100", *TINY,
+                        "--output_dir", str(tmp_path / "sweep"), "--summary", str(summary)])
+    captured = capsys.readouterr()
+    assert code == 1
+    rows = list(csv.DictReader(summary.open()))
+    assert [r["status"] for r in rows] == ["finished", "failed", "failed", "failed"]
+    assert "unknown --context_strategy_name 'bogus'" in rows[2]["error"]
+    assert "no room for context episodes" in rows[1]["error"]
+    assert "1 of 4 runs finished" in captured.out
+    assert "error: run #1 failed: no room for context episodes" in captured.err
+    assert not (Path(rows[1]["run_dir"])).exists(), "a run that failed before its first step leaves nothing"
+
+
+def test_run_sweep_script_help():
+    out = subprocess.run([sys.executable, str(REPO / "run_sweep.py"), "--help"], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert out.returncode == 0 and "--preset" in out.stdout and "paper_main" in out.stdout
+
+
+@pytest.mark.vllm
+@pytest.mark.skipif(__import__("importlib.util").util.find_spec("vllm") is None,
+                    reason="vLLM is not installed (make setup-vllm installs the CPU engine)")
+def test_lock_step_on_the_vllm_engine_writes_the_records_of_runs_alone(engine, data_dir, tmp_path, monkeypatch):
+    """The same mixed sweep on the real engine (the session's one `engine`): one engine call per
+    lock-step batch, with per-prompt labels and seeds; records as alone."""
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    argv = [("vllm" if w == "transformers" else w) for w in MIXED] + ["--output_dir", str(tmp_path / "sweep")]
+    _, runs = runner.plan(argv)
+    assert len(runs) == 12 and all(r.error is None for r in runs) and {r.args.backend for r in runs} == {"vllm"}
+    before = engine.stats["calls"]
+    outcomes = runner.execute(runs, backend=engine, progress=False)
+    assert [o.status for o in outcomes] == ["finished"] * 12
+    lock_step_calls = engine.stats["calls"] - before
+    for run, solo in zip(runs, alone(runs, engine, tmp_path / "alone")):
+        assert records(run.out_dir) == records(solo), run.label()
+    alone_calls = engine.stats["calls"] - before - lock_step_calls
+    assert lock_step_calls * 6 <= alone_calls, (lock_step_calls, alone_calls)

@@ -24,10 +24,13 @@ PUBLISHED_TAIL = ("--debug_k 10 --seed 100 --training_seed 100 --test_seed 100 -
 
 
 # -- expansion (pure) -------------------------------------------------------------------------------
-def test_paper_main_is_the_20_published_commands():
+def test_paper_main_is_the_20_published_commands(tmp_path):
     runs = preset_runs("paper_main")
     assert len(runs) == 20 and len({tuple(r) for r in runs}) == 20
-    parsed = [parse_args(r + ["--model_name", "meta-llama/Meta-Llama-3.1-8B-Instruct"]) for r in runs]
+    model = tmp_path / "Meta-Llama-3.1-8B-Instruct"  # a local model folder: no Hub lookup offline
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    parsed = [parse_args(r + ["--model_name", str(model)]) for r in runs]
     families = {}
     for a in parsed:
         families.setdefault((a.context_strategy_name, a.temperature, a.context_p_keep, a.icrl), []).append(a.task_name)
@@ -59,8 +62,8 @@ def test_preset_dry_run_prints_every_command_and_directory(tmp_path, capsys):
     assert "20 runs, 0 invalid" in out
     assert not any(tmp_path.iterdir()), "a dry run writes nothing"
     # Command-line values win over the preset's: every run has --train_k 30.
-    _, runs = runner.plan(["--preset", "paper_main", "--model_name", "x", "--train_k", "30"])
-    assert {r.args.train_k for r in runs} == {30} and {r.args.model_name for r in runs} == {"x"}
+    _, runs = runner.plan(["--preset", "paper_main", "--model_name", "smollm2-135m", "--train_k", "30"])
+    assert {r.args.train_k for r in runs} == {30} and {r.args.model_name for r in runs} == {"smollm2-135m"}
 
 
 def test_grid_ties_booleans_and_order():
@@ -95,8 +98,9 @@ def test_toml_base_runs_and_grid(tmp_path):
     (["--grid", "seed"], "FLAG=VALUE1,VALUE2"),
     (["--grid", "seed=1,2", "--seed", "3"], "both in the grid and given"),
     (["--grid", "icrl=maybe"], "yes/no flag"),
-    (["--grid", "seed=1,2", "--task_name", "nlu", "--icrl", "--context_strategy_name", "random_unbiased",
-      "--training_seed", "1", "--test_seed", "1"], "same run directory"),
+    # --batch_size changes how a run executes, not what it computes: both would be one run
+    (["--grid", "batch_size=4,8", "--task_name", "nlu", "--icrl", "--context_strategy_name", "random_unbiased",
+      "--seed", "1", "--training_seed", "1", "--test_seed", "1"], "same run directory"),
     (["--shard", "3/2", "--task_name", "nlu"], "between 1 and N"),
     ([], "nothing to sweep"),
     (["--config", "/nonexistent.toml"], "no such file"),

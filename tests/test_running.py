@@ -22,9 +22,11 @@ ARGS = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiase
 # -- --help ----------------------------------------------------------------------------------------
 def _parsers():
     from icrl import cli, maxlen, plots, token_count
+    from icrl.sweep import runner
 
     return {"run_experiment.py": cli.build_parser(), "find_max_examples_given_max_window.py": maxlen._parser(),
-            "run_count_tokens.py": token_count.build_parser(), "run_draw_plots.py": plots.build_parser()}
+            "run_count_tokens.py": token_count.build_parser(), "run_draw_plots.py": plots.build_parser(),
+            "run_sweep.py": runner.build_parser()}
 
 
 def option_helps(text: str) -> dict:
@@ -43,7 +45,7 @@ def option_helps(text: str) -> dict:
 
 
 @pytest.mark.parametrize("script", ["run_experiment.py", "find_max_examples_given_max_window.py",
-                                    "run_count_tokens.py", "run_draw_plots.py"])
+                                    "run_count_tokens.py", "run_draw_plots.py", "run_sweep.py"])
 def test_help_gives_every_option_a_text_and_its_default_once(script, monkeypatch):
     monkeypatch.setenv("COLUMNS", "100")
     parser = _parsers()[script]

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -321,6 +323,13 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
                 ax.set_xlabel("Step")
             if c == 0:
                 ax.set_ylabel(f"{_short_model(model)}\n{ylabel}")
+    # Room for the captions, so that they do not squeeze the panels: per row, its longest one
+    # (6.5-point lines at spacing 1.4 are 0.13 inch each).
+    lines = [max((ctx.captions.get(id(ax), "").count("\n") + 1 if id(ax) in ctx.captions else 0)
+                 for ax in row) for row in axes]
+    if any(lines):
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width, height + 0.13 * sum(lines))
     _legend_below(fig, axes)
     return fig
 
@@ -350,6 +359,11 @@ def _pooled(runs: pd.DataFrame) -> Optional[tuple[float, int]]:
     return float(runs["final_test_accuracy"].mean()), int(runs["num_test"].sum())
 
 
+# Characters of a caption line under a 2.7-inch panel at font size 6.5 (neighbouring panels'
+# captions must not run into each other).
+CAPTION_CHARS = 54
+
+
 def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, reference_name: str):
     """Whether each drawn method's final test accuracy beat zero-shot: in the panel and in
     ``ctx.verdicts`` (printed at the end)."""
@@ -368,8 +382,11 @@ def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, r
         ctx.verdicts.append(verdict)
         here.append(verdict)
         lines.append(verdict.short())
-    if lines:  # under the panel, where it hides no curve
-        ctx.captions[id(ax)] = "\n".join(lines + [f"({panel_note(here)})"])
+    if lines:  # under the panel, where it hides no curve; wrapped to the panel's width
+        # (a no-break space keeps an interval "[0.184, 0.354]" on one line)
+        ctx.captions[id(ax)] = "\n".join(
+            textwrap.fill(re.sub(r"(\d), (\d)", "\\1,\u00a0\\2", line), CAPTION_CHARS, break_on_hyphens=False)
+            for line in lines + [f"({panel_note(here)})"])
 
 
 def fig_main_results(ctx: Context):

@@ -291,7 +291,11 @@ def test_panels_never_mix_lengths_and_draw_chance_band_and_verdict(study):
     assert lines["chance (1 / number of labels)"].get_ydata()[0] == pytest.approx(1 / 6)
     legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
     assert BAND_NOTE in legend and "min–max over seeds" in BAND_NOTE  # two seeds: a band
-    verdict = ax.get_xlabel()
+    # The caption is wrapped to its panel, so neighbouring panels' captions never run together.
+    from icrl.plots import CAPTION_CHARS
+
+    assert all(len(line) <= CAPTION_CHARS for line in ax.get_xlabel().splitlines())
+    verdict = " ".join(ax.get_xlabel().split())
     assert "vs zero-shot, 95% Wilson intervals" in verdict and "explorative" in verdict
     assert {v.method for v in ctx.verdicts} == {"explorative", "naive"}
     assert all(v.reference_name == "zero-shot run" and v.n_reference == 20 for v in ctx.verdicts)

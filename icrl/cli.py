@@ -193,7 +193,7 @@ def validate(args: argparse.Namespace) -> None:
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
     validate_backend_flags(args)
-    if args.backend != "openai":
+    if args.backend not in ("openai", "fake"):  # the fake loads no model: any name is a label
         validate_model_path(args.model_name)
         validate_device(args.device)
 

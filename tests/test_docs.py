@@ -261,6 +261,12 @@ def test_relative_links_resolve(path):
     assert not broken_links(path), "\n".join(broken_links(path))
 
 
+def test_readme_links_every_page():
+    linked = {target.partition("#")[0] for _, target in relative_links(REPO / "README.md")}
+    missing = [str(p.relative_to(REPO)) for p in DOCS[1:] if str(p.relative_to(REPO)) not in linked]
+    assert not missing, f"README.md does not link {missing}"
+
+
 def test_readme_is_short():
     lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines (at most {README_MAX_LINES})"

@@ -136,13 +136,16 @@ def test_viewer_in_chromium(driver, runs, tmp_path):
     first = naive.find_elements(By.CSS_SELECTOR, "table.context tbody tr")[0].find_elements(By.TAG_NAME, "td")
     assert first[1].text == train[52]["prompt"] and first[2].text == train[52]["prediction"]
 
+    explorative_train, explorative_test, config = run_records(runs, "random_unbiased_only_positive")
+    explorative = [int(a.text) for a in column(driver, "explorative").find_elements(By.CSS_SELECTOR, "table.context .steplink")]
+    assert explorative == explorative_train[60]["context"]
+
     # a context episode's step link goes to that step
     naive.find_elements(By.CSS_SELECTOR, "table.context .steplink")[3].click()
     assert driver.find_element(By.ID, "step-input").get_attribute("value") == "55"
     assert column(driver, "naive").find_element(By.CSS_SELECTOR, "pre.input").text == train[55]["prompt"]
 
     # a test step: accuracy, per-class accuracy and the 20 test predictions
-    explorative_train, explorative_test, config = run_records(runs, "random_unbiased_only_positive")
     driver.find_element(By.ID, "next-test").click()
     assert driver.find_element(By.ID, "step-input").get_attribute("value") == "79"
     record = next(r for r in explorative_test if r["step"] == 79)
@@ -239,3 +242,18 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and "not a readable folder" in err[0] and "no runs under" in err[1]
     assert not (tmp_path / "viewer.html").exists()
+
+
+def test_context_code_round_trips():
+    import random
+
+    from icrl.viewer.data import decode_context, encode_context
+
+    assert encode_context([0, 1, 2, 3]) == "103"  # step 0 (gap 1 from -1), then a run of 3 more
+    assert len(encode_context(range(5000, 9000))) == 7  # a 4000-episode window: 3 + 1 + 3 characters
+    rng = random.Random(0)
+    for _ in range(500):
+        ids = sorted(rng.sample(range(20_000), rng.randrange(0, 60)))
+        if rng.random() < 0.2:
+            rng.shuffle(ids)
+        assert decode_context(encode_context(ids)) == ids

@@ -2,8 +2,8 @@
 
 Strings (prompts, labels) are stored once in a shared table and referred to by index, so runs
 of one sweep that share training and test examples cost little more than one; a context is
-its episode steps in order, written as base-36 numbers with runs of consecutive steps as
-``first-last`` (a naive ICRL sliding window is one range). Only the records are read
+its episode steps as gaps in a 64-character variable-length code, runs of consecutive steps
+as one token (see ``encode_context``: a naive ICRL sliding window is a few characters). Only the records are read
 (config.json, train.jsonl, test.jsonl); see ``icrl.records`` for their format.
 """
 
@@ -39,27 +39,74 @@ class StringTable:
         return found
 
 
-def _base36(n: int) -> str:
-    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_."  # 64, safe in JSON and HTML
+
+
+def _varint(value: int) -> str:
+    """``value`` >= 0 in 5-bit digits, lowest first; a digit of 32 or more means more follow."""
     out = ""
-    while True:
-        n, r = divmod(n, 36)
-        out = digits[r] + out
-        if not n:
-            return out
+    while value >= 32:
+        out += DIGITS[32 + (value & 31)]
+        value >>= 5
+    return out + DIGITS[value]
 
 
 def encode_context(ids) -> str:
-    """"0-f,1k" for [0, 1, ..., 15, 56]: base-36 steps, consecutive ones as ranges."""
-    parts, i = [], 0
+    """A context's episode steps as a short string (decoded by ``decode_context`` and the page).
+
+    Ascending steps (every strategy's context is in chronological order) are gaps from the
+    previous step (the first from -1), with a run of consecutive steps as 0 and its length:
+    a naive ICRL window of any size is a few characters. Any other order is "~" and the
+    zigzag-coded differences.
+    """
     ids = [int(x) for x in ids]
+    previous, out = -1, []
+    if any(b <= a for a, b in zip(ids, ids[1:])) or (ids and ids[0] < 0):
+        for x in ids:
+            d = x - previous
+            out.append(_varint(2 * d if d >= 0 else -2 * d - 1))
+            previous = x
+        return "~" + "".join(out)
+    i = 0
     while i < len(ids):
-        j = i
+        out.append(_varint(ids[i] - previous))
+        previous, j = ids[i], i
         while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
             j += 1
-        parts.append(_base36(ids[i]) if j == i else f"{_base36(ids[i])}-{_base36(ids[j])}")
-        i = j + 1
-    return ",".join(parts)
+        if j - i >= 2:
+            out.append(_varint(0) + _varint(j - i))
+            previous, i = ids[j], j
+        i += 1
+    return "".join(out)
+
+
+def decode_context(text: str) -> list[int]:
+    """The inverse of ``encode_context``."""
+    zigzag = text.startswith("~")
+    values, value, shift = [], 0, 0
+    for char in text[1:] if zigzag else text:
+        digit = DIGITS.index(char)
+        value |= (digit & 31) << shift
+        if digit >= 32:
+            shift += 5
+            continue
+        values.append(value)
+        value, shift = 0, 0
+    ids, previous, k = [], -1, 0
+    while k < len(values):
+        v = values[k]
+        if zigzag:
+            previous += v // 2 if v % 2 == 0 else -(v + 1) // 2
+            ids.append(previous)
+        elif v == 0:
+            ids.extend(range(previous + 1, previous + 1 + values[k + 1]))
+            previous += values[k + 1]
+            k += 1
+        else:
+            previous += v
+            ids.append(previous)
+        k += 1
+    return ids
 
 
 def _number(value, digits: int = 4) -> Optional[float]:

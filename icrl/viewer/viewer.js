@@ -27,13 +27,23 @@
   const fmt = (x) => (x === null || x === undefined ? "–" : (Math.round(x * 1000) / 1000).toFixed(3));
   const rewardMark = (r) => (r === 1 ? el("span", { class: "good" }, "✓ 1") : r === 0 ? el("span", { class: "bad" }, "✗ 0")
                                                                                       : el("span", { class: "muted" }, "–"));
-  function decodeContext(text) {
+  const DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.";
+  function decodeContext(text) { // the inverse of icrl/viewer/data.py encode_context
+    const zigzag = text.startsWith("~"), values = [];
+    let value = 0, shift = 0;
+    for (const ch of zigzag ? text.slice(1) : text) {
+      const digit = DIGITS.indexOf(ch);
+      value += (digit & 31) * 2 ** shift;
+      if (digit >= 32) { shift += 5; continue; }
+      values.push(value); value = 0; shift = 0;
+    }
     const ids = [];
-    if (!text) return ids;
-    for (const part of text.split(",")) {
-      const [a, b] = part.split("-").map((x) => parseInt(x, 36));
-      if (b === undefined) ids.push(a);
-      else for (let i = a; i <= b; i++) ids.push(i);
+    let previous = -1;
+    for (let k = 0; k < values.length; k++) {
+      const v = values[k];
+      if (zigzag) { previous += v % 2 === 0 ? v / 2 : -(v + 1) / 2; ids.push(previous); }
+      else if (v === 0) { for (let j = 0; j < values[k + 1]; j++) ids.push(++previous); k++; }
+      else { previous += v; ids.push(previous); }
     }
     return ids;
   }

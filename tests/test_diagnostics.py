@@ -91,6 +91,8 @@ def test_write_diagnostics_files(tmp_path):
     assert set(table["method"]) == {"naive", "explorative"}
     assert table.groupby("method")["cumulative_regret"].max().to_dict() == {"explorative": 0, "naive": 4}
     assert paths[2].stat().st_size > 10_000
+    only = dg.write_diagnostics(data, tmp_path / "only", window=3, run_dirs=[data / "naive"])
+    assert set(pd.read_csv(only[0])["method"]) == {"naive"}
 
 
 def test_not_a_folder(tmp_path):

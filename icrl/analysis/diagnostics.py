@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -151,18 +151,23 @@ def run_identity(state: RunState, root: Path) -> dict:
             "task": args.get("task_name"), "method": method, "label": label, "seed": args.get("seed")}
 
 
-def load_states(data_dir) -> list[RunState]:
+def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[RunState]:
+    """The readable runs under ``data_dir`` (only those in ``run_dirs`` when given)."""
     root = Path(data_dir)
     if not root.is_dir():
         raise UsageError(f"{str(root)!r} is not a directory: pass the data folder that holds the runs")
-    return [s for s in (inspect_run(d) for d in find_runs(root)) if s.config is not None]
+    keep = None if run_dirs is None else {Path(d).resolve() for d in run_dirs}
+    dirs = [d for d in find_runs(root) if keep is None or d.resolve() in keep]
+    return [s for s in (inspect_run(d) for d in dirs) if s.config is not None]
 
 
-def diagnostics(data_dir, window: Optional[int] = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(windows of every ICRL run, per-class test accuracy of every run) under ``data_dir``."""
+def diagnostics(data_dir, window: Optional[int] = None,
+                run_dirs: Optional[Iterable] = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(windows of every ICRL run, per-class test accuracy of every run) under ``data_dir``
+    (only the runs in ``run_dirs`` when given, e.g. ``Results(...).runs["run_dir"]`` after filters)."""
     root = Path(data_dir)
     windows, classes = [], []
-    for state in load_states(root):
+    for state in load_states(root, run_dirs):
         ident = run_identity(state, root)
         if mode_of(state) == "icrl" and state.train:
             frame = window_table(state, window)
@@ -209,13 +214,13 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
     return path
 
 
-def write_diagnostics(data_dir, out_dir, window: Optional[int] = None) -> list[Path]:
+def write_diagnostics(data_dir, out_dir, window: Optional[int] = None, run_dirs: Optional[Iterable] = None) -> list[Path]:
     """diagnostics.csv, diagnostics_per_class.csv and diagnostics.png for every run under
-    ``data_dir``, written into ``out_dir``; returns the paths written (no figure without an
-    ICRL run)."""
+    ``data_dir`` (or those in ``run_dirs``), written into ``out_dir``; returns the paths
+    written (no figure without an ICRL run)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    windows, classes = diagnostics(data_dir, window)
+    windows, classes = diagnostics(data_dir, window, run_dirs)
     written = []
     for frame, name in ((windows, DIAGNOSTICS_CSV), (classes, PER_CLASS_CSV)):
         frame.to_csv(out / name, index=False)

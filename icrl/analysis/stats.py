@@ -5,8 +5,8 @@ Two runs tested on the same items at a step are compared *paired*, item by item:
     from icrl.analysis.stats import paired_outcomes, compare_paired
     a, b, ids = paired_outcomes("data/.../naive/...", "data/.../explorative/...", step="last")
     result = compare_paired(a, b)           # McNemar's exact test + paired bootstrap interval
-    print(result.line())   # "0.420 vs 0.310 on 500 shared items: difference +0.110 [+0.052, +0.168]
-                           #  (paired bootstrap 95%), McNemar exact p=0.0004 (61 vs 6 discordant)"
+    print(result.line())   # e.g. "0.320 vs 0.370 on 200 shared items: difference -0.050 [-0.135, +0.040]
+                           #  (paired bootstrap 95%), McNemar exact p=0.31 (34 vs 44 discordant)"
 
 - ``mcnemar_exact``: McNemar's exact test: of the discordant items (one run right, the other
   wrong), is the split b : c compatible with 1 : 1? Two-sided binomial test (scipy.stats.binomtest).

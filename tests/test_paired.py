@@ -72,6 +72,13 @@ def test_paired_verdict_pools_seeds_and_falls_back(data):
     assert verdict.outcome == "above" and verdict.advice is None
     assert "on the same 120 test items, 2 run pairs pooled" in verdict.line()
     assert "McNemar exact" in paired.panel_note([verdict]) and "beat zero-shot" in verdict.short()
+    at_zero = paired.paired_verdict("m", "toy", "explorative", explorative, naive, "naive ICRL at step 0",
+                                    reference_step=0)
+    first = np.concatenate([np.array([p == a for p, a in zip(read_jsonl(data / r / "test.jsonl")[0]["predictions"],
+                                                              read_json(data / r / "config.json")["test_set"]["answers"])])
+                            for r in naive.sort_values("seed").index])
+    assert at_zero.comparison.accuracy_b == pytest.approx(first.mean())
+    assert at_zero.comparison.accuracy_b != pytest.approx(verdict.comparison.accuracy_b)
     approximate = runs[runs["method"] == "approximate"]
     assert paired.paired_verdict("m", "toy", "approximate", approximate, naive) is None
     worse = paired.paired_verdict("m", "toy", "naive", naive, explorative, model_params=1.35e8)

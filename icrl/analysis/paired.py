@@ -52,14 +52,14 @@ def pair_runs(runs_a: pd.DataFrame, runs_b: pd.DataFrame) -> list[tuple[str, str
     return pairs
 
 
-def pooled_comparison(runs_a: pd.DataFrame, runs_b: pd.DataFrame,
-                      step: int | str = "last") -> Optional[tuple[PairedComparison, int]]:
+def pooled_comparison(runs_a: pd.DataFrame, runs_b: pd.DataFrame, step: int | str = "last",
+                      step_b: int | str | None = None) -> Optional[tuple[PairedComparison, int]]:
     """(comparison of the pooled item pairs, number of run pairs), or None when no run of A
-    shares its test set with a run of B."""
+    shares its test set with a run of B. B's outcomes are at ``step_b`` when given."""
     outcomes_a, outcomes_b = [], []
     pairs = pair_runs(runs_a, runs_b)
     for dir_a, dir_b in pairs:
-        a, b, _ = paired_outcomes(dir_a, dir_b, step)
+        a, b, _ = paired_outcomes(dir_a, dir_b, step, step_b)
         outcomes_a.append(a)
         outcomes_b.append(b)
     if not pairs:
@@ -124,10 +124,13 @@ def panel_note(verdicts: list) -> str:
 
 
 def paired_verdict(model: str, task: str, method: str, runs: pd.DataFrame, reference_runs: pd.DataFrame,
-                   reference_name: str = "zero-shot run", model_params: float = math.inf) -> Optional[PairedVerdict]:
-    """The paired verdict of ``runs`` (finished runs of one method) against ``reference_runs``
-    at their last test steps; None when they share no test set (use the Wilson verdict then)."""
-    pooled = pooled_comparison(runs, reference_runs)
+                   reference_name: str = "zero-shot run", model_params: float = math.inf,
+                   reference_step: int | str = "last") -> Optional[PairedVerdict]:
+    """The paired verdict of ``runs`` (finished runs of one method) at their last test step
+    against ``reference_runs`` at ``reference_step`` ("last" for zero-shot runs; 0 for the
+    paper's zero-shot point, naive ICRL before any episode); None when they share no test
+    set (use the Wilson verdict then)."""
+    pooled = pooled_comparison(runs, reference_runs, "last", reference_step)
     if pooled is None:
         return None
     comparison, pairs = pooled

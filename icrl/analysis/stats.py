@@ -163,9 +163,11 @@ def item_outcomes(run_dir, step: int | str = "last") -> dict:
     return {str(i): int(p == a) for i, p, a in zip(ids, predictions, answers)}
 
 
-def paired_outcomes(run_a, run_b, step: int | str = "last") -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """(outcomes of A, outcomes of B, item ids) on the test items both runs share, matched by id."""
-    a, b = item_outcomes(run_a, step), item_outcomes(run_b, step)
+def paired_outcomes(run_a, run_b, step: int | str = "last",
+                    step_b: int | str | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """(outcomes of A, outcomes of B, item ids) on the test items both runs share, matched by
+    id, at ``step`` (of B: ``step_b`` when given, e.g. 0 for the naive run's zero-shot point)."""
+    a, b = item_outcomes(run_a, step), item_outcomes(run_b, step if step_b is None else step_b)
     shared = [i for i in a if i in b]
     if not shared:
         raise UsageError(f"{run_a} and {run_b} share no test items: a paired comparison needs the same "

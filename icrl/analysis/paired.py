@@ -104,7 +104,7 @@ class PairedVerdict:
         text = (f"{self.model} / {self.task}: {self.headline}: final test accuracy after {self.steps} steps "
                 f"{c.accuracy_a:.3f} vs {self.reference_name} {c.accuracy_b:.3f} on the same {c.n} test items{seeds}: "
                 f"difference {c.difference.text(signed=True)} (paired bootstrap 95%), {PAIRED_TEST} "
-                f"{format_p(c.mcnemar.pvalue)} ({c.mcnemar.only_a} items only {self.method} got right, "
+                f"{format_p(c.mcnemar.pvalue)} ({_items(c.mcnemar.only_a)} only {self.method} got right, "
                 f"{c.mcnemar.only_b} only the reference; a difference counts when p < {c.alpha:g})")
         return text + (f"; {self.advice}" if self.advice else "")
 
@@ -113,6 +113,10 @@ class PairedVerdict:
         verdict = {"above": "beat zero-shot", "below": "below zero-shot", "same": "did not beat zero-shot"}[self.outcome]
         return (f"{self.method} {c.accuracy_a:.3f} vs {c.accuracy_b:.3f}, "
                 f"diff {c.difference.text(signed=True)}, {format_p(c.mcnemar.pvalue)}: {verdict}")
+
+
+def _items(n: int) -> str:
+    return f"{n} item" if n == 1 else f"{n} items"
 
 
 def panel_note(verdicts: list) -> str:

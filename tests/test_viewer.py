@@ -244,6 +244,13 @@ def test_bad_input_is_one_line_exit_2(tmp_path, capsys):
     assert not (tmp_path / "viewer.html").exists()
 
 
+def test_unwritable_out_is_one_line_exit_2(runs, tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main([str(runs), "--out", str(tmp_path / "file" / "viewer.html")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot write" in err[0] and "--out" in err[0]
+
+
 def test_context_code_round_trips():
     import random
 

@@ -41,8 +41,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"run_view.py: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"run_view.py: error: {data_dir}: {exc.strerror or exc}; check the folder and --out are readable "
-              f"and writable", file=sys.stderr)
+        print(f"run_view.py: error: cannot read the runs under {str(data_dir)!r} ({exc.strerror or exc}): check "
+              f"the folder's permissions", file=sys.stderr)
         return 2
     size = path.stat().st_size
     print(f"wrote {path} ({len(data['runs'])} runs, {data['steps']} steps, {size / 1e6:.1f} MB): open it in a browser")

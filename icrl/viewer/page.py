@@ -8,6 +8,7 @@ import os
 from importlib import resources
 from pathlib import Path
 
+from ..errors import UsageError
 from .data import viewer_data
 
 TEMPLATE = """<!DOCTYPE html>
@@ -51,10 +52,18 @@ def render_page(data: dict, title: str = "ICRL episode viewer") -> str:
 
 def write_page(data_dir, out_file) -> tuple[Path, dict]:
     """Write the viewer for the runs under ``data_dir`` to ``out_file`` (atomically: a killed
-    write leaves the old file or none). Returns (path, data)."""
+    write leaves the old file or none). Returns (path, data). A file that cannot be written
+    raises UsageError."""
     data = viewer_data(data_dir)
     text = render_page(data, f"ICRL runs: {Path(data_dir).name or data_dir}")
-    out = Path(out_file)
+    try:
+        return _write(text, Path(out_file)), data
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(out_file)!r} ({exc.strerror or exc}): pass --out a file in a "
+                         f"writable folder") from None
+
+
+def _write(text: str, out: Path) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
     try:
@@ -62,4 +71,4 @@ def write_page(data_dir, out_file) -> tuple[Path, dict]:
         os.replace(tmp, out)
     finally:
         tmp.unlink(missing_ok=True)
-    return out, data
+    return out

@@ -1,6 +1,6 @@
 """run_sweep.py: expand a sweep, validate every run, then run them in lock-step per model.
 
-Runs are grouped by the flags that define the loaded backend (``BACKEND_FLAGS``); each group
+Runs are grouped by the flags that define the loaded backend (the configuration fields with a backend role); each group
 loads its backend once and runs all its runs together (see lockstep.py). A run's arguments,
 run directory and records are those run_experiment.py gives it alone.
 """
@@ -19,21 +19,18 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..cli import build_parser as run_parser
+from ..config import SECRET_FLAGS, RunConfig
 from ..cli import parse_args
 from ..errors import ArgumentParser, UsageError
-from ..experiment import HANDLED_SIGNALS, Experiment, Interrupted, _raise_interrupted
+from ..experiment import Experiment
+from ..run.environment import backend_spec_of
+from ..run.observers import TestLines
+from ..run.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import experiment_dir, inspect_run
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
 from .presets import preset_help, preset_runs
 
-# The flags that define a loaded backend: runs that agree on them share one. (--seed only
-# seeds vLLM's engine-wide generator, unused by seeded requests: runs of any seed share it.)
-BACKEND_FLAGS = ("model_name", "backend", "device", "dtype", "batch_size", "hf_token", "max_model_len", "eot_token",
-                 "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
-                 "gpu_memory_utilization", "enforce_eager", "rope_scaling", "published_tokenization",
-                 "base_url", "api_key", "api_model", "api_mode", "max_concurrency", "timeout", "max_retries")
-SECRET_FLAGS = ("--hf_token", "--api_key")
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
                   "steps_completed", "total_steps", "time_s", "run_dir", "error")
 
@@ -67,13 +64,12 @@ class Run:
 
     def __init__(self, index: int, words: list[str]):
         self.index, self.words = index, words
-        self.args: Optional[argparse.Namespace] = None
+        self.args: Optional[RunConfig] = None
         self.error: Optional[str] = None
         self.out_dir: Optional[Path] = None
         try:
-            self.args = parse_args(words)
-            self.args.progress = False  # the sweep has one bar for all runs
-            self.out_dir = experiment_dir(self.args.output_dir, vars(self.args))
+            self.args = parse_args(words).replace(progress=False)  # the sweep has one bar for all runs
+            self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
         except UsageError as exc:
             self.error = str(exc)
 
@@ -84,12 +80,13 @@ class Run:
             hide = word in SECRET_FLAGS
         return shlex.join(["python", "run_experiment.py", *words])
 
-    def backend_key(self) -> tuple:
-        return tuple((k, getattr(self.args, k, None)) for k in BACKEND_FLAGS)
+    def backend_key(self):
+        """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
+        return backend_spec_of(self.args, engine=False)
 
     def label(self) -> str:
         a = self.args
-        return f"#{self.index} {a.task_name} {a.context_strategy_name} seed {a.seed}"
+        return f"#{self.index} {a.spec.task_name} {a.spec.context_strategy_name} seed {a.spec.seed}"
 
 
 def plan(argv: Sequence[str]) -> tuple[argparse.Namespace, list[Run]]:
@@ -149,18 +146,13 @@ class Progress:
         if not enabled:
             return
         for run, exp in experiments.items():
-            append = exp.records.append_test
-
-            def append_test(record, run=run, append=append):
-                append(record)
-                self.bar.write(f"{run.label()}: step {record['step']} test accuracy {record['accuracy']:.3f}")
-            exp.records.append_test = append_test
+            exp.observers.append(TestLines(self.bar.write, run.label()))
 
     def _total(self) -> int:
         total = 0
         for run, exp in self.experiments.items():
-            steps = getattr(exp, "steps", None)
-            total += steps if steps is not None else max(run.args.train_k, 0)
+            steps = exp.steps
+            total += steps if steps is not None else max(run.args.spec.train_k, 0)
         return total
 
     def update(self) -> None:
@@ -177,10 +169,12 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
     """Run valid ``runs`` (one backend configuration) in lock-step; ``backend``: already loaded
     (else loaded here, unless every run is already finished)."""
     experiments = {run: Experiment(run.args) for run in runs}
+    owned = None  # a backend loaded here is closed here, when the group is done
     if backend is None and not all(inspect_run(exp.out_dir).finished for exp in experiments.values()):
         loader = experiments[runs[0]]
         loader.load_backend()
         backend, loader.backend = loader.backend, None
+        owned = backend
     bar = Progress(experiments, enabled=progress)
 
     def target(exp):
@@ -194,6 +188,8 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
         return lockstep.run([target(experiments[run]) for run in runs])
     finally:
         bar.close()
+        if owned is not None:
+            close_backend(owned)
 
 
 def groups_of(runs: Sequence[Run]) -> list[list[Run]]:
@@ -264,7 +260,7 @@ def print_table(rows: Sequence[dict]) -> None:
 def summary_path(opts, runs: Sequence[Run]) -> Path:
     if opts.summary:
         return Path(opts.summary)
-    root = next((Path(r.args.output_dir) for r in runs if r.args is not None), Path("data"))
+    root = next((Path(r.args.options.output_dir) for r in runs if r.args is not None), Path("data"))
     name = opts.sweep_name or datetime.now().strftime("%Y%m%d-%H%M%S")
     if opts.shard_of:
         name += f"-shard-{opts.shard_of[0]}-of-{opts.shard_of[1]}"
@@ -299,7 +295,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
         for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, _raise_interrupted)
+            signal.signal(signum, raise_interrupted)
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
         outcomes = run_all(runs, opts.max_parallel)

@@ -26,6 +26,7 @@ BACKENDS = {
     "transformers": "icrl.backends.hf:TransformersBackend",
     "vllm": "icrl.backends.vllm_backend:VLLMBackend",
     "openai": "icrl.backends.openai_backend:OpenAIBackend",
+    "fake": "icrl.backends.fake:FakeBackend",  # deterministic, no model: tests and benchmarks
 }
 BACKEND_CHOICES = ["auto", *BACKENDS]
 

@@ -71,7 +71,7 @@ def validate(config: RunConfig) -> None:
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
     validate_backend_flags(config)
-    if s.backend != "openai":
+    if s.backend not in ("openai", "fake"):  # the fake loads no model: any name is a label
         validate_model_path(s.model_name)
         validate_device(s.device)
 

@@ -1,0 +1,68 @@
+"""Golden outputs: today's scripts, re-run, must give exactly the frozen records and output.
+
+Each case of tests/golden/cases.py runs its commands in a fresh folder and compares the
+normalized result (exit codes, stdout, stderr, every file's records) with
+tests/golden/records/<case>.json; --help of the five scripts and run_sweep.py --dry_run of
+the presets are compared with tests/golden/help/ and tests/golden/dry_run/. A difference is
+a change of behaviour: fix it, or (only for a deliberate, documented change) regenerate with
+``python tests/golden/freeze.py`` and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from golden import cases
+
+
+@pytest.fixture
+def data_env(data_dir, monkeypatch):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    monkeypatch.delenv(cases.INTERRUPT_ENV, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def _same(a, b) -> bool:
+    """Equal as canonical JSON: key order is free, types are not (6 is not 6.0, true is not 1)."""
+    return cases.dump(a) == cases.dump(b)
+
+
+def _compare(name: str, got: dict) -> None:
+    want = cases.load_golden(name)
+    for i, (g, w) in enumerate(zip(got["commands"], want["commands"])):
+        assert g == w and _same(g, w), f"{name}: command {i} ({w['command']}) differs"
+    assert len(got["commands"]) == len(want["commands"])
+    assert sorted(got["files"]) == sorted(want["files"]), f"{name}: other files"
+    for path, records in want["files"].items():
+        assert got["files"][path] == records, f"{name}: {path} differs"
+        assert _same(got["files"][path], records), f"{name}: {path}: a value changed type"
+
+
+@pytest.mark.parametrize("name", list(cases.CASES))
+def test_golden_records(name, data_env, tmp_path):
+    got = cases.snapshot(cases.CASES[name], tmp_path / "case")
+    _compare(name, got)
+    if name in cases.SAME_FILES_AS:  # a resumed run leaves what the uninterrupted one leaves
+        assert _same(got["files"], cases.load_golden(cases.SAME_FILES_AS[name])["files"])
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("name", list(cases.MODEL_CASES))
+def test_golden_records_real_model(name, data_env, tmp_path):
+    _compare(name, cases.snapshot(cases.MODEL_CASES[name], tmp_path / "case"))
+
+
+@pytest.mark.parametrize("script", list(cases.SCRIPTS))
+def test_golden_help(script):
+    assert cases.help_text(script) == (cases.HELP / f"{script}.txt").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("preset", cases.PRESET_NAMES)
+def test_golden_dry_run(preset):
+    assert cases.dry_run_text(preset) == (cases.DRY_RUN / f"{preset}.txt").read_text(encoding="utf-8")
+
+
+def test_goldens_cover_every_case():
+    """Every case has its golden and every golden its case (a renamed case cannot go unchecked)."""
+    frozen = {p.stem for p in cases.RECORDS.glob("*.json")}
+    assert frozen == set(cases.CASES) | set(cases.MODEL_CASES)

@@ -4,9 +4,10 @@ accuracy) and the feedback shown in context.
     reward = make_reward()                                  # exact match, the published reward
     accuracy, feedback = reward(prediction, answer, seed=seed, step=t)
 
-``score`` is the reward; the shown feedback is the reward, flipped with --icrl_flip_feedback
-exactly as ``icrl.feedback.shown_feedback`` does (its own generator, seeded seed + step), so
-the published runs keep their random streams. Omitting the feedback (--icrl_omit_feedback)
+``score`` is the reward; ``shown`` turns it into the feedback the prompt shows (1 or 0: the
+prompt says right or wrong), which is then flipped with --icrl_flip_feedback exactly as
+``icrl.feedback.shown_feedback`` does (its own generator, seeded seed + step), so the published
+runs keep their random streams. Omitting the feedback (--icrl_omit_feedback)
 is a matter of the prompt (``icrl.prompts``), not of the reward. A new reward subclasses
 ``Reward`` and is registered with ``register_reward``.
 """
@@ -31,10 +32,14 @@ class Reward:
         """The reward of ``prediction`` (recorded as the step's accuracy)."""
         raise NotImplementedError
 
+    def shown(self, reward) -> int:
+        """The feedback a reward shows in context, 1 (right) or 0 (wrong), before any flipping."""
+        return reward
+
     def __call__(self, prediction: str, answer: str, *, seed: int, step: int) -> tuple:
         """(reward, shown feedback) of one training step."""
         reward = self.score(prediction, answer)
-        return reward, shown_feedback(reward, seed, step, self.flip, self.flip_prob)
+        return reward, shown_feedback(self.shown(reward), seed, step, self.flip, self.flip_prob)
 
 
 class ExactMatch(Reward):

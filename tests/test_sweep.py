@@ -86,7 +86,8 @@ def test_toml_base_runs_and_grid(tmp_path):
                     '[[run]]\ncontext_strategy_name = "random_unbiased_only_positive"\ncontext_p_keep = 0.1\n')
     opts, runs = runner.plan(["--config", str(path), "--train_k", "5"])
     assert opts.sweep_name == "study" and len(runs) == 4
-    got = [(r.args.task_name, r.args.context_strategy_name, r.args.context_p_keep, r.args.spec.train_k) for r in runs]
+    got = [(r.args.spec.task_name, r.args.spec.context_strategy_name, r.args.spec.context_p_keep, r.args.spec.train_k)
+           for r in runs]
     assert got == [("banking77", "random_biased_end", 1.0, 5), ("nlu", "random_biased_end", 1.0, 5),
                    ("banking77", "random_unbiased_only_positive", 0.1, 5), ("nlu", "random_unbiased_only_positive", 0.1, 5)]
 

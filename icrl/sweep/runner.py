@@ -7,21 +7,22 @@ run directory and records are those run_experiment.py gives it alone.
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import shlex
 import signal
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
 
 from ..cli import build_parser as run_parser
+from ..cli.sweep import SweepOptions, build_parser, parse_sweep_args  # noqa: F401  (build_parser: --help)
 from ..config import SECRET_FLAGS, RunConfig
 from ..cli import parse_args
-from ..errors import ArgumentParser, UsageError
+from ..errors import UsageError
 from ..experiment import Experiment
 from ..run.environment import backend_spec_of
 from ..run.observers import TestLines
@@ -29,34 +30,10 @@ from ..run.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import experiment_dir, inspect_run
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
-from .presets import preset_help, preset_runs
+from .presets import preset_runs
 
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
                   "steps_completed", "total_steps", "time_s", "run_dir", "error")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(
-        prog="run_sweep.py", allow_abbrev=False,
-        description="Run a grid of run_experiment.py runs in one process: one loaded model per model "
-                    "configuration, all its runs advanced in lock-step (their model calls batched). Any "
-                    "other flags (after -- or mixed in) are run_experiment.py flags given to every run "
-                    "and override preset and file values.",
-        epilog="example: run_sweep.py --preset paper_main --model_name smollm2-135m --train_k 30 --test_k 20 "
-               "--test_every 15")
-    p.add_argument("--preset", help=preset_help())
-    p.add_argument("--config", metavar="FILE.toml",
-                   help="sweep file: name = '...', [base] flags, [grid] lists of values, [[run]] tables")
-    p.add_argument("--grid", action="append", default=[], metavar="FLAG=V1,V2",
-                   help="one axis of the grid (repeatable); FLAG1+FLAG2=... sets tied flags to the same value")
-    p.add_argument("--shard", metavar="I/N", help="run only slice I of N (1-based): runs with index %% N == I-1")
-    p.add_argument("--dry_run", action="store_true", help="print each run's command and directory; load nothing")
-    p.add_argument("--max_parallel", type=int, default=None,
-                   help="runs in lock-step at once (default: all runs of a model; 1: one after the other)")
-    p.add_argument("--name", help="sweep name for the summary file (default: preset or file name, else a timestamp)")
-    p.add_argument("--summary", metavar="FILE.csv",
-                   help="summary table path (default: <output_dir>/sweeps/<name>[-shard-I-of-N].csv)")
-    return p
 
 
 class Run:
@@ -89,15 +66,9 @@ class Run:
         return f"#{self.index} {a.spec.task_name} {a.spec.context_strategy_name} seed {a.spec.seed}"
 
 
-def plan(argv: Sequence[str]) -> tuple[argparse.Namespace, list[Run]]:
+def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
     """The sweep's own options and its runs (this shard's), validated; nothing loads."""
-    opts, extra = build_parser().parse_known_args(list(argv))
-    extra = [w for w in extra if w != "--"]
-    stray = [w for w in extra if w.startswith("-") and not w.startswith("--") and not _is_number(w)]
-    if stray:
-        raise UsageError(f"unknown option {stray[0]}; run_experiment.py flags start with -- (see run_sweep.py --help)")
-    if opts.max_parallel is not None and opts.max_parallel < 1:
-        raise UsageError(f"--max_parallel must be >= 1, got {opts.max_parallel}")
+    opts, extra = parse_sweep_args(argv)
     parser = run_parser()
     preset = preset_runs(opts.preset) if opts.preset else None
     config = load_toml(opts.config) if opts.config else None
@@ -120,18 +91,10 @@ def plan(argv: Sequence[str]) -> tuple[argparse.Namespace, list[Run]]:
                              f"(the directory names omit some flags, e.g. --seed: tie it to --training_seed with "
                              f"--grid seed+training_seed=...)")
         seen[key] = run.index
-    opts.shard_of = parse_shard(opts.shard)
-    runs = [runs[i] for i in shard_indices(len(runs), opts.shard_of)]
-    opts.sweep_name = opts.name or default_name(opts.preset, opts.config, config)
+    shard_of = parse_shard(opts.shard)
+    runs = [runs[i] for i in shard_indices(len(runs), shard_of)]
+    opts = replace(opts, shard_of=shard_of, sweep_name=opts.name or default_name(opts.preset, opts.config, config))
     return opts, runs
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-        return True
-    except ValueError:
-        return False
 
 
 # -- execution ------------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """run_sweep.py: expand a sweep, validate every run, then run them in lock-step per model.
 
-Runs are grouped by the flags that define the loaded backend (the configuration fields with a backend role); each group
-loads its backend once and runs all its runs together (see lockstep.py). A run's arguments,
-run directory and records are those run_experiment.py gives it alone.
+Runs are grouped by the backend they load (``BackendSpec``: model, backend and that backend's
+typed options, from the configuration fields with a backend role); each group loads its backend
+once, runs all its runs together (see lockstep.py) and closes it when they are done. A run's
+arguments, run directory and records are those run_experiment.py gives it alone.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..cli import build_parser as run_parser
-from ..cli.sweep import SweepOptions, build_parser, parse_sweep_args  # noqa: F401  (build_parser: --help)
+from ..cli.sweep import SweepOptions, parse_sweep_args
 from ..config import SECRET_FLAGS, RunConfig
 from ..cli import parse_args
 from ..errors import UsageError

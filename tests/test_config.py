@@ -8,8 +8,9 @@ import json
 import pytest
 
 from icrl import config
-from icrl.cli import build_parser, parse_args
+from icrl.cli import build_parser, parse_args, validate
 from icrl.config import RunConfig, RunOptions, RunSpec, Secrets
+from icrl.errors import UsageError
 from icrl.records import experiment_dir
 
 BASE = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
@@ -52,6 +53,8 @@ def test_config_record_parts_are_sorted_and_hold_no_secret():
 def test_zero_shot_is_built_without_a_strategy():
     cfg = parse_args(BASE[:-1] + ["0"])
     assert cfg.spec.context_strategy_name is None and cfg.spec.zero_shot
+    with pytest.raises(UsageError, match="zero-shot run"):  # validate checks, never changes
+        validate(cfg.replace(context_strategy_name="random_unbiased"))
 
 
 def test_roles_come_from_the_fields():

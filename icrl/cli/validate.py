@@ -22,7 +22,8 @@ def validate(config: RunConfig) -> None:
     strategy = s.context_strategy_name
     if s.max_context_examples == 0:
         if strategy is not None:
-            raise UsageError("a zero-shot run has no context strategy")  # parse_args clears it
+            raise UsageError("a zero-shot run (--max_context_examples 0) has no context strategy; "
+                             "drop --context_strategy_name")  # parse_args clears it before building
     elif not strategy:
         raise UsageError(f"--context_strategy_name is required; choose one of: {', '.join(REGISTRY)}")
     if strategy is not None and strategy not in REGISTRY:

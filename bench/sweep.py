@@ -64,7 +64,8 @@ def timed_sweep(backend, runs, width):
 
 
 def bench(args, name: str, root: Path) -> None:
-    backend = load_backend(args.model, backend=name, batch_size=args.batch_size, seed=100)
+    options = {"batch_size": args.batch_size} if name == "transformers" else {"seed": 100}  # each backend's own
+    backend = load_backend(args.model, backend=name, **options)
     print(f"\n{name}: {getattr(backend, 'device', '')} {machine_load()}", flush=True)
     results = {}
     for label, width in (("sequential", 1), ("lock-step", None)):

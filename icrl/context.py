@@ -8,6 +8,12 @@ where ``history`` is every training episode of steps 0..t-1 in step order. ``sel
 returns the chosen episodes in context (chronological) order; ``strategy.metrics()``
 then gives the extra per-step metrics of that selection.
 
+A query-aware strategy (class attribute ``query_aware = True``) also sees the input it chooses
+a context for: ``select(history, rng, query=prompt)``, once for the step's training input and,
+at a test step, once per test input (each with its own generator, ``icrl.run.loop.query_rng``),
+so it must be stateless. The published strategies are not query-aware: one context per step.
+New strategies are added with ``register_strategy``.
+
 The random stream is used in the same order as the published code (Monea et al. 2024,
 arXiv 2410.05362), so a given seed reproduces the published contexts.
 
@@ -55,13 +61,16 @@ class Strategy:
     """Chooses the in-context episodes for one step; see the module docstring."""
 
     stateful = False
+    query_aware = False  # True: select() is given the input the context is for (``query``)
 
     def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any):
         self.max_examples = max_examples
         self.p_keep = p_keep
         self.accept = accept
 
-    def select(self, history: Sequence[Episode], rng: np.random.Generator) -> list[Episode]:
+    def select(self, history: Sequence[Episode], rng: np.random.Generator,
+               query: Optional[str] = None) -> list[Episode]:
+        """The context for one input (``query``: given to query-aware strategies only)."""
         raise NotImplementedError
 
     def metrics(self) -> dict:
@@ -82,7 +91,7 @@ class RandomStrategy(Strategy):
     max_examples of them. The context is in chronological order.
     """
 
-    def select(self, history, rng):
+    def select(self, history, rng, query=None):
         pool = [episode for episode in history if self.accept(episode)]
         keep = rng.binomial(1, self.p_keep, size=len(pool))
         idx = rng.permutation(np.nonzero(keep == 1)[0])
@@ -175,7 +184,7 @@ class Approximate(Strategy):
         self.log_probs: list[float] = [0.0] * self.max_contexts
         self._last_index: Optional[int] = None
 
-    def select(self, history, rng):
+    def select(self, history, rng, query=None):
         if not any(self.accept(episode) for episode in history):
             return self._choose(int(rng.choice(range(self.max_contexts))))
         newest = history[-1]
@@ -241,7 +250,13 @@ REGISTRY: dict[str, Callable[..., Strategy]] = {
        for base, cls in RANDOM_BASES.items() for suffix, accept in FILTERS.items()},
     **{"approximate" + suffix: _approximate_factory(FILTERS[suffix]) for suffix in APPROXIMATE_FILTERS},
 }
-STRATEGY_NAMES: tuple[str, ...] = tuple(REGISTRY)
+STRATEGY_NAMES: tuple[str, ...] = tuple(REGISTRY)  # the published ones
+
+
+def register_strategy(name: str, factory: Callable[..., Strategy]) -> None:
+    """Make ``name`` a strategy: ``factory(max_examples, p_keep, max_contexts, sampling_method)``.
+    A query-aware strategy must be stateless (its select is called once per test input)."""
+    REGISTRY[name] = factory
 
 
 def _is_int(value) -> bool:
@@ -255,12 +270,15 @@ def make_strategy(name: str, max_examples: int, p_keep: float = 1.0, max_context
     max_contexts and sampling_method are used (and required) by the approximate family only.
     """
     if name not in REGISTRY:
-        raise UsageError(f"unknown context strategy {name!r}; choose one of: {', '.join(STRATEGY_NAMES)}")
+        raise UsageError(f"unknown context strategy {name!r}; choose one of: {', '.join(REGISTRY)}")
     if not _is_int(max_examples) or max_examples < 0:
         raise UsageError(f"max_examples must be an integer >= 0 (got {max_examples!r})")
     if not isinstance(p_keep, (int, float, np.floating)) or isinstance(p_keep, bool) or not 0 < p_keep <= 1:
         raise UsageError(f"p_keep must be in (0, 1] (got {p_keep!r})")
-    return REGISTRY[name](max_examples, float(p_keep), max_contexts, sampling_method)
+    strategy = REGISTRY[name](max_examples, float(p_keep), max_contexts, sampling_method)
+    if strategy.query_aware and strategy.stateful:
+        raise UsageError(f"{name}: a query-aware strategy must be stateless (it chooses one context per test input)")
+    return strategy
 
 
 def replay(strategy: Strategy, history: Sequence[Episode], seed: int) -> Strategy:

@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from .config import SECRET_FLAGS
 from .errors import UsageError
 
 LOCK_FILE = ".lock"
@@ -115,7 +116,6 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
 
 
-SECRET_FLAGS = ("--hf_token", "--api_key")
 
 
 def _command() -> str:

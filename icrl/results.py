@@ -46,23 +46,15 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from . import config
 from .errors import UsageError
 from .records import CONFIG, RESULTS, TEST, TRAIN, RunState, find_runs, inspect_run, read_json
 
 TOKEN_COUNTS_JSON = "token_counts.json"
 TOKEN_COUNTS_CSV = "token_counts.csv"
 
-# config.json "args" name -> column name
-ARG_COLUMNS = {
-    "model_name": "model", "task_name": "task", "context_strategy_name": "strategy",
-    "context_p_keep": "p_keep", "max_context_examples": "max_context_examples", "icrl": "icrl",
-    "icrl_omit_feedback": "omit_feedback", "icrl_flip_feedback": "flip_feedback",
-    "icrl_flip_feedback_prob": "flip_prob", "max_contexts": "max_contexts",
-    "approximate_context_sampling_method": "sampling_method", "temperature": "temperature",
-    "train_k": "train_k", "test_every": "test_every", "test_k": "test_k",
-    "exemplars_per_label": "exemplars_per_label", "seed": "seed", "training_seed": "training_seed",
-    "test_seed": "test_seed", "max_model_len": "max_model_len",
-}
+# config.json "args" name -> column name (the fields with a "column" role, in column order)
+ARG_COLUMNS = dict(config.RESULT_COLUMNS)
 SEED_COLUMNS = ("seed", "training_seed", "test_seed")
 RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "best_test_accuracy",
                   "best_test_step", "regret", "train_accuracy", "mean_step_time_s", "total_time_s")

@@ -271,7 +271,7 @@ def test_published_tokenization_flag_reaches_the_backend(smollm2, monkeypatch):
     """--published_tokenization is a run argument the backends apply to every prompt they send."""
     from icrl.cli import parse_args
 
-    assert parse_args([]).published_tokenization is False
+    assert parse_args([]).spec.published_tokenization is False
     calls = []
     real = smollm2.chat.encode_prompt
     monkeypatch.setattr(smollm2.chat, "encode_prompt", lambda text: calls.append(text) or real(text))

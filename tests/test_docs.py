@@ -28,7 +28,7 @@ README_MAX_LINES = 250
 # the first that imports wins). A script missing here, or none of its candidates importing, fails.
 PARSERS = {
     "run_experiment.py": [("icrl.cli", "build_parser")],
-    "run_sweep.py": [("icrl.sweep.runner", "build_parser")],
+    "run_sweep.py": [("icrl.cli.sweep", "build_parser")],
     "run_draw_plots.py": [("icrl.analysis.plots", "build_parser"), ("icrl.analysis.figures", "build_parser"),
                           ("icrl.plots", "build_parser")],
     "run_count_tokens.py": [("icrl.analysis.token_count", "build_parser"), ("icrl.token_count", "build_parser")],

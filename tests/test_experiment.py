@@ -312,8 +312,9 @@ def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(
     The fake backend's tokenizer and chat template stand in for a model's (the search on real
     tokenizers: test_maxlen.py)."""
     from icrl.backends.fake import FakeChat
-    from icrl.experiment import Experiment
     from icrl.maxlen import search_max_examples
+    from icrl.run.data import load_data
+    from icrl.run.size import resolve_max_examples
     from icrl.cli import parse_args
     import icrl.maxlen as maxlen
 
@@ -332,10 +333,9 @@ def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(
 
     def resolve(*extra):
         argv = base_args(tmp_path, *(), **{"max_context_examples": False, **dict(extra)})
-        exp = Experiment(parse_args(argv))
-        exp.load_data()
-        exp.backend = type("B", (), {"max_model_len": 1024, "chat": chat})()
-        return exp.resolve_max_examples()
+        config = parse_args(argv)
+        backend = type("B", (), {"max_model_len": 1024, "chat": chat})()
+        return resolve_max_examples(config, load_data(config), backend)
 
     from icrl.tasks import load_task
 
@@ -351,22 +351,21 @@ def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(
 def test_omitted_train_k_and_test_k_mean_the_whole_splits(tmp_path):
     """As published: CLINC150 without --test_k tests on all 4,500 test prompts (500 before)."""
     from icrl.cli import parse_args
-    from icrl.experiment import Experiment
+    from icrl.run.data import load_data
 
     argv = base_args(tmp_path, task_name="clinic150", train_k=False, test_k=False)
     args = parse_args(argv)
-    assert args.train_k == -1 and args.test_k == -1
-    exp = Experiment(args)
-    exp.load_data()
-    assert len(exp.test) == exp.task.num_test == 4500
-    assert len(exp.train) == exp.task.num_train
+    assert args.spec.train_k == -1 and args.spec.test_k == -1
+    data = load_data(args)
+    assert len(data.test) == data.task.num_test == 4500
+    assert len(data.train) == data.task.num_train
 
 
 def test_no_arguments_is_still_the_seeded_icrl_demo():
     from icrl.cli import parse_args
 
     args = parse_args([])
-    assert args.demo and args.icrl is True and (args.seed, args.training_seed, args.test_seed) == (100, 100, 100)
+    assert args.demo and args.spec.icrl is True and (args.spec.seed, args.spec.training_seed, args.spec.test_seed) == (100, 100, 100)
 
 
 def test_make_demo_has_its_own_folders_and_a_comparable_zero_shot_run():
@@ -383,10 +382,10 @@ def test_make_demo_has_its_own_folders_and_a_comparable_zero_shot_run():
     assert "--data_dir data/demo --out_dir plots/demo" in recipe and "--data_dir data " not in recipe
     demo = parse_args([])
     zero = parse_args(variables["DEMO_ZERO_SHOT"].replace("$(DEMO_DATA)", variables["DEMO_DATA"]).split())
-    assert zero.max_context_examples == 0 and "run_experiment.py " + variables["DEMO_ZERO_SHOT"] in recipe
+    assert zero.spec.max_context_examples == 0 and "run_experiment.py " + variables["DEMO_ZERO_SHOT"] in recipe
     for name in ("model_name", "task_name", "test_k", "test_seed", "temperature", "output_dir"):
-        assert getattr(zero, name) == getattr(demo, name), name
-    assert demo.output_dir == "data/demo"
+        assert zero.values()[name] == demo.values()[name], name
+    assert demo.options.output_dir == "data/demo"
 
 
 def test_runs_differing_in_a_seed_sit_side_by_side_and_a_larger_train_k_extends(tmp_path, capsys):

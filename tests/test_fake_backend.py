@@ -8,6 +8,7 @@ import pytest
 
 from icrl.backends import BACKEND_CHOICES, Backend, Call, load_backend, predict_calls
 from icrl.backends.fake import DELAY_ENV, INTERRUPT_ENV, FakeBackend, fake_label
+from icrl.errors import UsageError
 
 LABELS = ["abbreviation", "entity", "description", "human", "location", "numeric"]
 
@@ -27,10 +28,13 @@ def test_registered_and_a_backend(fake):
                                "published_tokenization": False}
 
 
-def test_takes_the_other_backends_options(monkeypatch):
+def test_takes_its_own_option_and_refuses_the_others(monkeypatch):
     monkeypatch.delenv(INTERRUPT_ENV, raising=False)
-    backend = load_backend("x", backend="fake", max_model_len=300, device="cuda", batch_size=3, base_url="y")
+    backend = load_backend("x", backend="fake", max_model_len=300)
     assert backend.max_model_len == 300 and backend.chat.max_model_len == 300
+    with pytest.raises(UsageError, match="the fake backend takes no option 'batch_size', 'device'; its options: "
+                                         "max_model_len"):
+        load_backend("x", backend="fake", max_model_len=300, device="cuda", batch_size=3)
 
 
 def test_render_and_count(fake):

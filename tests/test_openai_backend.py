@@ -295,13 +295,13 @@ def test_run_experiment_exits_2_when_no_server_and_keeps_the_key_secret(data_dir
 
 
 def test_config_and_identity_never_hold_the_key():
-    from icrl.cli import identity, parse_args
+    from icrl.cli import parse_args
 
     args = parse_args(["--backend", "openai", "--api_key", "sk-SECRET", "--task_name", "trec_coarse",
                        "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
                        "--training_seed", "1", "--test_seed", "1", "--train_k", "2", "--test_k", "2"])
-    assert args.api_key == "sk-SECRET" and "SECRET" not in json.dumps(identity(args))
-    assert args.max_concurrency == 32 and args.api_mode == "auto"
+    assert args.secrets.api_key == "sk-SECRET" and "SECRET" not in json.dumps(args.spec.as_record())
+    assert args.options.max_concurrency == 32 and args.spec.api_mode == "auto"
     with pytest.raises(UsageError):
         parse_args(["--backend", "openai", "--max_concurrency", "0", "--task_name", "trec_coarse",
                     "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",

@@ -29,7 +29,7 @@ def test_published_layout(tmp_path):
 def test_every_argument_that_changes_results_gets_its_own_directory(tmp_path):
     """Runs differing in any identity argument but --train_k (which extends a run) must not share
     a directory: a shared one refuses the second run or, with --overwrite, destroys the first."""
-    from icrl.cli import identity, parse_args
+    from icrl.cli import parse_args
 
     base = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
             "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--max_context_examples", "8"]
@@ -57,18 +57,18 @@ def test_every_argument_that_changes_results_gets_its_own_directory(tmp_path):
     seen = {}
     for argv, variants in ((base, changes), (approx, changes_approx)):
         args = parse_args(argv)
-        seen.setdefault(experiment_dir(tmp_path, vars(args)), "base")
+        seen.setdefault(experiment_dir(tmp_path, args.spec.as_record()), "base")
         for name, extra in variants.items():
             changed = parse_args(argv + extra)
-            assert identity(changed)[name] != identity(args)[name], name
-            path = experiment_dir(tmp_path, vars(changed))
+            assert changed.spec.as_record()[name] != args.spec.as_record()[name], name
+            path = experiment_dir(tmp_path, changed.spec.as_record())
             assert path not in seen, f"--{name} shares {path} with {seen.get(path)}"
             seen[path] = name
     covered = set(changes) | set(changes_approx) | {"icrl_flip_feedback_prob", "train_k"}
-    assert set(identity(parse_args(base))) <= covered, set(identity(parse_args(base))) - covered
+    assert set(parse_args(base).spec.as_record()) <= covered, set(parse_args(base).spec.as_record()) - covered
     # train_k: the same directory (a larger one extends the run)
-    assert experiment_dir(tmp_path, vars(parse_args(base + ["--train_k", "9"]))) == \
-        experiment_dir(tmp_path, vars(parse_args(base)))
+    assert experiment_dir(tmp_path, parse_args(base + ["--train_k", "9"]).spec.as_record()) == \
+        experiment_dir(tmp_path, parse_args(base).spec.as_record())
 
 
 def test_zero_shot_needs_no_strategy_and_automatic_size_is_not_none(tmp_path):
@@ -76,12 +76,12 @@ def test_zero_shot_needs_no_strategy_and_automatic_size_is_not_none(tmp_path):
 
     common = ["--task_name", "trec_coarse", "--icrl", "--seed", "1", "--training_seed", "1", "--test_seed", "1"]
     zero = parse_args(common + ["--max_context_examples", "0"])
-    parts = experiment_dir(tmp_path, vars(zero)).relative_to(tmp_path).parts
+    parts = experiment_dir(tmp_path, zero.spec.as_record()).relative_to(tmp_path).parts
     assert parts[2] == "0" and parts[4] == "none"
     given = parse_args(common + ["--max_context_examples", "0", "--context_strategy_name", "random_unbiased"])
-    assert experiment_dir(tmp_path, vars(given)) == experiment_dir(tmp_path, vars(zero))  # the same run
+    assert experiment_dir(tmp_path, given.spec.as_record()) == experiment_dir(tmp_path, zero.spec.as_record())  # the same run
     auto = parse_args(common + ["--context_strategy_name", "random_unbiased"])
-    assert experiment_dir(tmp_path, vars(auto)).relative_to(tmp_path).parts[2] == "auto"
+    assert experiment_dir(tmp_path, auto.spec.as_record()).relative_to(tmp_path).parts[2] == "auto"
 
 
 def _write(path, lines, tail=""):

@@ -22,11 +22,11 @@ ARGS = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiase
 # -- --help ----------------------------------------------------------------------------------------
 def _parsers():
     from icrl import cli, maxlen, plots, token_count
-    from icrl.sweep import runner
+    from icrl.cli import sweep as sweep_cli
 
     return {"run_experiment.py": cli.build_parser(), "find_max_examples_given_max_window.py": maxlen._parser(),
             "run_count_tokens.py": token_count.build_parser(), "run_draw_plots.py": plots.build_parser(),
-            "run_sweep.py": runner.build_parser()}
+            "run_sweep.py": sweep_cli.build_parser()}
 
 
 def option_helps(text: str) -> dict:

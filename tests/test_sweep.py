@@ -33,18 +33,18 @@ def test_paper_main_is_the_20_published_commands(tmp_path):
     parsed = [parse_args(r + ["--model_name", str(model)]) for r in runs]
     families = {}
     for a in parsed:
-        families.setdefault((a.context_strategy_name, a.temperature, a.context_p_keep, a.icrl), []).append(a.task_name)
+        families.setdefault((a.spec.context_strategy_name, a.spec.temperature, a.spec.context_p_keep, a.spec.icrl), []).append(a.spec.task_name)
     tasks = ["banking77", "clinic150", "trec_coarse", "trec_fine", "nlu"]
     assert families == {("random_biased_end", 1.0, 1.0, True): tasks,
                         ("random_biased_end_only_positive", 2.0, 1.0, True): tasks,
                         ("random_unbiased_only_positive", 1.0, 0.1, True): tasks,
                         ("random_unbiased", 1.0, 1.0, False): tasks}
     for a in parsed:
-        assert a.train_k == (5000 if a.task_name.startswith("trec") else 10000)
-        assert (a.test_every, a.debug_k, a.seed, a.training_seed, a.test_seed) == (500, 10, 100, 100, 100)
-        assert not a.icrl_omit_feedback and not a.icrl_flip_feedback and a.max_context_examples is None
+        assert a.spec.train_k == (5000 if a.spec.task_name.startswith("trec") else 10000)
+        assert (a.spec.test_every, a.options.debug_k, a.spec.seed, a.spec.training_seed, a.spec.test_seed) == (500, 10, 100, 100, 100)
+        assert not a.spec.icrl_omit_feedback and not a.spec.icrl_flip_feedback and a.spec.max_context_examples is None
     # As published: the Naive and Naive+ clinic150 commands give no --test_k (whole test split).
-    no_test_k = [(a.context_strategy_name, a.task_name) for a in parsed if a.test_k == -1]
+    no_test_k = [(a.spec.context_strategy_name, a.spec.task_name) for a in parsed if a.spec.test_k == -1]
     assert no_test_k == [("random_biased_end", "clinic150"), ("random_biased_end_only_positive", "clinic150")]
     assert all(shlex.join(r).endswith(PUBLISHED_TAIL) for r in runs)
 
@@ -63,7 +63,7 @@ def test_preset_dry_run_prints_every_command_and_directory(tmp_path, capsys):
     assert not any(tmp_path.iterdir()), "a dry run writes nothing"
     # Command-line values win over the preset's: every run has --train_k 30.
     _, runs = runner.plan(["--preset", "paper_main", "--model_name", "smollm2-135m", "--train_k", "30"])
-    assert {r.args.train_k for r in runs} == {30} and {r.args.model_name for r in runs} == {"smollm2-135m"}
+    assert {r.args.spec.train_k for r in runs} == {30} and {r.args.spec.model_name for r in runs} == {"smollm2-135m"}
 
 
 def test_grid_ties_booleans_and_order():
@@ -86,7 +86,8 @@ def test_toml_base_runs_and_grid(tmp_path):
                     '[[run]]\ncontext_strategy_name = "random_unbiased_only_positive"\ncontext_p_keep = 0.1\n')
     opts, runs = runner.plan(["--config", str(path), "--train_k", "5"])
     assert opts.sweep_name == "study" and len(runs) == 4
-    got = [(r.args.task_name, r.args.context_strategy_name, r.args.context_p_keep, r.args.train_k) for r in runs]
+    got = [(r.args.spec.task_name, r.args.spec.context_strategy_name, r.args.spec.context_p_keep, r.args.spec.train_k)
+           for r in runs]
     assert got == [("banking77", "random_biased_end", 1.0, 5), ("nlu", "random_biased_end", 1.0, 5),
                    ("banking77", "random_unbiased_only_positive", 0.1, 5), ("nlu", "random_unbiased_only_positive", 0.1, 5)]
 
@@ -320,7 +321,7 @@ def test_lock_step_on_the_vllm_engine_writes_the_records_of_runs_alone(engine, d
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
     argv = [("vllm" if w == "fake" else w) for w in MIXED] + ["--output_dir", str(tmp_path / "sweep")]
     _, runs = runner.plan(argv)
-    assert len(runs) == 12 and all(r.error is None for r in runs) and {r.args.backend for r in runs} == {"vllm"}
+    assert len(runs) == 12 and all(r.error is None for r in runs) and {r.args.spec.backend for r in runs} == {"vllm"}
     before = engine.stats["calls"]
     outcomes = runner.execute(runs, backend=engine, progress=False)
     assert [o.status for o in outcomes] == ["finished"] * 12

@@ -18,8 +18,9 @@ import pytest
 
 from icrl.cli import parse_args
 from icrl.errors import UsageError
-from icrl.experiment import Experiment, main
+from icrl.experiment import main
 from icrl.lock import DirectoryLock, Locked
+from icrl.run.data import load_data
 from icrl.records import experiment_dir, find_runs, inspect_run, read_jsonl, write_json_atomic
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,7 +36,7 @@ def argv(out, *extra):
 
 
 def run_dir_of(out, *extra) -> Path:
-    return experiment_dir(out, vars(parse_args(argv(out, *extra))))
+    return experiment_dir(out, parse_args(argv(out, *extra)).spec.as_record())
 
 
 def strip(rows):
@@ -327,11 +328,10 @@ def test_run_failing_before_its_first_step_does_not_block_the_corrected_command(
 # -- 8. no silent clamping, clear messages, every flag validated ------------------------------------
 def test_oversized_splits_warn_and_are_recorded(tmp_path, capsys):
     args = parse_args(argv(tmp_path, "--train_k", "100000", "--test_k", "100000"))
-    experiment = Experiment(args)
-    experiment.load_data()
+    data = load_data(args)
     err = capsys.readouterr().err
     assert "--train_k 100000" in err and "--test_k 100000" in err and "warning" in err
-    assert len(experiment.test) == 500 and len(experiment.train) < 100000
+    assert len(data.test) == 500 and len(data.train) < 100000
 
 
 def test_empty_training_split_and_bad_paths_and_vllm_flags(tmp_path, data_dir, capsys, monkeypatch):

@@ -11,9 +11,12 @@ Heavy libraries (torch, transformers, vLLM) are imported only when a backend is 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
 import importlib.util
-from typing import Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, runtime_checkable
+import inspect
+from typing import Any, Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, runtime_checkable
 
 from ..errors import UsageError
 from .embedded import DEFAULT_MODEL
@@ -152,9 +155,67 @@ def resolve_backend_name(backend: str) -> str:
     return "transformers"
 
 
-def load_backend(model_name: str = DEFAULT_MODEL, backend: str = "auto", **options) -> Backend:
-    """Instantiate a backend by name; `options` are that backend's keyword arguments."""
-    name = resolve_backend_name(backend)
+def backend_class(name: str) -> type:
+    """The class registered as ``name`` (not "auto"), imported now."""
     module_name, class_name = BACKENDS[name].split(":")
-    cls = getattr(importlib.import_module(module_name), class_name)
-    return cls(model_name, **options)
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+@functools.lru_cache(maxsize=None)
+def options_class(cls: type) -> type:
+    """The backend's typed options: a frozen (hashable) dataclass of the keyword-only
+    parameters of ``cls.__init__``, with their annotations and defaults, declared once there."""
+    params = [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    return dataclasses.make_dataclass(
+        f"{cls.__name__.removesuffix('Backend')}Options",
+        [(p.name, p.annotation, dataclasses.field(default=p.default)) for p in params], frozen=True,
+        repr=False)  # never shows the token or key it may hold
+
+
+def make_options(name: str, **options):
+    """Backend ``name``'s options object; an option it does not take is a one-line UsageError."""
+    cls = options_class(backend_class(name))
+    known = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise UsageError(f"the {name} backend takes no option {', '.join(map(repr, unknown))}; "
+                         f"its options: {', '.join(known)}")
+    return cls(**options)
+
+
+@dataclasses.dataclass(frozen=True)
+class BackendSpec:
+    """What a loaded backend is: model, backend name (resolved, never "auto") and its options.
+    Hashable: runs of a sweep with equal specs share one loaded backend."""
+
+    model_name: str
+    name: str
+    options: Any
+
+    def with_engine(self, **values) -> "BackendSpec":
+        """The spec with the engine-wide values (e.g. vLLM's ``seed``) the backend takes."""
+        names = {f.name for f in dataclasses.fields(self.options)}
+        taken = {k: v for k, v in values.items() if k in names}
+        return dataclasses.replace(self, options=dataclasses.replace(self.options, **taken))
+
+
+def backend_spec(model_name: str, backend: str, values: dict) -> BackendSpec:
+    """The spec of ``backend`` for ``model_name``, its options taken from ``values`` (a run's
+    configuration values: those the backend does not take are left out)."""
+    name = resolve_backend_name(backend)
+    names = {f.name for f in dataclasses.fields(options_class(backend_class(name)))}
+    return BackendSpec(model_name, name, make_options(name, **{k: v for k, v in values.items() if k in names}))
+
+
+def load_spec(spec: BackendSpec) -> Backend:
+    """Load the backend a spec describes (through ``load_backend``)."""
+    options = {f.name: getattr(spec.options, f.name) for f in dataclasses.fields(spec.options)}
+    return load_backend(spec.model_name, spec.name, **options)
+
+
+def load_backend(model_name: str = DEFAULT_MODEL, backend: str = "auto", **options) -> Backend:
+    """Instantiate a backend by name; ``options`` are that backend's options (see
+    ``options_class``): one it does not take is a UsageError."""
+    name = resolve_backend_name(backend)
+    opts = make_options(name, **options)
+    return backend_class(name)(model_name, **{f.name: getattr(opts, f.name) for f in dataclasses.fields(opts)})

@@ -68,11 +68,11 @@ def fake_label(prompt: str, labels: Sequence[str], seed: Optional[int]) -> str:
 
 
 class FakeBackend(ChatBackend):
-    """See the module docstring. Takes (and ignores) the other backends' options."""
+    """See the module docstring. Its one option: max_model_len."""
 
     name = "fake"
 
-    def __init__(self, model_name: str, max_model_len: Optional[int] = None, **_ignored):
+    def __init__(self, model_name: str, *, max_model_len: Optional[int] = None):
         super().__init__(model_name, FakeChat(max_model_len or DEFAULT_MAX_MODEL_LEN))
         self.calls = 0
         self.prompts = 0

@@ -67,7 +67,7 @@ class TransformersBackend(ChatBackend):
                  batch_size: int = 8, prefix_reuse: bool = True, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
                  prefill_chunk: int = 2048, rope_scaling: Optional[str] = None,
-                 published_tokenization: bool = False, **_ignored):
+                 published_tokenization: bool = False):
         import torch
         from transformers import AutoModelForCausalLM
 

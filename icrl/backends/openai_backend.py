@@ -136,7 +136,7 @@ class OpenAIBackend:
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
                  timeout: float = 600.0, max_retries: int = 5, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
-                 warm_shared_prefix: bool = True, **_ignored):
+                 warm_shared_prefix: bool = True):
         openai = import_openai()
         if api_mode not in API_MODES:
             raise UsageError(f"--api_mode must be one of {', '.join(API_MODES)}, got {api_mode!r}")

@@ -258,7 +258,7 @@ class VLLMBackend(ChatBackend):
                  gpu_memory_utilization: Optional[float] = None, enforce_eager: Optional[bool] = None,
                  dtype: str = "auto", seed: int = 0, rope_scaling: Optional[str] = None,
                  rope_theta: Optional[float] = None, verbose: bool = False,
-                 published_tokenization: bool = False, **_ignored):
+                 published_tokenization: bool = False):
         chat = load_chat_tokenizer(model_name, hf_token=hf_token, eot_token=eot_token, max_model_len=max_model_len)
         super().__init__(model_name, chat)
         chat.published_tokenization = bool(published_tokenization)

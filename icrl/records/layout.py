@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..config import FOLDER_FIELDS
+
 FORMAT_VERSION = 1
 CONFIG, TRAIN, TEST, RESULTS, LOG = "config.json", "train.jsonl", "test.jsonl", "results.json", "log.txt"
 MAX_CONTEXT_FILE = "maximum_context_length.json"
@@ -30,12 +32,8 @@ def experiment_dir(output_dir, args: dict) -> Path:
 
 
 # Identity arguments outside the published path that are named in run_folder only when they
-# differ from their default (argument, default, short name).
-OPTIONAL_FOLDER_ARGS = (
-    ("max_model_len", None, "maxlen"), ("backend", "auto", ""), ("device", None, ""), ("dtype", "auto", ""),
-    ("rope_scaling", None, "rope"), ("eot_token", None, "eot"), ("published_tokenization", False, "pubtok"),
-    ("api_model", None, "apimodel"), ("api_mode", "auto", "api"),
-)
+# differ from their default (argument, default, short name): the fields with a "folder" role.
+OPTIONAL_FOLDER_ARGS = FOLDER_FIELDS
 
 
 def run_folder(args: dict) -> str:
@@ -46,7 +44,7 @@ def run_folder(args: dict) -> str:
     ``_<dtype>``, ``_rope<spec>``, ``_eot<token>``, ``_pubtok``, ``_apimodel<name>``,
     ``_api<mode>`` (characters other than letters, digits, ``.`` and ``-`` become ``-``).
     ``train_k`` is left out on purpose (a longer run extends a shorter one), and so are the
-    runtime arguments (``cli.RUNTIME_ARGS``), which do not change what a run computes.
+    runtime arguments (``config.RunOptions``), which do not change what a run computes.
     """
     test_k = args.get("test_k", -1)
     name = (f"seed{args.get('seed')}_testseed{args.get('test_seed')}_"

@@ -50,7 +50,7 @@ class RunArgs(_RunArgs, total=False):
 
 
 class RuntimeArgs(TypedDict, total=False):
-    """``runtime_args``: how the run executed (``cli.RUNTIME_ARGS``); may differ on resume."""
+    """``runtime_args``: how the run executed (``config.RunOptions``); may differ on resume."""
 
     verbose: bool
     progress: bool

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence
 
 from ..backends import Call, predict_calls
 from ..errors import UsageError
-from ..experiment import Interrupted
+from ..run.signals import Interrupted
 
 
 @dataclass

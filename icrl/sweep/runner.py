@@ -1,64 +1,39 @@
 """run_sweep.py: expand a sweep, validate every run, then run them in lock-step per model.
 
-Runs are grouped by the flags that define the loaded backend (``BACKEND_FLAGS``); each group
-loads its backend once and runs all its runs together (see lockstep.py). A run's arguments,
-run directory and records are those run_experiment.py gives it alone.
+Runs are grouped by the backend they load (``BackendSpec``: model, backend and that backend's
+typed options, from the configuration fields with a backend role); each group loads its backend
+once, runs all its runs together (see lockstep.py) and closes it when they are done. A run's
+arguments, run directory and records are those run_experiment.py gives it alone.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import shlex
 import signal
 import sys
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
 
 from ..cli import build_parser as run_parser
+from ..cli.sweep import SweepOptions, parse_sweep_args
+from ..config import SECRET_FLAGS, RunConfig
 from ..cli import parse_args
-from ..errors import ArgumentParser, UsageError
-from ..experiment import HANDLED_SIGNALS, Experiment, Interrupted, _raise_interrupted
+from ..errors import UsageError
+from ..experiment import Experiment
+from ..run.environment import backend_spec_of
+from ..run.observers import TestLines
+from ..run.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import experiment_dir, inspect_run, write_csv_atomic
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
-from .presets import preset_help, preset_runs
+from .presets import preset_runs
 
-# The flags that define a loaded backend: runs that agree on them share one. (--seed only
-# seeds vLLM's engine-wide generator, unused by seeded requests: runs of any seed share it.)
-BACKEND_FLAGS = ("model_name", "backend", "device", "dtype", "batch_size", "hf_token", "max_model_len", "eot_token",
-                 "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
-                 "gpu_memory_utilization", "enforce_eager", "rope_scaling", "published_tokenization",
-                 "base_url", "api_key", "api_model", "api_mode", "max_concurrency", "timeout", "max_retries")
-SECRET_FLAGS = ("--hf_token", "--api_key")
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
                   "steps_completed", "total_steps", "time_s", "run_dir", "error")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(
-        prog="run_sweep.py", allow_abbrev=False,
-        description="Run a grid of run_experiment.py runs in one process: one loaded model per model "
-                    "configuration, all its runs advanced in lock-step (their model calls batched). Any "
-                    "other flags (after -- or mixed in) are run_experiment.py flags given to every run "
-                    "and override preset and file values.",
-        epilog="example: run_sweep.py --preset paper_main --model_name smollm2-135m --train_k 30 --test_k 20 "
-               "--test_every 15")
-    p.add_argument("--preset", help=preset_help())
-    p.add_argument("--config", metavar="FILE.toml",
-                   help="sweep file: name = '...', [base] flags, [grid] lists of values, [[run]] tables")
-    p.add_argument("--grid", action="append", default=[], metavar="FLAG=V1,V2",
-                   help="one axis of the grid (repeatable); FLAG1+FLAG2=... sets tied flags to the same value")
-    p.add_argument("--shard", metavar="I/N", help="run only slice I of N (1-based): runs with index %% N == I-1")
-    p.add_argument("--dry_run", action="store_true", help="print each run's command and directory; load nothing")
-    p.add_argument("--max_parallel", type=int, default=None,
-                   help="runs in lock-step at once (default: all runs of a model; 1: one after the other)")
-    p.add_argument("--name", help="sweep name for the summary file (default: preset or file name, else a timestamp)")
-    p.add_argument("--summary", metavar="FILE.csv",
-                   help="summary table path (default: <output_dir>/sweeps/<name>[-shard-I-of-N].csv)")
-    return p
 
 
 class Run:
@@ -66,13 +41,12 @@ class Run:
 
     def __init__(self, index: int, words: list[str]):
         self.index, self.words = index, words
-        self.args: Optional[argparse.Namespace] = None
+        self.args: Optional[RunConfig] = None
         self.error: Optional[str] = None
         self.out_dir: Optional[Path] = None
         try:
-            self.args = parse_args(words)
-            self.args.progress = False  # the sweep has one bar for all runs
-            self.out_dir = experiment_dir(self.args.output_dir, vars(self.args))
+            self.args = parse_args(words).replace(progress=False)  # the sweep has one bar for all runs
+            self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
         except UsageError as exc:
             self.error = str(exc)
 
@@ -83,23 +57,18 @@ class Run:
             hide = word in SECRET_FLAGS
         return shlex.join(["python", "run_experiment.py", *words])
 
-    def backend_key(self) -> tuple:
-        return tuple((k, getattr(self.args, k, None)) for k in BACKEND_FLAGS)
+    def backend_key(self):
+        """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
+        return backend_spec_of(self.args, engine=False)
 
     def label(self) -> str:
         a = self.args
-        return f"#{self.index} {a.task_name} {a.context_strategy_name} seed {a.seed}"
+        return f"#{self.index} {a.spec.task_name} {a.spec.context_strategy_name} seed {a.spec.seed}"
 
 
-def plan(argv: Sequence[str]) -> tuple[argparse.Namespace, list[Run]]:
+def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
     """The sweep's own options and its runs (this shard's), validated; nothing loads."""
-    opts, extra = build_parser().parse_known_args(list(argv))
-    extra = [w for w in extra if w != "--"]
-    stray = [w for w in extra if w.startswith("-") and not w.startswith("--") and not _is_number(w)]
-    if stray:
-        raise UsageError(f"unknown option {stray[0]}; run_experiment.py flags start with -- (see run_sweep.py --help)")
-    if opts.max_parallel is not None and opts.max_parallel < 1:
-        raise UsageError(f"--max_parallel must be >= 1, got {opts.max_parallel}")
+    opts, extra = parse_sweep_args(argv)
     parser = run_parser()
     preset = preset_runs(opts.preset) if opts.preset else None
     config = load_toml(opts.config) if opts.config else None
@@ -122,18 +91,10 @@ def plan(argv: Sequence[str]) -> tuple[argparse.Namespace, list[Run]]:
                              f"(the directory names omit some flags, e.g. --seed: tie it to --training_seed with "
                              f"--grid seed+training_seed=...)")
         seen[key] = run.index
-    opts.shard_of = parse_shard(opts.shard)
-    runs = [runs[i] for i in shard_indices(len(runs), opts.shard_of)]
-    opts.sweep_name = opts.name or default_name(opts.preset, opts.config, config)
+    shard_of = parse_shard(opts.shard)
+    runs = [runs[i] for i in shard_indices(len(runs), shard_of)]
+    opts = replace(opts, shard_of=shard_of, sweep_name=opts.name or default_name(opts.preset, opts.config, config))
     return opts, runs
-
-
-def _is_number(word: str) -> bool:
-    try:
-        float(word)
-        return True
-    except ValueError:
-        return False
 
 
 # -- execution ------------------------------------------------------------------------------------
@@ -148,18 +109,13 @@ class Progress:
         if not enabled:
             return
         for run, exp in experiments.items():
-            append = exp.records.append_test
-
-            def append_test(record, run=run, append=append):
-                append(record)
-                self.bar.write(f"{run.label()}: step {record['step']} test accuracy {record['accuracy']:.3f}")
-            exp.records.append_test = append_test
+            exp.observers.append(TestLines(self.bar.write, run.label()))
 
     def _total(self) -> int:
         total = 0
         for run, exp in self.experiments.items():
-            steps = getattr(exp, "steps", None)
-            total += steps if steps is not None else max(run.args.train_k, 0)
+            steps = exp.steps
+            total += steps if steps is not None else max(run.args.spec.train_k, 0)
         return total
 
     def update(self) -> None:
@@ -176,10 +132,12 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
     """Run valid ``runs`` (one backend configuration) in lock-step; ``backend``: already loaded
     (else loaded here, unless every run is already finished)."""
     experiments = {run: Experiment(run.args) for run in runs}
+    owned = None  # a backend loaded here is closed here, when the group is done
     if backend is None and not all(inspect_run(exp.out_dir).finished for exp in experiments.values()):
         loader = experiments[runs[0]]
         loader.load_backend()
         backend, loader.backend = loader.backend, None
+        owned = backend
     bar = Progress(experiments, enabled=progress)
 
     def target(exp):
@@ -193,6 +151,8 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
         return lockstep.run([target(experiments[run]) for run in runs])
     finally:
         bar.close()
+        if owned is not None:
+            close_backend(owned)
 
 
 def groups_of(runs: Sequence[Run]) -> list[list[Run]]:
@@ -263,7 +223,7 @@ def print_table(rows: Sequence[dict]) -> None:
 def summary_path(opts, runs: Sequence[Run]) -> Path:
     if opts.summary:
         return Path(opts.summary)
-    root = next((Path(r.args.output_dir) for r in runs if r.args is not None), Path("data"))
+    root = next((Path(r.args.options.output_dir) for r in runs if r.args is not None), Path("data"))
     name = opts.sweep_name or datetime.now().strftime("%Y%m%d-%H%M%S")
     if opts.shard_of:
         name += f"-shard-{opts.shard_of[0]}-of-{opts.shard_of[1]}"
@@ -292,7 +252,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
         for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, _raise_interrupted)
+            signal.signal(signum, raise_interrupted)
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
         outcomes = run_all(runs, opts.max_parallel)

@@ -1,0 +1,107 @@
+"""run_experiment.py's command line: flags -> RunConfig, in one place.
+
+Each flag's help text, default and role live on its configuration field (icrl/config.py);
+this module says only how a flag is spelled (type, action, choices) and in which --help group
+it shows. ``parse_args`` builds the frozen RunConfig with resolved values, then ``validate``
+checks it (pure; nothing loads, nothing is written).
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Optional, Sequence
+
+from ..backends import BACKEND_CHOICES
+from ..backends.embedded import DEFAULT_MODEL
+from ..config import RunConfig, default_of, help_of
+from ..errors import ArgumentParser
+from .validate import validate
+
+# With no arguments at all, run_experiment.py runs this: SmolLM2 on TREC coarse with
+# explorative ICRL, sized to finish in a few minutes on 2 CPU cores.
+DEMO_ARGS = [
+    "--model_name", DEFAULT_MODEL, "--task_name", "trec_coarse",
+    "--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.1",
+    "--temperature", "1.0", "--max_context_examples", "16", "--icrl",
+    "--train_k", "150", "--test_every", "50", "--test_k", "100",
+    "--seed", "100", "--training_seed", "100", "--test_seed", "100", "--output_dir", "data/demo",
+]
+
+
+def _adder(group):
+    """``add(name, **how)``: the flag --name with its field's default and help."""
+    def add(name: str, **how) -> None:
+        group.add_argument(f"--{name}", default=default_of(name), help=help_of(name), **how)
+    return add
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="run_experiment.py",
+        description="Run one online ICRL (or ICL / zero-shot) experiment. With no arguments: the embedded demo.")
+    boolean = {"action": argparse.BooleanOptionalAction}
+    pub = _adder(p.add_argument_group("published flags (same names and meaning as the paper's script)"))
+    pub("model_name")
+    pub("task_name")
+    pub("context_strategy_name")
+    pub("temperature", type=float)
+    pub("context_p_keep", type=float)
+    pub("max_context_examples", type=int)
+    pub("icrl", **boolean)
+    pub("icrl_omit_feedback", **boolean)
+    pub("icrl_flip_feedback", **boolean)
+    pub("icrl_flip_feedback_prob", type=float)
+    pub("max_contexts", type=int)
+    pub("approximate_context_sampling_method")
+    pub("train_k", type=int)
+    pub("test_every", type=int)
+    pub("test_k", type=int)
+    pub("exemplars_per_label", type=int)
+    pub("debug_k", type=int)
+    pub("seed", type=int)
+    pub("training_seed", type=int)
+    pub("test_seed", type=int)
+    pub("hf_token")
+    pub("verbose", **boolean)
+    for name in ("ucb_alpha", "prob_reset", "p_exploration"):
+        pub(name, type=float)
+    ours = _adder(p.add_argument_group("icrl options"))
+    ours("backend", choices=BACKEND_CHOICES)
+    ours("data_dir")
+    ours("output_dir")
+    ours("overwrite", action="store_true")
+    ours("batch_size", type=int)
+    ours("device")
+    ours("dtype")
+    ours("eot_token")
+    ours("max_model_len", type=int)
+    ours("published_tokenization", action="store_true")
+    ours("progress", **boolean)
+    ours("wandb", action="store_true")
+    gpu = _adder(p.add_argument_group("vLLM options"))
+    gpu("tensor_parallel_size", type=int)
+    gpu("pipeline_parallel_size", type=int)
+    gpu("distributed_executor_backend", choices=["mp", "ray"])
+    gpu("gpu_memory_utilization", type=float)
+    gpu("enforce_eager", **boolean)
+    ours("rope_scaling")
+    api = _adder(p.add_argument_group("server and API options (--backend openai)"))
+    api("base_url")
+    api("api_key")
+    api("api_model")
+    api("api_mode", choices=["auto", "completions", "chat"])
+    api("max_concurrency", type=int)
+    api("timeout", type=float)
+    api("max_retries", type=int)
+    return p
+
+
+def parse_args(argv: Optional[Sequence[str]]) -> RunConfig:
+    """Parse, resolve and validate; an empty argument list means the demo preset."""
+    argv = list(argv or [])
+    values = vars(build_parser().parse_args(argv if argv else DEMO_ARGS))
+    if values["max_context_examples"] == 0:
+        values["context_strategy_name"] = None  # zero-shot has no context: any strategy is the same run
+    config = RunConfig.from_values(values, demo=not argv)
+    validate(config)
+    return config

@@ -1,0 +1,132 @@
+"""``validate(config)``: reject bad combinations with a one-line UsageError, before any model
+loads and before anything is written. Pure: it reads the configuration and changes nothing."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+from ..config import RunConfig
+from ..context import REGISTRY, SAMPLING_METHODS
+from ..errors import UsageError
+from ..tasks import parse_task_name
+
+
+def validate(config: RunConfig) -> None:
+    """Reject bad combinations with a one-line UsageError (nothing loaded, nothing written)."""
+    s, o = config.spec, config.options
+    if not s.task_name:
+        raise UsageError("--task_name is required (e.g. banking77); run with no arguments for the demo")
+    parse_task_name(s.task_name)
+    strategy = s.context_strategy_name
+    if s.max_context_examples == 0:
+        if strategy is not None:
+            raise UsageError("a zero-shot run (--max_context_examples 0) has no context strategy; "
+                             "drop --context_strategy_name")  # parse_args clears it before building
+    elif not strategy:
+        raise UsageError(f"--context_strategy_name is required; choose one of: {', '.join(REGISTRY)}")
+    if strategy is not None and strategy not in REGISTRY:
+        raise UsageError(f"unknown --context_strategy_name {strategy!r}; "
+                         f"choose one of: {', '.join(REGISTRY)}")
+    if strategy and strategy.startswith("approximate"):
+        if s.max_contexts is None or s.max_contexts < 1:
+            raise UsageError(f"{strategy} needs --max_contexts >= 1 (e.g. 8)")
+        if s.approximate_context_sampling_method not in SAMPLING_METHODS:
+            raise UsageError(f"{strategy} needs --approximate_context_sampling_method "
+                             f"{' or '.join(SAMPLING_METHODS)}")
+    if s.icrl is None:
+        raise UsageError("pass --icrl (in-context RL) or --no-icrl (supervised ICL): the published script "
+                         "silently runs supervised ICL when both are omitted")
+    unseeded = [f"--{name}" for name in ("seed", "training_seed", "test_seed") if getattr(s, name) is None]
+    if unseeded:
+        raise UsageError(f"pass {', '.join(unseeded)} (the paper uses 100 for each): the published script "
+                         f"runs unseeded when they are omitted")
+    if not (0 < s.context_p_keep <= 1):
+        raise UsageError(f"--context_p_keep must be in (0, 1], got {s.context_p_keep}")
+    if s.icrl_flip_feedback:
+        q = s.icrl_flip_feedback_prob
+        if q is None or math.isnan(q) or not 0 <= q <= 1:
+            raise UsageError("--icrl_flip_feedback needs --icrl_flip_feedback_prob in [0, 1]")
+        if not s.icrl:
+            raise UsageError("--icrl_flip_feedback only applies to ICRL; drop it or use --icrl")
+    if s.test_every is None or s.test_every <= 0:
+        raise UsageError(f"--test_every must be a positive number of steps, got {s.test_every}")
+    if not 0 <= s.temperature < math.inf:
+        raise UsageError(f"--temperature must be a finite number >= 0, got {s.temperature}")
+    if s.max_model_len is not None and s.max_model_len < 1:
+        raise UsageError(f"--max_model_len must be a positive number of tokens, got {s.max_model_len}")
+    if s.max_context_examples is not None and s.max_context_examples < 0:
+        raise UsageError(f"--max_context_examples must be >= 0, got {s.max_context_examples}")
+    for name in ("train_k", "test_k"):
+        value = getattr(s, name)
+        if value == 0 or value < -1:
+            raise UsageError(f"--{name} must be positive or -1 (all), got {value}")
+    if s.exemplars_per_label < 0:
+        raise UsageError(f"--exemplars_per_label must be >= 0, got {s.exemplars_per_label}")
+    if o.debug_k < 0 or o.batch_size < 1:
+        raise UsageError("--debug_k must be >= 0 and --batch_size >= 1")
+    if min(s.seed, s.training_seed, s.test_seed) < 0:
+        raise UsageError("seeds must be >= 0")
+    if not s.icrl and (strategy or "").endswith(("_only_positive", "_only_negative")):
+        raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
+                         "use an unfiltered strategy such as random_unbiased")
+    validate_backend_flags(config)
+    if s.backend not in ("openai", "fake"):  # the fake loads no model: any name is a label
+        validate_model_path(s.model_name)
+        validate_device(s.device)
+
+
+def validate_backend_flags(config: RunConfig) -> None:
+    """The vLLM flags are checked whatever the backend, so a typo never waits for a GPU run."""
+    s, o = config.spec, config.options
+    if o.max_concurrency < 1 or not o.timeout > 0 or o.max_retries < 0:
+        raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+    from ..backends.vllm_backend import engine_args  # pure functions; vLLM itself is not imported
+
+    engine_args(s.model_name, tensor_parallel_size=o.tensor_parallel_size,
+                pipeline_parallel_size=o.pipeline_parallel_size,
+                distributed_executor_backend=o.distributed_executor_backend,
+                gpu_memory_utilization=o.gpu_memory_utilization, rope_scaling=s.rope_scaling)
+
+
+def validate_model_path(name: str) -> None:
+    """A local model directory must exist and hold a model (not reported as a failed download)."""
+    path = Path(name).expanduser()
+    if path.is_file() and path.suffix == ".gguf":
+        return
+    if path.is_dir():
+        if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
+            raise UsageError(f"--model_name {name!r} is a folder without a model (no config.json in it)")
+        return
+    from .. import hub
+    from ..backends.chat import looks_like_path
+    from ..backends.embedded import EMBEDDED_MODELS
+
+    if looks_like_path(name):
+        raise UsageError(f"--model_name {name!r}: no such local folder")
+    if name in EMBEDDED_MODELS:
+        return
+    if not hub.plausible_id(name):
+        raise UsageError(f"unknown --model_name {name!r}: give a Hugging Face id (org/name), a local directory, "
+                         f"or the embedded {', '.join(EMBEDDED_MODELS)}")
+    if hub.offline() and not hub.model_cached(name):
+        raise UsageError(f"--model_name {name!r} is not available offline: HF_HUB_OFFLINE is set and it is not in "
+                         f"the Hugging Face cache ({hub.hub_cache()}); go online to download it once, or give a "
+                         f"local directory")
+    if not hub.offline() and not hub.model_cached(name):
+        why = hub.unreachable()
+        if why is not None:
+            raise UsageError(f"cannot download --model_name {name!r} from the Hugging Face Hub ({why}); go online, "
+                             f"or give a local directory")
+
+
+def validate_device(device: Optional[str]) -> None:
+    """--device cuda / cuda:N needs that GPU to be visible (checked before any data or model loads)."""
+    if not device or not device.startswith("cuda"):
+        return
+    import torch
+
+    from ..backends.hf import _check_device
+
+    _check_device(torch, device)

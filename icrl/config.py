@@ -1,0 +1,228 @@
+"""A run's configuration: one frozen, typed object built from the command line in one place.
+
+    RunSpec     what a run computes: config.json "args", compared when a run resumes
+    RunOptions  how it runs: config.json "runtime_args", may differ between a run and its resume
+    Secrets     never written anywhere (config.json, the log, the lock file, a sweep's commands)
+    RunConfig   the three together (``icrl.cli.parse_args`` builds it; everything below reads it)
+
+Each field declares its role once, in its metadata, next to its help text:
+
+- ``folder``: the short name under which the field joins the run folder's name when it differs
+  from its default (``records.run_folder``; "" = the value alone);
+- ``column``: its column in the results table (``icrl.results``);
+- ``backend``: the loaded backend depends on it (runs of a sweep that agree on every such field
+  share one backend, see ``backend_spec``);
+- ``extends``: a larger value continues a recorded run instead of making another one (train_k);
+- ``added``: added after runs were recorded; records without it had the field's default.
+
+The lists of names the rest of the package needs (runtime names, secret flags, folder parts,
+result columns, backend options) are derived from this metadata, never written out again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field, fields
+from typing import Any, Optional
+
+from .backends.embedded import DEFAULT_MODEL
+from .context import SAMPLING_METHODS, STRATEGY_NAMES
+
+_FOLDER_NONE = object()
+
+
+def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
+         extends: bool = False, added: bool = False):
+    """A configuration field: its default, help text and roles (see the module docstring)."""
+    return field(default=default, metadata={
+        "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
+        "backend": backend, "extends": extends, "added": added})
+
+
+COMPAT_HELP = "accepted for compatibility with the published script; changes nothing"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """What a run computes (config.json "args"). The published path's parts, then ours."""
+
+    model_name: str = flag(DEFAULT_MODEL, "Hugging Face id, local directory, or the embedded 'smollm2-135m'",
+                           column="model")
+    task_name: Optional[str] = flag(None, "required: banking77, clinic150, clinic150_oos, trec_coarse, trec_fine, "
+                                          "nlu [+ _top<K>][+ _unsemantic]", column="task")
+    context_strategy_name: Optional[str] = flag(
+        None, f"required (not for zero-shot, --max_context_examples 0): one of {', '.join(STRATEGY_NAMES)}",
+        column="strategy")
+    context_p_keep: float = flag(1.0, "probability that each past episode is kept when the context is drawn "
+                                      "(explorative ICRL: 0.1)", column="p_keep")
+    max_context_examples: Optional[int] = flag(
+        None, "episodes in context; 0 = zero-shot; default: as many as fit the model window",
+        column="max_context_examples")
+    icrl: Optional[bool] = flag(None, "required: ICRL (predictions + rewards) or --no-icrl, supervised ICL (the "
+                                      "published script silently runs supervised ICL when both are omitted)",
+                                column="icrl")
+    icrl_omit_feedback: bool = flag(False, "ICRL ablation: show the context episodes without their reward",
+                                    column="omit_feedback")
+    icrl_flip_feedback: bool = flag(False, "ICRL ablation: flip the shown reward with probability "
+                                           "--icrl_flip_feedback_prob (the recorded accuracy is not flipped)",
+                                    column="flip_feedback")
+    icrl_flip_feedback_prob: Optional[float] = flag(
+        None, "probability of flipping a shown reward, in [0, 1]; required with --icrl_flip_feedback",
+        column="flip_prob")
+    max_contexts: int = flag(-1, "approximate strategies: number of contexts K", column="max_contexts")
+    approximate_context_sampling_method: Optional[str] = flag(
+        None, f"approximate strategies: {' or '.join(SAMPLING_METHODS)} (required with them)",
+        column="sampling_method")
+    temperature: float = flag(1.0, "sampling temperature of the model's label choice; 0 = greedy",
+                              column="temperature")
+    train_k: int = flag(-1, "training steps (-1 or omitted: the whole training split, as published)",
+                        column="train_k", extends=True)
+    test_every: int = flag(500, "test every this many steps (and always at the first and the last step)",
+                           column="test_every")
+    test_k: int = flag(-1, "test examples (-1 or omitted: the whole test split, as published)", column="test_k")
+    exemplars_per_label: int = flag(0, "gold exemplars per label, first in every context",
+                                    column="exemplars_per_label")
+    seed: Optional[int] = flag(None, "required: seeds the context draws and the model's sampling (the paper: 100)",
+                               column="seed")
+    training_seed: Optional[int] = flag(
+        None, "required: seeds the order of the training examples and the exemplars (the paper: 100)",
+        column="training_seed")
+    test_seed: Optional[int] = flag(None, "required: seeds which test examples are used (the paper: 100)",
+                                    column="test_seed")
+    max_model_len: Optional[int] = flag(None, "context window in tokens (default: the model's maximum length)",
+                                        column="max_model_len", folder="maxlen", backend=True)
+    backend: str = flag("auto", "auto: vLLM when installed and a CUDA GPU is visible, else transformers",
+                        folder="")
+    device: Optional[str] = flag(None, "transformers backend: cpu, cuda, cuda:1 ... (default: cuda if visible)",
+                                 folder="", backend=True)
+    dtype: str = flag("auto", "auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16",
+                      folder="", backend=True)
+    rope_scaling: Optional[str] = flag(
+        None, "RoPE scaling, both backends: TYPE:FACTOR:ORIGINAL_LEN (e.g. yarn:4.0:32768), none, or auto "
+              "(default): as published, yarn:4.0:32768 for any model whose name contains Qwen2.5 (window "
+              "131072), none for the others", folder="rope", backend=True)
+    eot_token: Optional[str] = flag(None, "end-of-turn token (default: read from the tokenizer)", folder="eot",
+                                    backend=True)
+    published_tokenization: bool = flag(
+        False, "reproduce the published stack's tokenization quirks on any backend, for exact replication: a "
+               "second begin-of-text token on Llama-3 prompts (vLLM 0.6.4 text prompts) and labels forced as "
+               "encode(' ' + label) (an extra '▁' token on Phi-3.5)", folder="pubtok", backend=True, added=True)
+    api_model: Optional[str] = flag(None, "model name the server knows (default: --model_name)", folder="apimodel",
+                                    backend=True)
+    api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "
+                                 "structured-output choice; chat: messages with a JSON-schema enum of the labels; "
+                                 "auto: completions when the server supports it", folder="api", backend=True)
+
+    def as_record(self) -> dict:
+        """config.json "args": every field, sorted by name, as JSON gives it back."""
+        return json.loads(json.dumps(dict(sorted(dataclasses.asdict(self).items()))))
+
+    @property
+    def zero_shot(self) -> bool:
+        return self.max_context_examples == 0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run executes, not what it computes (config.json "runtime_args")."""
+
+    output_dir: str = flag("data", "results root")
+    data_dir: Optional[str] = flag(None, "raw dataset files (default: $ICRL_DATA_DIR, else the Hugging Face Hub)")
+    overwrite: bool = flag(False, "replace an existing run with other arguments")
+    progress: bool = flag(True, "progress bar (--no-progress: logs only)")
+    verbose: bool = flag(False, "also show the run's log (as in log.txt) on the console")
+    debug_k: int = flag(0, "log the full prompt and output of the first k model calls")
+    wandb: bool = flag(False, "also log to Weights & Biases, offline mode")
+    batch_size: int = flag(8, "transformers backend: prompts per forward pass", backend=True)
+    tensor_parallel_size: Optional[int] = flag(None, "default: all visible GPUs", backend=True)
+    pipeline_parallel_size: int = flag(1, "pipeline stages (GPUs or nodes)", backend=True)
+    distributed_executor_backend: Optional[str] = flag(
+        None, "mp (one node) or ray (several nodes) (default: vLLM's choice)", backend=True)
+    gpu_memory_utilization: Optional[float] = flag(
+        None, "share of memory for vLLM (default: 0.9 of the GPU memory; on the CPU build, a 4 GiB KV cache, at "
+              "most a third of the free memory, given as a share of the whole memory)", backend=True)
+    enforce_eager: Optional[bool] = flag(
+        None, "vLLM without CUDA graphs / compilation (default: on for the CPU build, off on GPUs)", backend=True)
+    base_url: Optional[str] = flag(
+        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL)",
+        backend=True)
+    max_concurrency: int = flag(32, "requests in flight at once", backend=True)
+    timeout: float = flag(600.0, "seconds per request", backend=True)
+    max_retries: int = flag(5, "retries (with backoff) on 429, 5xx, timeouts", backend=True)
+    ucb_alpha: Optional[float] = flag(None, COMPAT_HELP)
+    prob_reset: Optional[float] = flag(None, COMPAT_HELP)
+    p_exploration: Optional[float] = flag(None, COMPAT_HELP)
+
+    def as_record(self) -> dict:
+        """config.json "runtime_args", sorted by name."""
+        return json.loads(json.dumps(dict(sorted(dataclasses.asdict(self).items()))))
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Never written: not in config.json, the log, the lock file nor a sweep's printed commands."""
+
+    hf_token: Optional[str] = field(default=None, repr=False, metadata={
+        "help": "for gated models; never written to disk (default: $HF_TOKEN)", "backend": True})
+    api_key: Optional[str] = field(default=None, repr=False, metadata={
+        "help": "API key, never written to disk (default: $OPENAI_API_KEY)", "backend": True})
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One run: what it computes, how it runs, its secrets. ``demo``: built from no arguments."""
+
+    spec: RunSpec = field(default_factory=RunSpec)
+    options: RunOptions = field(default_factory=RunOptions)
+    secrets: Secrets = field(default_factory=Secrets, repr=False)
+    demo: bool = False
+
+    @classmethod
+    def from_values(cls, values: dict, demo: bool = False) -> "RunConfig":
+        """From one flat mapping of field names (every name must be a field of one part)."""
+        unknown = set(values) - set(FIELDS)
+        if unknown:
+            raise TypeError(f"not configuration fields: {', '.join(sorted(unknown))}")
+        parts = {part: {k: v for k, v in values.items() if FIELDS[k][0] is part} for part in PARTS}
+        return cls(RunSpec(**parts[RunSpec]), RunOptions(**parts[RunOptions]), Secrets(**parts[Secrets]), demo)
+
+    def values(self) -> dict:
+        """Every field by name (secrets included: never write this)."""
+        return {**_shallow(self.spec), **_shallow(self.options), **_shallow(self.secrets)}
+
+    def replace(self, **changes) -> "RunConfig":
+        """A copy with some fields (of any part) changed."""
+        return RunConfig.from_values({**self.values(), **changes}, demo=self.demo)
+
+
+PARTS = (RunSpec, RunOptions, Secrets)
+# field name -> (part, dataclasses.Field)
+FIELDS: dict = {f.name: (part, f) for part in PARTS for f in fields(part)}
+
+
+def _shallow(obj) -> dict:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+# -- the name lists, derived from the metadata ------------------------------------------------------
+RUNTIME_NAMES = frozenset(f.name for f in fields(RunOptions))
+SECRET_NAMES = frozenset(f.name for f in fields(Secrets))
+SECRET_FLAGS = tuple(f"--{f.name}" for f in fields(Secrets))
+BACKEND_NAMES = tuple(name for name, (_, f) in FIELDS.items() if f.metadata.get("backend"))
+# (field, default, short name) of the run folder's optional parts, in the order they are named.
+FOLDER_FIELDS = tuple((f.name, f.default, f.metadata["folder"]) for f in fields(RunSpec)
+                      if f.metadata.get("folder") is not None)
+# config.json "args" name -> results column, in column order.
+RESULT_COLUMNS = {f.name: f.metadata["column"] for f in fields(RunSpec) if f.metadata.get("column")}
+EXTENDING_NAMES = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("extends"))
+# Fields added after runs were recorded, with the value those runs had.
+ADDED_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("added")}
+
+
+def help_of(name: str) -> str:
+    return FIELDS[name][1].metadata["help"]
+
+
+def default_of(name: str):
+    return FIELDS[name][1].default

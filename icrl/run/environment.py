@@ -1,0 +1,93 @@
+"""Where a run executes: facts for its config record, the backend it loads, its log file and
+console messages."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from .. import __version__
+from ..config import BACKEND_NAMES, RunConfig
+
+log = logging.getLogger("icrl")
+
+
+def environment() -> dict:
+    """Package versions, git commit, platform and device (config.json "environment")."""
+    from importlib import metadata
+
+    packages = {}
+    for name in ("torch", "transformers", "datasets", "numpy", "pandas", "vllm", "tokenizers", "gguf", "openai"):
+        try:
+            packages[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            pass
+    repo = Path(__file__).resolve().parent.parent.parent
+    try:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=5).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=5).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, None
+    device = "cpu"
+    if "torch" in sys.modules:
+        torch = sys.modules["torch"]
+        if torch.cuda.is_available():
+            device = ", ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+    return {"icrl": __version__, "python": platform.python_version(), "platform": platform.platform(),
+            "packages": packages, "git_commit": commit, "git_dirty": dirty, "device": device}
+
+
+def backend_spec_of(config: RunConfig, engine: bool = True):
+    """The backend a run loads: its backend-role fields and, with ``engine``, the engine-wide
+    seed and verbosity the backend takes (vLLM). Without them it is a sweep's group key: vLLM's
+    engine seed is unused by seeded requests, so runs of any seed share one engine."""
+    from ..backends import backend_spec
+
+    values = config.values()
+    spec = backend_spec(config.spec.model_name, config.spec.backend, {k: values[k] for k in BACKEND_NAMES})
+    return spec.with_engine(seed=config.spec.seed, verbose=config.options.verbose) if engine else spec
+
+
+def load_backend_of(config: RunConfig):
+    from ..backends import load_spec
+
+    return load_spec(backend_spec_of(config))
+
+
+def attach_log_file(directory: Path) -> logging.Handler:
+    """The run's log.txt: this thread's messages (a sweep's other runs have their own)."""
+    handler = logging.FileHandler(directory / "log.txt", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    thread = threading.get_ident()
+    handler.addFilter(lambda record: record.thread == thread)
+    root = logging.getLogger("icrl")
+    root.setLevel(logging.INFO)
+    root.addHandler(handler)
+    return handler
+
+
+def detach_log_file(handler: logging.Handler) -> None:
+    logging.getLogger("icrl").removeHandler(handler)
+    handler.close()
+
+
+def console_logging(verbose: bool) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO if verbose else logging.WARNING)
+    logger = logging.getLogger("icrl")
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+
+
+def say(message: str) -> None:
+    """A line for the user on the console, also in the run's log."""
+    print(message, file=sys.stderr, flush=True)
+    log.info(message)

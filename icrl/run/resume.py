@@ -1,0 +1,157 @@
+"""Whether a run is new, resumed, extended or finished, decided from its records alone (no
+data, no model), and its config.json: written for a new run, checked on resume, grown on
+extension."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional
+
+from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig
+from ..errors import UsageError
+from ..records import DamagedRecords, RunRecords, RunState, inspect_run, unresumable, write_json_atomic
+from .data import RunData
+from .environment import environment, say
+from .plan import Plan, plan_steps, summarize
+
+
+@dataclass
+class Decision:
+    """``kind``: new, resume, extend or finished. ``config``: the recorded config.json (not for
+    new runs); ``state``: the checked records of a finished run; ``steps``: an extension's steps."""
+
+    kind: str
+    config: Optional[dict] = None
+    state: Optional[RunState] = None
+    steps_done: int = 0
+    steps: Optional[int] = None
+
+    @property
+    def resuming(self) -> bool:
+        return self.kind in ("resume", "extend")
+
+
+def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
+    """New, resumed, extended, finished, or refused (UsageError) from the records alone."""
+    if not records.has_steps():
+        return Decision("new")  # no completed step: not a run; (re)start it with these arguments
+    overwrite = config.options.overwrite
+    try:
+        recorded = records.config()
+        if not isinstance(recorded, dict):
+            raise ValueError("not a JSON object")
+    except (OSError, ValueError) as exc:
+        if overwrite:
+            return Decision("new")
+        why = "has records but no config.json" if isinstance(exc, FileNotFoundError) else \
+            f"has an unreadable config.json ({exc})"
+        raise DamagedRecords(f"{out_dir} {why}; restore it, or pass --overwrite to start again") from None
+    old = {**ADDED_DEFAULTS, **recorded.get("args", {})}  # records written before an argument existed
+    new = config.spec.as_record()
+    # train_k is compared through the plan below: a larger one extends the run
+    differing = sorted(k for k in set(old) | set(new)
+                       if k not in RUNTIME_NAMES and k not in EXTENDING_NAMES and old.get(k) != new.get(k))
+    if overwrite and (differing or not recorded.get("runtime_args", {}).get("overwrite")):
+        return Decision("new")  # replace it (a run that --overwrite itself started is resumed instead)
+    if differing:
+        details = "; ".join(f"--{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in differing)
+        raise UsageError(f"{out_dir} holds a run with other arguments ({details}); "
+                         f"pass --overwrite to replace it")
+    steps = extension_of(config, out_dir, recorded)
+    state = inspect_run(out_dir)
+    if state.finished and steps is None:
+        return Decision("finished", recorded, state, state.steps_done)
+    if state.train_problem:
+        raise unresumable(out_dir, state.train_problem)
+    if state.problems:
+        say(f"records of {out_dir} need repair ({state.damage}); resuming to repair them")
+    return Decision("resume" if steps is None else "extend", recorded, None, state.steps_done, steps)
+
+
+def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[int]:
+    """The number of steps this --train_k asks of a recorded run, when more than it has
+    (an extension), else None; fewer is a one-line error. Computed from config.json alone
+    (training pool size, resolved context size), so before any data or model loads."""
+    s = config.spec
+    resolved, dataset = recorded.get("resolved") or {}, recorded.get("dataset") or {}
+    before_steps = resolved.get("steps")
+    try:
+        pool = dataset["num_train"] - resolved.get("num_exemplars", 0)
+        num_train = pool if s.train_k == -1 else min(s.train_k, pool)
+        steps, _ = plan_steps(resolved["mode"], num_train, s.test_every, resolved["max_context_examples"])
+    except (KeyError, TypeError):
+        return None  # an incomplete plan: the plan check after the data load reports it
+    if not isinstance(before_steps, int) or steps == before_steps:
+        return None
+    if steps < before_steps:
+        before = recorded.get("args", {}).get("train_k")
+        raise UsageError(f"{out_dir} holds a run of {before_steps} steps (--train_k {before}); "
+                         f"--train_k {s.train_k} gives {steps}: pass --train_k {before} to resume or "
+                         f"report it, a larger one to extend it, or --overwrite to replace it")
+    return steps
+
+
+def config_record(config: RunConfig, plan: Plan, data: RunData, backend) -> dict:
+    """config.json of a new run."""
+    task = data.task
+    return {
+        "format_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "args": config.spec.as_record(), "runtime_args": config.options.as_record(),
+        "resolved": {"mode": plan.mode, "max_context_examples": plan.max_examples, "steps": plan.steps,
+                     "test_steps": list(plan.test_steps), "num_exemplars": len(data.exemplars),
+                     "train_examples": len(data.train), "test_examples": len(data.test)},
+        "backend": backend.describe(), "environment": environment(),
+        **data.record(),
+        "train_example_ids": [e.id for e in data.train[:plan.steps]] if plan.mode != "zero_shot" else [],
+        "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in data.exemplars],
+    }
+
+
+def extend(config: RunConfig, out_dir: Path, records: RunRecords, recorded: dict, plan: Plan,
+           data: RunData) -> tuple[dict, Plan]:
+    """Continue a recorded run to more steps: the same training stream, so its records stay;
+    config.json gets the longer plan and an ``extended`` entry (from, to steps). The shorter
+    run's last test step stays a test step. Returns the new config.json and plan."""
+    train_k, old = config.spec.train_k, recorded.get("resolved", {})
+    before = old["steps"]
+    if (old.get("mode"), old.get("max_context_examples")) != (plan.mode, plan.max_examples):
+        raise UsageError(f"{out_dir} was started with another plan (mode {old.get('mode')!r}, "
+                         f"{old.get('max_context_examples')!r} context examples there; {plan.mode!r}, "
+                         f"{plan.max_examples!r} now); pass --overwrite to start again")
+    ids = [e.id for e in data.train[:plan.steps]]
+    if ids[:before] != recorded.get("train_example_ids"):
+        raise UsageError(f"{out_dir}: the training examples of its {before} steps are not the first "
+                         f"{before} of --train_k {train_k}; pass --overwrite to start again")
+    plan = plan.with_tests(old["test_steps"])
+    grown = json.loads(json.dumps(recorded))
+    grown["extended"] = grown.get("extended", []) + [{
+        "from": before, "to": plan.steps, "train_k_before": grown["args"].get("train_k"),
+        "train_k": train_k, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}]
+    grown["args"]["train_k"] = train_k
+    grown["resolved"].update(steps=plan.steps, test_steps=list(plan.test_steps), train_examples=len(data.train))
+    grown["train_example_ids"] = ids
+    write_json_atomic(out_dir / "config.json", grown)
+    state = inspect_run(out_dir)
+    records.write_results(summarize(state.train, state.test, plan.steps, plan.mode))
+    say(f"extending {out_dir} from {before} to {plan.steps} steps (--train_k {train_k})")
+    return grown, plan
+
+
+def check_same_plan(out_dir: Path, recorded: dict, plan: Plan) -> Plan:
+    """A resumed run must continue the plan it started with (e.g. the same context size
+    when --max_context_examples is found from the window); the last steps of the shorter
+    runs an extended run grew from stay test steps. Returns the plan with those test steps."""
+    old = recorded.get("resolved", {})
+    kept = {e["from"] - 1 for e in recorded.get("extended", []) if isinstance(e, dict) and "from" in e}
+    plan = plan.with_tests(t for t in kept if 0 <= t < plan.steps)
+    new = {"mode": plan.mode, "max_context_examples": plan.max_examples, "steps": plan.steps,
+           "test_steps": list(plan.test_steps)}
+    differing = [k for k in new if old.get(k) != new[k]]
+    if differing:
+        details = "; ".join(f"{k}: {old.get(k)!r} there, {new[k]!r} now" for k in differing)
+        raise UsageError(f"{out_dir} was started with another plan ({details}); "
+                         f"pass --overwrite to start again")
+    return plan

@@ -1,0 +1,63 @@
+"""The context size of a run, as the published runner resolves it, with its per-model cache."""
+
+from __future__ import annotations
+
+import logging
+
+from ..config import RunConfig
+from ..errors import UsageError
+from ..records import max_context_path, read_json, remove_leftovers, write_json_atomic
+from .data import RunData
+
+log = logging.getLogger("icrl")
+
+
+def resolve_max_examples(config: RunConfig, data: RunData, backend) -> int:
+    """--max_context_examples, or when omitted the published search's ``left + 1`` for this
+    model, task, mode (ICRL or ICL system prompt) and window, cached per model and task
+    under the key ``<icrl|icl>@<window>``. Either way the exemplars are then subtracted
+    (published: ``max(0, n - exemplars)``; here no room left is an error). An explicit 0
+    (zero-shot) stays 0."""
+    s = config.spec
+    if s.max_context_examples == 0:
+        return 0
+    fit = s.max_context_examples if s.max_context_examples is not None else automatic_size(config, data, backend)
+    if data.exemplars:
+        fit -= len(data.exemplars)
+        if fit < 1:
+            raise UsageError(f"no room for context episodes: {len(data.exemplars)} exemplars fill the "
+                             f"{fit + len(data.exemplars)} context examples (the published runner subtracts "
+                             f"them); lower --exemplars_per_label or raise --max_context_examples")
+    return fit
+
+
+def automatic_size(config: RunConfig, data: RunData, backend) -> int:
+    s = config.spec
+    path = max_context_path(config.options.output_dir, s.model_name, s.task_name)
+    window = backend.max_model_len
+    key = f"{'icrl' if s.icrl else 'icl'}@{window}"
+    remove_leftovers(path.parent, [path.name], older_than_s=3600)
+    sizes: dict = {}
+    try:
+        cached = read_json(path) if path.is_file() else None
+        if cached is not None:
+            if not isinstance(cached, dict):
+                raise ValueError("not a cache record")
+            if "sizes" in cached:
+                if not isinstance(cached["sizes"], dict):
+                    raise ValueError("not a cache record")
+                sizes = {k: v for k, v in cached["sizes"].items()
+                         if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+            else:  # the format before issue 10 (the largest fitting n, one fewer): not reused
+                log.info("replacing the old-format cache %s (it held one fewer episode)", path)
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring the unreadable cache %s (%s); finding the size again", path, exc)
+    if key in sizes:
+        return sizes[key]
+    from ..maxlen import find_max_examples
+
+    log.info("finding how many episodes fit %d tokens (%s; cached in %s)", window, key, path)
+    fit = find_max_examples(backend.chat, data.task, window, icrl=s.icrl)
+    sizes[key] = fit
+    write_json_atomic(path, {"sizes": dict(sorted(sizes.items()))})
+    return fit

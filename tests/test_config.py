@@ -1,0 +1,81 @@
+"""The typed run configuration (icrl/config.py) and the command line that builds it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from icrl import config
+from icrl.cli import build_parser, parse_args, validate
+from icrl.config import RunConfig, RunOptions, RunSpec, Secrets
+from icrl.errors import UsageError
+from icrl.records import experiment_dir
+
+BASE = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
+        "--seed", "1", "--training_seed", "2", "--test_seed", "3", "--max_context_examples", "4"]
+
+
+def test_the_parser_flags_are_the_configuration_fields():
+    parser = build_parser()
+    dests = {a.dest for a in parser._actions if a.option_strings and a.dest != "help"}
+    assert dests == set(config.FIELDS)
+    for action in parser._actions:
+        if action.dest in config.FIELDS:
+            assert action.default == config.default_of(action.dest), action.dest
+            assert action.help == config.help_of(action.dest), action.dest
+
+
+def test_every_field_has_one_part_and_help():
+    names = [f.name for part in (RunSpec, RunOptions, Secrets) for f in dataclasses.fields(part)]
+    assert len(names) == len(set(names)) == len(config.FIELDS)
+    assert all(config.help_of(n) for n in names)
+
+
+def test_the_configuration_is_frozen_and_hashable():
+    cfg = parse_args(BASE)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.spec.seed = 5  # type: ignore[misc]
+    assert hash(cfg) == hash(parse_args(BASE))
+    assert cfg.replace(progress=False).options.progress is False and cfg.options.progress is True
+
+
+def test_config_record_parts_are_sorted_and_hold_no_secret():
+    cfg = parse_args(BASE + ["--hf_token", "hf_SECRET", "--api_key", "sk-SECRET"])
+    args, runtime = cfg.spec.as_record(), cfg.options.as_record()
+    assert list(args) == sorted(args) and list(runtime) == sorted(runtime)
+    assert not set(args) & set(runtime) and set(args) | set(runtime) | config.SECRET_NAMES == set(config.FIELDS)
+    assert "SECRET" not in json.dumps([args, runtime]) and "SECRET" not in repr(cfg)
+    assert cfg.secrets.hf_token == "hf_SECRET" and config.SECRET_FLAGS == ("--hf_token", "--api_key")
+
+
+def test_zero_shot_is_built_without_a_strategy():
+    cfg = parse_args(BASE[:-1] + ["0"])
+    assert cfg.spec.context_strategy_name is None and cfg.spec.zero_shot
+    with pytest.raises(UsageError, match="zero-shot run"):  # validate checks, never changes
+        validate(cfg.replace(context_strategy_name="random_unbiased"))
+
+
+def test_roles_come_from_the_fields():
+    assert config.RUNTIME_NAMES == {f.name for f in dataclasses.fields(RunOptions)}
+    assert [name for name, _, _ in config.FOLDER_FIELDS] == [
+        "max_model_len", "backend", "device", "dtype", "rope_scaling", "eot_token", "published_tokenization",
+        "api_model", "api_mode"]
+    assert config.EXTENDING_NAMES == {"train_k"} and config.ADDED_DEFAULTS == {"published_tokenization": False}
+    assert config.RESULT_COLUMNS["context_strategy_name"] == "strategy"
+    assert {"hf_token", "api_key", "batch_size", "max_model_len"} <= set(config.BACKEND_NAMES)
+    assert "seed" not in config.BACKEND_NAMES and "output_dir" not in config.BACKEND_NAMES
+
+
+def test_a_folder_field_names_the_run_folder_only_when_set(tmp_path):
+    plain = experiment_dir(tmp_path, parse_args(BASE).spec.as_record())
+    assert plain.name == "seed1_testseed3_testkall_every500"
+    pubtok = experiment_dir(tmp_path, parse_args(BASE + ["--published_tokenization", "--max_model_len", "99"])
+                            .spec.as_record())
+    assert pubtok.name == plain.name + "_maxlen99_pubtok"
+
+
+def test_unknown_fields_are_refused():
+    with pytest.raises(TypeError, match="bogus"):
+        RunConfig.from_values({"bogus": 1})

@@ -1,0 +1,194 @@
+"""The run's parts on the fake backend (fast): query-aware strategies, reward functions,
+observers, typed backend options and the sweep's backend groups."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from icrl import context
+from icrl.backends import backend_spec, load_backend
+from icrl.backends.fake import INTERRUPT_ENV, FakeBackend
+from icrl.cli import parse_args
+from icrl.errors import UsageError
+from icrl.experiment import Experiment, main
+from icrl.records import read_jsonl
+from icrl.rewards import ExactMatch, Reward, make_reward, register_reward
+from icrl.run.observers import Observer
+from icrl.run.plan import summarize
+
+BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "6",
+        "--test_every", "3", "--test_k", "5", "--seed", "100", "--training_seed", "100", "--test_seed", "100",
+        "--max_context_examples", "3", "--icrl", "--no-progress"]
+
+
+@pytest.fixture(autouse=True)
+def data_env(data_dir, monkeypatch):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    monkeypatch.delenv(INTERRUPT_ENV, raising=False)
+
+
+# -- a toy query-aware strategy -------------------------------------------------------------------
+class SameFirstWord(context.Strategy):
+    """Query-aware toy: the newest episodes whose question starts with the query's question word."""
+
+    query_aware = True
+
+    def __init__(self, max_examples, p_keep, max_contexts=None, sampling_method=None):
+        super().__init__(max_examples, p_keep)
+        self.queries: list = []
+
+    def select(self, history, rng, query=None):
+        self.queries.append(query)
+        word = query.split()[1]
+        same = [e for e in history if e.prompt.split()[1] == word]
+        return same[max(len(same) - self.max_examples, 0):]
+
+
+def test_a_query_aware_strategy_gets_one_context_per_test_input(tmp_path, monkeypatch):
+    made = []
+
+    def factory(*args):
+        made.append(SameFirstWord(*args))
+        return made[-1]
+
+    monkeypatch.setitem(context.REGISTRY, "toy_same_first_word", factory)
+    assert main([*BASE, "--context_strategy_name", "toy_same_first_word", "--output_dir", str(tmp_path),
+                 "--train_k", "20", "--test_every", "10", "--test_k", "8"]) == 0
+    run_dir = next(tmp_path.rglob("config.json")).parent
+    train, test = read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl")
+    test_prompts = json.loads((run_dir / "config.json").read_text())["test_set"]["prompts"]
+    strategy = made[0]
+    # one select per step for its training input, and one per test input at each test step
+    assert len(strategy.queries) == len(train) + len(test) * len(test_prompts)
+    assert [r["step"] for r in test] == [0, 9, 19]
+    for record in test:
+        assert "context" not in record and len(record["contexts"]) == len(test_prompts)
+        assert record["context_size"] == [len(c) for c in record["contexts"]]
+        for prompt, ids in zip(test_prompts, record["contexts"]):
+            assert all(i < record["step"] for i in ids)  # only episodes before this step
+            assert all(train[i]["prompt"].split()[1] == prompt.split()[1] for i in ids)
+    assert any(len({tuple(c) for c in record["contexts"]}) > 1 for record in test)  # not one shared context
+    for record in train:  # the training context is chosen for the training input
+        assert all(train[i]["prompt"].split()[1] == record["prompt"].split()[1] for i in record["context"])
+
+
+def test_a_query_aware_strategy_must_be_stateless():
+    class Stateful(SameFirstWord):
+        stateful = True
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setitem(context.REGISTRY, "toy_stateful", lambda *a: Stateful(*a))
+        with pytest.raises(UsageError, match="stateless"):
+            context.make_strategy("toy_stateful", 3)
+
+
+def test_published_strategies_are_not_query_aware():
+    for name in context.STRATEGY_NAMES:
+        assert context.make_strategy(name, 3, 0.5, 2, "uniform").query_aware is False
+
+
+# -- a toy reward ------------------------------------------------------------------------------
+class LetterOverlap(Reward):
+    """Toy graded reward: the share of the gold label's letters that the prediction has."""
+
+    name = "letter_overlap"
+
+    def score(self, prediction, answer):
+        return len(set(prediction) & set(answer)) / len(set(answer))
+
+    def shown(self, reward):
+        return int(reward >= 0.5)
+
+
+def test_a_reward_object_scores_training_and_test_steps(tmp_path):
+    config = parse_args([*BASE, "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path)])
+    summary = Experiment(config, reward=LetterOverlap()).run()
+    run_dir = next(tmp_path.rglob("config.json")).parent
+    train, test = read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl")
+    answers = json.loads((run_dir / "config.json").read_text())["test_set"]["answers"]
+    reward = LetterOverlap()
+    assert [r["accuracy"] for r in train] == [reward.score(r["prediction"], r["answer"]) for r in train]
+    assert [r["feedback"] for r in train] == [int(r["accuracy"] >= 0.5) for r in train]  # no flipping asked
+    for record in test:
+        scores = [reward.score(p, a) for p, a in zip(record["predictions"], answers)]
+        assert record["accuracy"] == sum(scores) / len(scores)
+    assert summary == summarize(train, test, 6, "icrl")
+    assert any(0 < r["accuracy"] < 1 for r in train)  # graded: not exact match
+
+
+def test_exact_match_is_the_default_reward_and_flips_as_published():
+    from icrl.feedback import shown_feedback
+
+    reward = make_reward(flip=True, flip_prob=0.5)
+    assert isinstance(reward, ExactMatch)
+    for step in range(20):
+        assert reward("A", "A", seed=7, step=step) == (1, shown_feedback(1, 7, step, True, 0.5))
+        assert reward("A", "B", seed=7, step=step) == (0, shown_feedback(0, 7, step, True, 0.5))
+    register_reward("letter_overlap", LetterOverlap)
+    assert make_reward("letter_overlap").score("abc", "abcd") == 0.75
+    with pytest.raises(UsageError, match="unknown reward"):
+        make_reward("nope")
+
+
+# -- observers -------------------------------------------------------------------------------------
+class Events(Observer):
+    def __init__(self):
+        self.events = []
+
+    def on_start(self, loop, start):
+        self.events.append(("start", start))
+
+    def on_test(self, t, record):
+        self.events.append(("test", t))
+
+    def on_train(self, t, record):
+        self.events.append(("train", t))
+
+    def on_step(self, t, loop):
+        self.events.append(("step", t))
+
+    def on_loop_end(self, loop):
+        self.events.append(("end",))
+
+    def on_finish(self, summary):
+        self.events.append(("finish", summary["finished"]))
+
+
+def test_observers_hear_the_loop_in_order(tmp_path):
+    config = parse_args([*BASE, "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path),
+                         "--train_k", "3", "--test_every", "2"])
+    events = Events()
+    Experiment(config, observers=[events]).run()
+    assert events.events == [("start", 0), ("test", 0), ("train", 0), ("step", 0), ("test", 1), ("train", 1),
+                             ("step", 1), ("test", 2), ("train", 2), ("step", 2), ("end",), ("finish", True)]
+
+
+# -- typed backend options and the sweep's groups -----------------------------------------------------
+def test_backends_refuse_options_they_do_not_take():
+    with pytest.raises(UsageError, match="the transformers backend takes no option 'timeout'"):
+        load_backend("smollm2-135m", backend="transformers", timeout=3.0)
+    spec = backend_spec("fake", "fake", {"max_model_len": 99, "batch_size": 4, "timeout": 3.0})
+    assert spec == backend_spec("fake", "fake", {"max_model_len": 99}) and hash(spec)
+    assert spec.options.max_model_len == 99
+
+
+def test_the_sweep_groups_by_backend_options_and_closes_each_group(tmp_path, monkeypatch):
+    from icrl.sweep import runner
+
+    closed = []
+    monkeypatch.setattr(FakeBackend, "close", lambda self: closed.append(self), raising=False)
+    argv = ["--grid", "seed+training_seed=100,101", "--grid", "max_model_len=3000,4000", "--grid", "timeout+test_seed=5,6",
+            "--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "4",
+            "--test_every", "2", "--test_k", "3", "--max_context_examples", "2", "--icrl",
+            "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path)]
+    _, runs = runner.plan(argv)
+    assert len(runs) == 8 and all(r.error is None for r in runs), [r.error for r in runs]
+    groups = runner.groups_of(runs)
+    # seed (vLLM's engine-wide seed) and --timeout (not a fake-backend option) do not split a group
+    assert sorted(len(g) for g in groups) == [4, 4]
+    assert {g[0].backend_key().options.max_model_len for g in groups} == {3000, 4000}
+    outcomes = runner.run_all(runs, width=None, progress=False)
+    assert all(o.status == "finished" for o in outcomes.values())
+    assert len(closed) == 2 and closed[0] is not closed[1]

@@ -103,10 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
     ours.add_argument("--dtype", default="auto", help="auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16")
     ours.add_argument("--eot_token", default=None, help="end-of-turn token (default: read from the tokenizer)")
     ours.add_argument("--max_model_len", type=int, default=None, help="context window in tokens (default: the model's maximum length)")
-    ours.add_argument("--published_tokenization", action="store_true",
-                      help="reproduce the published stack's tokenization quirks on any backend, for exact "
-                           "replication: a second begin-of-text token on Llama-3 prompts (vLLM 0.6.4 text "
-                           "prompts) and labels forced as encode(' ' + label) (an extra '▁' token on Phi-3.5)")
+    ours.add_argument("--published_quirks", "--published_tokenization", dest="published_tokenization",
+                      action="store_true",
+                      help="reproduce the published code's quirks, for exact replication: a second "
+                           "begin-of-text token on Llama-3 prompts (vLLM 0.6.4 text prompts), labels forced as "
+                           "encode(' ' + label) (an extra '▁' token on Phi-3.5), and one automatic context size "
+                           "per model and task, the first run's, for ICRL and ICL runs alike (the published "
+                           "size cache); --published_tokenization is its old name")
     ours.add_argument("--progress", action=bool_flag, default=True, help="progress bar (--no-progress: logs only)")
     ours.add_argument("--wandb", action="store_true", help="also log to Weights & Biases, offline mode")
     gpu = p.add_argument_group("vLLM options")

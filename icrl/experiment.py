@@ -336,7 +336,6 @@ class Experiment:
         a = self.args
         path = max_context_path(a.output_dir, a.model_name, a.task_name)
         window = self.backend.max_model_len
-        key = f"{'icrl' if a.icrl else 'icl'}@{window}"
         remove_leftovers(path.parent, [path.name], older_than_s=3600)
         sizes: dict = {}
         try:
@@ -353,13 +352,17 @@ class Experiment:
                     log.info("replacing the old-format cache %s (it held one fewer episode)", path)
         except (OSError, ValueError) as exc:
             log.warning("ignoring the unreadable cache %s (%s); finding the size again", path, exc)
-        if key in sizes:
-            return sizes[key]
-        from .maxlen import find_max_examples
+        from .maxlen import cached_size, find_max_examples
 
-        log.info("finding how many episodes fit %d tokens (%s; cached in %s)", window, key, path)
+        fit, keys = cached_size(sizes, a.icrl, window, a.published_tokenization)
+        if fit is not None:
+            if keys[0] not in sizes:  # --published_quirks: the first run's size, shared from now on
+                write_json_atomic(path, {"sizes": dict(sorted({**sizes, **dict.fromkeys(keys, fit)}.items()))})
+            return fit
+
+        log.info("finding how many episodes fit %d tokens (%s; cached in %s)", window, keys[0], path)
         fit = find_max_examples(self.backend.chat, self.task, window, icrl=a.icrl)
-        sizes[key] = fit
+        sizes.update(dict.fromkeys(keys, fit))
         write_json_atomic(path, {"sizes": dict(sorted(sizes.items()))})
         return fit
 

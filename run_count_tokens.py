@@ -3,12 +3,12 @@
 
     python run_count_tokens.py --data_dir data [--model M] [--task T] [--strategy S] [--csv tokens.csv]
 
-See icrl/token_count.py.
+See icrl/analysis/counting.py.
 """
 
 import sys
 
-from icrl.token_count import main
+from icrl.analysis.token_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

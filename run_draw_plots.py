@@ -8,7 +8,7 @@ See icrl/plots.py.
 
 import sys
 
-from icrl.plots import main
+from icrl.analysis.figures_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

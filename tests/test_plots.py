@@ -9,9 +9,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from icrl.plots import main
+from icrl.analysis.figures_cli import main
 from icrl.records import find_runs
-from icrl.results import Results, method_of, model_size, parse_filters
+from icrl.analysis.results import Results
+from icrl.analysis.runs import method_of, model_size, parse_filters
 
 MAIN_FIGURES = ["main_results", "regret", "train_accuracy", "ablation_p_keep"]
 
@@ -19,7 +20,7 @@ MAIN_FIGURES = ["main_results", "regret", "train_accuracy", "ablation_p_keep"]
 @pytest.fixture(scope="module")
 def drawn(icrl_runs, tmp_path_factory):
     """The tiny runs (with their tokens counted) drawn once with default options."""
-    from icrl.token_count import main as count_tokens
+    from icrl.analysis.token_cli import main as count_tokens
 
     assert count_tokens(["--data_dir", str(icrl_runs)]) == 0
     out = tmp_path_factory.mktemp("plots")
@@ -165,7 +166,8 @@ def test_zero_shot_line_is_the_naive_runs_step_zero(icrl_runs):
     import matplotlib
 
     matplotlib.use("Agg")
-    from icrl.plots import Context, fig_main_results
+    from icrl.analysis.figures_base import Context
+    from icrl.analysis.figures_methods import fig_main_results
 
     results = Results(icrl_runs)
     runs = results.runs
@@ -183,7 +185,7 @@ def test_zero_shot_line_is_the_naive_runs_step_zero(icrl_runs):
 
 # -- issue 12: aggregation, comparable panels, reference lines, verdicts (synthetic records) -----
 def test_wilson_interval_and_compare():
-    from icrl.verdict import compare, wilson_interval
+    from icrl.analysis.verdict import compare, wilson_interval
 
     lo, hi = wilson_interval(26, 100)  # the demo's zero-shot: 0.26 [0.18, 0.35]
     assert (round(lo, 2), round(hi, 2)) == (0.18, 0.35)
@@ -227,7 +229,7 @@ def study(tmp_path_factory):
     trec_coarse with 20 test items, naive ICRL at 60 steps, and a zero-shot run."""
     from runs_fixture import datasets_dir
     from icrl.tasks import load_task
-    from icrl.token_count import synthesize_run
+    from icrl.analysis.synthetic import synthesize_run
 
     if datasets_dir() is None:
         pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
@@ -277,7 +279,8 @@ def test_panels_never_mix_lengths_and_draw_chance_band_and_verdict(study):
     import matplotlib
 
     matplotlib.use("Agg")
-    from icrl.plots import BAND_NOTE, Context, fig_main_results, fig_train_accuracy
+    from icrl.analysis.figures_base import BAND_NOTE, Context
+    from icrl.analysis.figures_methods import fig_main_results, fig_train_accuracy
 
     results = Results(study)
     ctx = Context(results=results, smooth=10, explorative_p_keep=0.1, notes=[])
@@ -292,7 +295,7 @@ def test_panels_never_mix_lengths_and_draw_chance_band_and_verdict(study):
     legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
     assert BAND_NOTE in legend and "min–max over seeds" in BAND_NOTE  # two seeds: a band
     # The caption is wrapped to its panel, so neighbouring panels' captions never run together.
-    from icrl.plots import CAPTION_CHARS
+    from icrl.analysis.figures_methods import CAPTION_CHARS
 
     assert all(len(line) <= CAPTION_CHARS for line in ax.get_xlabel().splitlines())
     verdict = " ".join(ax.get_xlabel().split())

@@ -106,7 +106,8 @@ def _figure(nrows: int, ncols: int, panel_w: float = 2.7, panel_h: float = 2.05,
     return fig, axes
 
 
-def _plot_curve(ax, curve: pd.DataFrame, color, label, marker="o", markersize=3.6, zorder=2, layer=None):
+def _plot_curve(ax, curve: pd.DataFrame, color, label, marker="o", markersize=3.6, zorder=2, layer=None,
+                linestyle="-"):
     """Mean over seeds, with a band from their minimum to their maximum; markers only on
     curves with few points (test accuracy). ``layer`` j = 0, 1, ...: later layers are drawn
     on top, thinner and with smaller markers, so that equal curves all stay visible."""
@@ -116,7 +117,7 @@ def _plot_curve(ax, curve: pd.DataFrame, color, label, marker="o", markersize=3.
     if layer is not None:
         zorder, linewidth, markersize = 2 + layer, max(1.0, 1.9 - 0.2 * layer), max(2.6, 4.8 - 0.45 * layer)
     x = curve.index.to_numpy()
-    ax.plot(x, curve["mean"].to_numpy(), color=color, label=label, zorder=zorder, linewidth=linewidth,
+    ax.plot(x, curve["mean"].to_numpy(), color=color, label=label, zorder=zorder, linewidth=linewidth, linestyle=linestyle,
             marker=marker if len(x) <= 30 else None, markersize=markersize, markeredgewidth=0.6,
             markeredgecolor="white")
     if (curve["max"] - curve["min"]).abs().max() > 0:
@@ -178,6 +179,7 @@ class Context:
     notes: list
     verdicts: list = None  # Verdict per model, task and method of main_results
     captions: dict = None  # id(panel) -> text under its x axis
+    other_runs: bool = False  # also draw the paper's methods at settings the published figures leave out
 
     def __post_init__(self):
         self.verdicts = [] if self.verdicts is None else self.verdicts

@@ -1,12 +1,16 @@
 """Figures and a summary table from the records of many runs (run_draw_plots.py); no model.
 
-Every run under ``--data_dir`` is read through :class:`icrl.results.Results`. Figures are
+Every run under ``--data_dir`` is read through :class:`icrl.analysis.results.Results`. Figures are
 written as PNG and PDF (matplotlib, Agg, mathtext only: no LaTeX needed) to ``--out_dir``
 with ``summary.csv`` (one row per run). A figure is drawn when the runs it needs exist and
 skipped with a one-line note otherwise.
 
 - ``main_results``: test accuracy vs. step, a column per task and a row per model, a line per
-  method (naive, naive+, explorative, approximate; see :func:`icrl.results.method_of`), with
+  method (naive, naive+, explorative, approximate) selected as the published figures select
+  them (:func:`icrl.analysis.runs.paper_method_of`: naive only at temperature 1.0, naive+ only
+  at 2.0, explorative only with the automatic size and temperature 1.0, approximate only with
+  8 uniform contexts); ``--other_runs`` adds the same methods at other settings as dashed
+  lines labelled with their settings (a console note lists them otherwise), with
   zero-shot and supervised ICL (the upper bound) as dashed lines of the same model and task.
   As in the paper, the zero-shot line is the step-0 test of the naive ICRL run (ICRL system
   prompt, empty context); a separate zero-shot run (``--max_context_examples 0``, standard
@@ -24,8 +28,8 @@ covering the most methods, then the longest), and the baselines on that test set
 title says which, and a console note names what was left out (``--filter`` to choose).
 Accuracy panels draw chance (1 / number of labels, dotted); ``main_results`` also states,
 per method, whether its final test accuracy beat zero-shot (Wilson 95% intervals that do
-not overlap, see :mod:`icrl.verdict`), and run_draw_plots.py prints the same verdicts.
-``summary_by_config.csv`` is :meth:`icrl.results.Results.aggregate` (mean, std, n over seeds).
+not overlap, see :mod:`icrl.analysis.verdict`), and run_draw_plots.py prints the same verdicts.
+``summary_by_config.csv`` is :meth:`icrl.analysis.results.Results.aggregate` (mean, std, n over seeds).
 """
 
 from __future__ import annotations
@@ -65,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--smooth", type=int, default=50, help="rolling window (steps) for training accuracy")
     p.add_argument("--explorative_p_keep", type=float, default=DEFAULT_EXPLORATIVE_P_KEEP,
                    help="p_keep of random_unbiased_only_positive drawn as explorative ICRL")
+    p.add_argument("--other_runs", action="store_true",
+                   help="main_results, regret and train_accuracy: also draw runs of the paper's methods at "
+                        "settings the published figures leave out (naive+ at temperature 1, explorative at a given "
+                        "context size, ...), as dashed lines labelled with their settings; without it only the "
+                        "published selection is drawn: naive at temperature 1.0, naive+ at 2.0, explorative with "
+                        "the automatic size and temperature 1.0, approximate with 8 uniform contexts")
     p.add_argument("--only", action="append", default=[], metavar="FIGURE",
                    help=f"draw only this figure (repeatable): {', '.join(n for n, _ in FIGURES)}")
     return p
@@ -108,7 +118,7 @@ def draw(args) -> int:
     results.aggregate().to_csv(out_dir / "summary_by_config.csv", index=False)
     print(f"read {len(results.runs)} runs from {args.data_dir}; wrote {out_dir / 'summary.csv'} and "
           f"{out_dir / 'summary_by_config.csv'} (mean, std, n over seeds of finished runs)")
-    ctx = Context(results, args.smooth, args.explorative_p_keep, [])
+    ctx = Context(results, args.smooth, args.explorative_p_keep, [], other_runs=args.other_runs)
     drawn = 0
     with matplotlib.rc_context(STYLE):
         for name, make in FIGURES:

@@ -42,11 +42,38 @@ def _comparable(ctx: "Context", here: pd.DataFrame, model: str, task: str) -> tu
 
 
 
+PAPER_RULES = ("the published figures count a run as naive only at temperature 1.0, naive+ only at 2.0, "
+               "explorative only with the automatic context size and temperature 1.0, approximate only with "
+               "8 contexts sampled uniformly")
+
+
 def _main_runs(ctx: Context) -> pd.DataFrame:
+    """The runs of the method figures: the paper's methods as the published figures select them
+    (``paper_method``, see icrl.analysis.runs.paper_method_of) and the baselines; the same methods
+    at other settings only with ``ctx.other_runs``. Runs with omitted or flipped feedback or with
+    exemplars are ablations, never here (the published figures would count them twice and stop)."""
     runs = ctx.runs
     default = (~runs["omit_feedback"].astype(bool)) & (~runs["flip_feedback"].astype(bool)) & \
         (runs["exemplars_per_label"].fillna(0) == 0)
-    return runs[default]
+    runs = runs[default]
+    other = runs["method"].isin(METHODS) & (runs["method"] != runs["paper_method"])
+    if other.any() and not ctx.other_runs:
+        note = (f"method figures: {int(other.sum())} run(s) of the paper's methods at other settings not drawn "
+                f"({', '.join(sorted(set(_other_label(row) for _, row in runs[other].iterrows())))}): "
+                f"{PAPER_RULES}; --other_runs draws them as dashed lines")
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+        return runs[~other]
+    return runs
+
+
+def _other_label(row) -> str:
+    """What a run of a paper method at other settings is: its label, with its temperature."""
+    label = str(row["label"])
+    if "T=" not in label:
+        temperature = f"{float(row['temperature']):g}"
+        label = label[:-1] + f", T={temperature})" if label.endswith(")") else f"{label} (T={temperature})"
+    return label
 
 
 def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, baselines: bool,
@@ -58,7 +85,8 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
     icrl = runs[runs["method"].isin(METHODS)]
     if icrl.empty:
         return (f"no naive, naive+, explorative (random_unbiased_only_positive at p_keep "
-                f"{ctx.explorative_p_keep:g}) or approximate ICRL run")
+                f"{ctx.explorative_p_keep:g}) or approximate ICRL run at the paper's settings ({PAPER_RULES}; "
+                f"--other_runs also draws other settings)")
     models, tasks = _grid(icrl)
     fig, axes = _figure(len(models), len(tasks))
     for r, model in enumerate(models):
@@ -69,7 +97,7 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
             m_ref = _usual_context_length(here[here["method"].isin(METHODS)])
             drawn = {}
             for method in METHODS:
-                chosen = here[here["method"] == method]
+                chosen = here[(here["method"] == method) & (here["paper_method"] == method)]
                 if chosen.empty:
                     continue
                 chosen, n_configs = _pick_config(chosen, m_ref)
@@ -80,6 +108,11 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
                         ctx.notes.append(note)
                 draw_panel(ax, chosen, method)
                 drawn[method] = chosen
+            others = here[here["method"].isin(METHODS) & (here["method"] != here["paper_method"])]
+            for _, group in others.groupby("config_key", sort=True):  # only with --other_runs
+                label = _other_label(group.iloc[0])
+                draw_panel(ax, group, group["method"].iloc[0], label=label, other=True)
+                drawn[label] = group
             if baselines:
                 zero_ref = _zero_shot_reference(ctx, here, m_ref)
                 _baseline(ax, zero_ref[0] if zero_ref else None, "zero-shot")
@@ -125,7 +158,9 @@ def _zero_shot_reference(ctx: Context, here: pd.DataFrame, m_ref) -> Optional[tu
     """The paper's zero-shot point: the step-0 test accuracy of the naive ICRL run (ICRL system
     prompt, no episode yet), averaged over seeds, and its test items pooled over seeds; None
     without a naive run tested at step 0."""
-    naive = here[here["method"] == "naive"]
+    naive = here[(here["method"] == "naive") & (here["paper_method"] == "naive")]
+    if naive.empty and ctx.other_runs:
+        naive = here[here["method"] == "naive"]
     if naive.empty:
         return None
     naive, _ = _pick_config(naive, m_ref)
@@ -179,9 +214,10 @@ def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, r
 def fig_main_results(ctx: Context):
     test = ctx.results.test()
 
-    def panel(ax, chosen, method):
-        _plot_curve(ax, _mean_curve(test, chosen["run_id"], "accuracy"), COLORS[method], METHOD_NOTES[method],
-                    marker=MARKERS[method], layer=METHODS.index(method))
+    def panel(ax, chosen, method, label=None, other=False):
+        _plot_curve(ax, _mean_curve(test, chosen["run_id"], "accuracy"), COLORS[method], label or METHOD_NOTES[method],
+                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    linestyle="--" if other else "-")
 
     return _method_grid(ctx, "main_results", panel, "Test accuracy", baselines=True, unit_range=True,
                         verdicts=True)
@@ -190,9 +226,10 @@ def fig_main_results(ctx: Context):
 def fig_regret(ctx: Context):
     regret = _regret_frame(ctx.results.train())
 
-    def panel(ax, chosen, method):
-        _plot_curve(ax, _mean_curve(regret, chosen["run_id"], "regret"), COLORS[method], METHOD_NOTES[method],
-                    marker=MARKERS[method], layer=METHODS.index(method))
+    def panel(ax, chosen, method, label=None, other=False):
+        _plot_curve(ax, _mean_curve(regret, chosen["run_id"], "regret"), COLORS[method], label or METHOD_NOTES[method],
+                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    linestyle="--" if other else "-")
 
     return _method_grid(ctx, "regret", panel, "Regret (wrong predictions)", baselines=False, unit_range=False)
 
@@ -200,9 +237,10 @@ def fig_regret(ctx: Context):
 def fig_train_accuracy(ctx: Context):
     smoothed = _smoothed_frame(ctx.results.train(), ctx.smooth)
 
-    def panel(ax, chosen, method):
-        _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method], METHOD_NOTES[method],
-                    marker=MARKERS[method], layer=METHODS.index(method))
+    def panel(ax, chosen, method, label=None, other=False):
+        _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method], label or METHOD_NOTES[method],
+                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    linestyle="--" if other else "-")
 
     train = ctx.results.train()
     if len(train) and not smoothed.empty:

@@ -17,7 +17,9 @@ the identity arguments under short names (``model``, ``task``, ``strategy``, ``p
 ``max_context_examples`` (resolved), ``icrl``, ``omit_feedback``, ``flip_feedback``,
 ``flip_prob``, ``max_contexts``, ``sampling_method``, ``temperature``, ``train_k``,
 ``test_every``, ``test_k``, ``exemplars_per_label``, ``seed``, ``training_seed``,
-``test_seed``, ``max_model_len``), derived ones (``mode``, ``method``, ``label``,
+``test_seed``, ``max_model_len``), derived ones (``mode``, ``method``, ``paper_method`` (the
+method the published figures file the run under, "" for other settings; see
+:func:`icrl.analysis.runs.paper_method_of`), ``auto_size`` (the size was searched), ``label``,
 ``task_base``, ``unsemantic``, ``strategy_base``, ``strategy_filter``, ``flip``,
 ``config_key``), the summary of
 results.json (``finished``: every planned step on disk and the records consistent with
@@ -74,7 +76,7 @@ class Results:
             self._states[row["run_id"]] = state
         runs = pd.DataFrame(rows)
         if runs.empty:
-            runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method"])
+            runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method", "paper_method"])
         else:
             runs["label"] = runs.apply(run_label, axis=1)
             runs["config_key"] = [ "|".join(map(str, values)) for values in runs[list(CONFIG_COLUMNS)].itertuples(index=False)]

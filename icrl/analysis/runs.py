@@ -39,7 +39,7 @@ RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "be
 # What defines a configuration apart from its seeds, with task, strategy and flipping split
 # into their parts so that an ablation can vary one part and hold the others.
 CONFIG_COLUMNS = ("model", "task_base", "unsemantic", "strategy_base", "strategy_filter", "p_keep",
-                  "max_context_examples", "icrl", "omit_feedback", "flip", "max_contexts",
+                  "max_context_examples", "auto_size", "icrl", "omit_feedback", "flip", "max_contexts",
                   "sampling_method", "temperature", "exemplars_per_label", "train_k", "test_every",
                   "test_k", "max_model_len", "mode")
 
@@ -71,6 +71,35 @@ def method_of(mode: str, strategy: str, p_keep: float, explorative_p_keep: float
     if strategy == "random_unbiased_only_positive" and math.isclose(p_keep, explorative_p_keep):
         return "explorative"
     if strategy == "approximate_only_positive":
+        return "approximate"
+    return ""
+
+
+def paper_method_of(row, explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP) -> str:
+    """The method the published figures file a run under, or "" (their rules, lil-lab/icrl
+    src/plot/plotting.py: plot_main_results and plot_main_results_with_phi_and_approximate).
+
+    naive: random_biased_end at p_keep 1 and temperature 1.0; naive+:
+    random_biased_end_only_positive at p_keep 1 and temperature 2.0; explorative ("Stochastic
+    ICRL"): random_unbiased_only_positive at p_keep 0.1 (``explorative_p_keep``) with the
+    automatic context size, feedback neither omitted nor flipped, temperature 1.0; approximate:
+    approximate_only_positive with 8 contexts sampled uniformly; ICL (the upper bound): any
+    supervised run. Zero-shot runs are ours (the published figures take zero-shot from the
+    naive run's step 0). Everything else that :func:`method_of` names is another setting of a
+    method, drawn only with ``run_draw_plots.py --other_runs``.
+    """
+    mode, strategy = row["mode"], row["strategy"]
+    if mode in ("zero_shot", "icl"):
+        return method_of(mode, strategy, 1.0)
+    p_keep, temperature = float(row["p_keep"]), float(row["temperature"])
+    if strategy == "random_biased_end" and p_keep == 1 and temperature == 1.0:
+        return "naive"
+    if strategy == "random_biased_end_only_positive" and p_keep == 1 and temperature == 2.0:
+        return "naive+"
+    if (strategy == "random_unbiased_only_positive" and math.isclose(p_keep, explorative_p_keep)
+            and row["auto_size"] and not row["omit_feedback"] and not row["flip_feedback"] and temperature == 1.0):
+        return "explorative"
+    if strategy == "approximate_only_positive" and row["max_contexts"] == 8 and row["sampling_method"] == "uniform":
         return "approximate"
     return ""
 
@@ -194,6 +223,7 @@ def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     row = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
     for arg, column in ARG_COLUMNS.items():
         row[column] = args.get(arg)
+    row["auto_size"] = row["max_context_examples"] is None  # the size the search found, not given
     if resolved.get("max_context_examples") is not None:
         row["max_context_examples"] = resolved["max_context_examples"]
     row["mode"] = resolved.get("mode") or ("zero_shot" if row["max_context_examples"] == 0
@@ -208,6 +238,7 @@ def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     row["unsemantic"] = "_unsemantic" in task
     row["task_base"] = task.replace("_unsemantic", "")
     row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)
+    row["paper_method"] = paper_method_of(row, explorative_p_keep)
     try:
         results = read_json(run_dir / RESULTS) if (run_dir / RESULTS).is_file() else {}
     except (OSError, ValueError):

@@ -1,5 +1,7 @@
 #!/usr/bin/env python
-"""Count the prompt tokens of finished runs by replaying their records (no model).
+"""Count the tokens of finished runs by replaying their records (no model): first the paper's
+processed tokens (the published run_count_tokens.py's figure), then every prompt token of the
+training and test calls, and what a prefix cache would still compute.
 
     python run_count_tokens.py --data_dir data [--model M] [--task T] [--strategy S] [--csv tokens.csv]
 

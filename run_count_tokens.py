@@ -1,14 +1,16 @@
 #!/usr/bin/env python
-"""Count the prompt tokens of finished runs by replaying their records (no model).
+"""Count the tokens of finished runs by replaying their records (no model): first the paper's
+processed tokens (the published run_count_tokens.py's figure), then every prompt token of the
+training and test calls, and what a prefix cache would still compute.
 
     python run_count_tokens.py --data_dir data [--model M] [--task T] [--strategy S] [--csv tokens.csv]
 
-See icrl/token_count.py.
+See icrl/analysis/counting.py.
 """
 
 import sys
 
-from icrl.token_count import main
+from icrl.analysis.token_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """Draw the paper's figures (PNG + PDF) and summary.csv from the runs under --data_dir (no model).
 
-    python run_draw_plots.py --data_dir data --out_dir plots [--filter task=banking77] [--smooth 50]
+    python run_draw_plots.py --data_dir data --out_dir plots [--filter task=banking77] [--smooth 50] [--other_runs]
 
-See icrl/plots.py.
+See icrl/analysis/figures_cli.py (the paper's method selection: icrl/analysis/runs.py, paper_method_of).
 """
 
 import sys
 
-from icrl.plots import main
+from icrl.analysis.figures_cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -2,7 +2,7 @@
 
 Writes the records of finished ICRL runs without a model (real banking77 prompts, contexts
 from the real strategy code, predictions right 60% of the time; see
-icrl.token_count.synthesize_run), then counts their tokens as run_count_tokens.py does and
+icrl.analysis.synthetic.synthesize_run), then counts their tokens as run_count_tokens.py does and
 prints the time, the throughput and where the time went.
 
     python bench/count_tokens_speed.py [--steps 10000] [--max_examples 40] [--test_every 500]
@@ -30,7 +30,9 @@ if not os.environ.get("ICRL_TOKENIZERS_DIR") and (REPO.parent / "shared" / "toke
     os.environ["ICRL_TOKENIZERS_DIR"] = str(REPO.parent / "shared" / "tokenizers")
 
 from icrl.tasks import load_task  # noqa: E402
-from icrl.token_count import SegmentEncoder, Replay, Tokenizers, count_run, synthesize_run  # noqa: E402
+from icrl.analysis.counting import Replay, SegmentEncoder, count_run  # noqa: E402
+from icrl.analysis.synthetic import synthesize_run  # noqa: E402
+from icrl.analysis.token_cli import Tokenizers  # noqa: E402
 from icrl.records import read_json, read_jsonl  # noqa: E402
 
 

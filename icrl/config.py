@@ -9,7 +9,7 @@ Each field declares its role once, in its metadata, next to its help text:
 
 - ``folder``: the short name under which the field joins the run folder's name when it differs
   from its default (``records.run_folder``; "" = the value alone);
-- ``column``: its column in the results table (``icrl.results``);
+- ``column``: its column in the results table (``icrl.analysis.results``);
 - ``backend``: the loaded backend depends on it (runs of a sweep that agree on every such field
   share one backend, see ``backend_spec``);
 - ``extends``: a larger value continues a recorded run instead of making another one (train_k);
@@ -105,9 +105,11 @@ class RunSpec:
     eot_token: Optional[str] = flag(None, "end-of-turn token (default: read from the tokenizer)", folder="eot",
                                     backend=True)
     published_tokenization: bool = flag(
-        False, "reproduce the published stack's tokenization quirks on any backend, for exact replication: a "
-               "second begin-of-text token on Llama-3 prompts (vLLM 0.6.4 text prompts) and labels forced as "
-               "encode(' ' + label) (an extra '▁' token on Phi-3.5)", folder="pubtok", backend=True, added=True)
+        False, "reproduce the published code's quirks, for exact replication: a second begin-of-text token on "
+               "Llama-3 prompts (vLLM 0.6.4 text prompts), labels forced as encode(' ' + label) (an extra '▁' "
+               "token on Phi-3.5), and one automatic context size per model and task, the first run's, for ICRL "
+               "and ICL runs alike (the published size cache); --published_tokenization is its old name",
+        folder="pubtok", backend=True, added=True)
     api_model: Optional[str] = flag(None, "model name the server knows (default: --model_name)", folder="apimodel",
                                     backend=True)
     api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "

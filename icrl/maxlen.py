@@ -228,6 +228,27 @@ def find_max_examples(chat, task, max_window_tokens: Optional[int] = None, *, ic
     return search_max_examples(chat, task, max_window_tokens, icrl=icrl).published_convention
 
 
+def cached_size(sizes: dict, icrl: bool, window: int, published_quirks: bool = False) -> tuple[Optional[int], list]:
+    """The automatic size cached for a model and task (``sizes``: the cache file's entries), and
+    the keys a newly found size is stored under.
+
+    By default sizes are kept per mode and window (``icrl@4096``, ``icl@4096``): an ICL run gets
+    the size searched under the ICL system prompt whatever ran before it. The published cache is
+    keyed by model and task only, so its first run's size serves every later run, ICRL or ICL
+    (clinic150 at 4096 tokens with Llama-3.1: an ICL run after an ICRL run uses the ICRL run's
+    60, alone it gets 61). ``published_quirks`` reproduces that: one shared entry per window
+    (``published@4096``), filled by the first run from its own mode's entry or search."""
+    own = f"{'icrl' if icrl else 'icl'}@{window}"
+    if not published_quirks:
+        return sizes.get(own), [own]
+    shared = f"published@{window}"
+    if shared in sizes:
+        return sizes[shared], [shared]
+    if own in sizes:
+        return sizes[own], [shared]
+    return None, [own, shared]
+
+
 # ------------------------------------------------------------------------------ CLI --
 def _parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(description=(

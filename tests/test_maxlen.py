@@ -246,3 +246,47 @@ def test_llama_31_against_the_paper(llama, tasks, llama_oracles, task_name, wind
 def test_llama_31_no_icrl_clinic150(llama, tasks):
     """The published search under the ICL system prompt: 61 at 4096 tokens (59 before)."""
     assert find_max_examples(llama, tasks["clinic150"], 4096, icrl=False) == 61
+
+
+# -- the automatic size's cache: by mode (default) or shared as published (--published_quirks) --
+def _resolve_size(out, chat, window, *extra):
+    """The automatic context size an Experiment with these arguments resolves (no model)."""
+    from icrl.cli import parse_args
+    from icrl.run.data import load_data
+    from icrl.run.size import resolve_max_examples
+
+    # the model name only names the folders; the size comes from the given tokenizer (chat)
+    argv = ["--model_name", "smollm2-135m", "--task_name", "clinic150",
+            "--context_strategy_name", "random_unbiased" + ("" if "--no-icrl" in extra else "_only_positive"),
+            "--context_p_keep", "0.1",
+            "--train_k", "4", "--test_k", "4", "--test_every", "2", "--temperature", "1.0",
+            "--output_dir", str(out), "--seed", "1", "--training_seed", "1", "--test_seed", "1", *extra]
+    config = parse_args(argv)
+    backend = type("Backend", (), {"max_model_len": window, "chat": chat})()
+    return resolve_max_examples(config, load_data(config), backend)
+
+
+@pytest.mark.parametrize("flag", ["--published_quirks", "--published_tokenization"])
+def test_published_quirks_share_the_first_runs_size_between_icrl_and_icl(tmp_path, llama, tasks, flag):
+    """README order (an ICRL run, then the --no-icrl upper bound) in one data folder, clinic150 at
+    4096 with Llama-3.1: as published the ICL run reuses the ICRL run's 60; by default it searches
+    under the ICL prompt and gets 61, whatever ran before it."""
+    ours, published = tmp_path / "ours", tmp_path / "published"
+    assert _resolve_size(ours, llama, 4096, "--icrl") == 60
+    assert _resolve_size(ours, llama, 4096, "--no-icrl") == 61
+    assert _resolve_size(published, llama, 4096, "--icrl", flag) == 60
+    assert _resolve_size(published, llama, 4096, "--no-icrl", flag) == 60
+    # alone (or first), the ICL run gets its own search's size under the switch too
+    assert _resolve_size(tmp_path / "icl_first", llama, 4096, "--no-icrl", flag) == 61
+    assert _resolve_size(tmp_path / "icl_first", llama, 4096, "--icrl", flag) == 61
+
+
+def test_cached_size_keys():
+    from icrl.maxlen import cached_size
+
+    assert cached_size({}, True, 4096) == (None, ["icrl@4096"])
+    assert cached_size({"icrl@4096": 60}, False, 4096) == (None, ["icl@4096"])
+    assert cached_size({"icrl@4096": 60}, False, 4096, True) == (None, ["icl@4096", "published@4096"])
+    assert cached_size({"published@4096": 60, "icl@4096": 61}, False, 4096, True) == (60, ["published@4096"])
+    assert cached_size({"icl@4096": 61}, False, 4096, True) == (61, ["published@4096"])
+    assert cached_size({"published@8192": 126}, True, 4096, True) == (None, ["icrl@4096", "published@4096"])

@@ -11,12 +11,8 @@ from icrl.errors import UsageError
 from icrl.records import read_json, read_jsonl
 from icrl.tasks import Example, Task
 
-try:  # the analysis package holds these once they have moved
-    from icrl.analysis.results import Results
-    from icrl.analysis.synthetic import synthesize_run
-except ImportError:
-    from icrl.results import Results
-    from icrl.token_count import synthesize_run
+from icrl.analysis.results import Results
+from icrl.analysis.synthetic import synthesize_run
 
 LABELS = ["apple", "banana", "cherry"]
 

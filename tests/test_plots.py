@@ -9,9 +9,10 @@ import shutil
 import pandas as pd
 import pytest
 
-from icrl.plots import main
+from icrl.analysis.figures_cli import main
 from icrl.records import find_runs
-from icrl.results import Results, method_of, model_size, parse_filters
+from icrl.analysis.results import Results
+from icrl.analysis.runs import method_of, model_size, parse_filters
 
 MAIN_FIGURES = ["main_results", "regret", "train_accuracy", "ablation_p_keep"]
 
@@ -19,7 +20,7 @@ MAIN_FIGURES = ["main_results", "regret", "train_accuracy", "ablation_p_keep"]
 @pytest.fixture(scope="module")
 def drawn(icrl_runs, tmp_path_factory):
     """The tiny runs (with their tokens counted) drawn once with default options."""
-    from icrl.token_count import main as count_tokens
+    from icrl.analysis.token_cli import main as count_tokens
 
     assert count_tokens(["--data_dir", str(icrl_runs)]) == 0
     out = tmp_path_factory.mktemp("plots")
@@ -81,7 +82,11 @@ def test_filter_restricts_runs(icrl_runs, tmp_path, capsys):
     assert code == 0
     summary = pd.read_csv(tmp_path / "summary.csv")
     assert sorted(summary["strategy"]) == ["approximate_only_positive", "random_unbiased_only_positive"]
-    assert "skipped main_results" not in out  # approximate is a main method
+    # approximate with 2 contexts is not the paper's (8): drawn only when asked for
+    assert "skipped main_results" in out and "--other_runs" in out
+    code, out, _ = run_plots(icrl_runs, tmp_path, "--filter", "context_p_keep=0.5", "--filter", "icrl=true",
+                             "--other_runs", capsys=capsys)
+    assert code == 0 and "skipped main_results" not in out
     assert "skipped ablation_p_keep" in out  # only one p_keep left
 
     code, out, _ = run_plots(icrl_runs, tmp_path / "zs", "--filter", "method=zero-shot", capsys=capsys)
@@ -165,7 +170,8 @@ def test_zero_shot_line_is_the_naive_runs_step_zero(icrl_runs):
     import matplotlib
 
     matplotlib.use("Agg")
-    from icrl.plots import Context, fig_main_results
+    from icrl.analysis.figures_base import Context
+    from icrl.analysis.figures_methods import fig_main_results
 
     results = Results(icrl_runs)
     runs = results.runs
@@ -183,7 +189,7 @@ def test_zero_shot_line_is_the_naive_runs_step_zero(icrl_runs):
 
 # -- issue 12: aggregation, comparable panels, reference lines, verdicts (synthetic records) -----
 def test_wilson_interval_and_compare():
-    from icrl.verdict import compare, wilson_interval
+    from icrl.analysis.verdict import compare, wilson_interval
 
     lo, hi = wilson_interval(26, 100)  # the demo's zero-shot: 0.26 [0.18, 0.35]
     assert (round(lo, 2), round(hi, 2)) == (0.18, 0.35)
@@ -227,7 +233,7 @@ def study(tmp_path_factory):
     trec_coarse with 20 test items, naive ICRL at 60 steps, and a zero-shot run."""
     from runs_fixture import datasets_dir
     from icrl.tasks import load_task
-    from icrl.token_count import synthesize_run
+    from icrl.analysis.synthetic import synthesize_run
 
     if datasets_dir() is None:
         pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
@@ -235,7 +241,7 @@ def study(tmp_path_factory):
     out = tmp_path_factory.mktemp("study")
     for seed, steps, p in ((1, 60, 0.3), (2, 60, 0.5), (3, 30, 0.9)):  # seeds vary, one test set
         synthesize_run(out, task, steps=steps, seed=seed, max_examples=8, test_every=20, test_k=20, p_correct=p,
-                       test_seed=1)
+                       test_seed=1, max_context_examples=None)  # the automatic size, as the paper's explorative
     synthesize_run(out, task, steps=60, seed=1, strategy="random_biased_end", p_keep=1.0, max_examples=8,
                    test_every=20, test_k=20, p_correct=0.4, training_seed=1, test_seed=1)
     _zero_shot_run(out, task, 20, seed=1)
@@ -277,7 +283,8 @@ def test_panels_never_mix_lengths_and_draw_chance_band_and_verdict(study):
     import matplotlib
 
     matplotlib.use("Agg")
-    from icrl.plots import BAND_NOTE, Context, fig_main_results, fig_train_accuracy
+    from icrl.analysis.figures_base import BAND_NOTE, Context
+    from icrl.analysis.figures_methods import fig_main_results, fig_train_accuracy
 
     results = Results(study)
     ctx = Context(results=results, smooth=10, explorative_p_keep=0.1, notes=[])
@@ -292,7 +299,7 @@ def test_panels_never_mix_lengths_and_draw_chance_band_and_verdict(study):
     legend = [t.get_text() for leg in fig.legends for t in leg.get_texts()]
     assert BAND_NOTE in legend and "min–max over seeds" in BAND_NOTE  # two seeds: a band
     # The caption is wrapped to its panel, so neighbouring panels' captions never run together.
-    from icrl.plots import CAPTION_CHARS
+    from icrl.analysis.figures_methods import CAPTION_CHARS
 
     assert all(len(line) <= CAPTION_CHARS for line in ax.get_xlabel().splitlines())
     verdict = " ".join(ax.get_xlabel().split())
@@ -306,3 +313,86 @@ def test_panels_never_mix_lengths_and_draw_chance_band_and_verdict(study):
     assert not any("zero-shot" in label or "ICL" in label for label in labels)  # not test-set lines
     curve = next(line for line in train_fig.axes[0].get_lines() if line.get_label() == "explorative")
     assert min(curve.get_xdata()) == 9  # the first full 10-step window, no growing window
+
+
+# -- the published figures' selection of methods ---------------------------------------------------
+@pytest.fixture(scope="module")
+def mixed(tmp_path_factory):
+    """One data folder with the paper's runs and the same methods at other settings: naive at
+    temperature 1.0 and 2.0, naive+ at 2.0 and 1.0, explorative with the automatic size and with a
+    given size, approximate with 8 and with 4 uniform contexts, and an ICL run."""
+    from runs_fixture import datasets_dir
+    from icrl.tasks import load_task
+    from icrl.analysis.synthetic import synthesize_run
+
+    if datasets_dir() is None:
+        pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
+    task = load_task("trec_coarse", datasets_dir())
+    out = tmp_path_factory.mktemp("mixed")
+    runs = {  # name: (p_correct, settings)
+        "naive": (0.2, dict(strategy="random_biased_end", p_keep=1.0, temperature=1.0)),
+        "naive T2": (0.25, dict(strategy="random_biased_end", p_keep=1.0, temperature=2.0)),
+        "naive+": (0.3, dict(strategy="random_biased_end_only_positive", p_keep=1.0, temperature=2.0)),
+        "naive+ T1": (0.35, dict(strategy="random_biased_end_only_positive", p_keep=1.0, temperature=1.0)),
+        "explorative": (0.5, dict(strategy="random_unbiased_only_positive", p_keep=0.1, max_context_examples=None)),
+        "explorative m8": (0.55, dict(strategy="random_unbiased_only_positive", p_keep=0.1)),
+        "approximate": (0.6, dict(strategy="approximate_only_positive", p_keep=0.1, max_contexts=8)),
+        "approximate K4": (0.65, dict(strategy="approximate_only_positive", p_keep=0.1, max_contexts=4)),
+        "ICL": (0.7, dict(strategy="random_unbiased", p_keep=1.0, icrl=False)),
+    }
+    dirs = {name: synthesize_run(out, task, steps=40, seed=1, max_examples=8, test_every=10, test_k=20, p_correct=p,
+                                 **kw) for name, (p, kw) in runs.items()}
+    return out, dirs
+
+
+def _curve(run_dir):
+    return [r["accuracy"] for r in map(json.loads, (run_dir / "test.jsonl").read_text().splitlines())]
+
+
+def test_method_figures_select_runs_as_the_published_figures(mixed, tmp_path, capsys):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from icrl.analysis.figures_base import Context
+    from icrl.analysis.figures_methods import fig_main_results
+
+    out, dirs = mixed
+    runs = Results(out).runs.set_index("run_dir")
+    paper = {name: runs.loc[str(d), "paper_method"] for name, d in dirs.items()}
+    assert paper == {"naive": "naive", "naive T2": "", "naive+": "naive+", "naive+ T1": "", "explorative": "explorative",
+                     "explorative m8": "", "approximate": "approximate", "approximate K4": "", "ICL": "ICL"}
+    assert runs.loc[str(dirs["naive T2"]), "method"] == "naive"  # still the method; not the paper's setting
+
+    # By default: one line per method, each the paper's run (its test accuracies), nothing else.
+    ctx = Context(results=Results(out), smooth=10, explorative_p_keep=0.1, notes=[])
+    ax = fig_main_results(ctx).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    methods = {"naive", "naive+", "explorative", "approximate"}
+    assert methods <= set(lines) and "ICL (supervised)" in lines
+    assert not [label for label in lines if "T=" in label or "K=" in label or "m=" in label]
+    for method in methods:
+        assert list(lines[method].get_ydata()) == pytest.approx(_curve(dirs[method])), method
+    note = next(n for n in ctx.notes if "other settings not drawn" in n)
+    assert "4 run(s)" in note and "--other_runs" in note and "naive+ (m=8, T=1)" in note
+
+    # --other_runs: the others too, dashed and labelled with what they are; the paper's lines unchanged.
+    ctx = Context(results=Results(out), smooth=10, explorative_p_keep=0.1, notes=[], other_runs=True)
+    ax = fig_main_results(ctx).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines() if not line.get_label().startswith("_")}
+    others = {"naive (m=8, T=2)": "naive T2", "naive+ (m=8, T=1)": "naive+ T1",
+              "explorative (p=0.1, m=8, T=1)": "explorative m8",
+              "approximate (p=0.1, K=4 uniform, m=8, T=1)": "approximate K4"}
+    assert set(others) <= set(lines), sorted(lines)
+    for label, name in others.items():
+        assert lines[label].get_linestyle() == "--"
+        assert list(lines[label].get_ydata()) == pytest.approx(_curve(dirs[name])), label
+    for method in methods:
+        assert lines[method].get_linestyle() == "-"
+        assert list(lines[method].get_ydata()) == pytest.approx(_curve(dirs[method])), method
+
+    # the command line: the flag, and the verdicts name what was drawn
+    code, text, _ = run_plots(out, tmp_path / "paper", "--only", "main_results", capsys=capsys)
+    assert code == 0 and "--other_runs draws them" in text and "verdict:" in text
+    assert not [line for line in text.splitlines() if line.startswith("verdict:") and "T=" in line]
+    code, text, _ = run_plots(out, tmp_path / "all", "--only", "main_results", "--other_runs", capsys=capsys)
+    assert code == 0 and any(line.startswith("verdict:") and "naive+ (m=8, T=1)" in line for line in text.splitlines())

@@ -21,7 +21,8 @@ ARGS = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiase
 
 # -- --help ----------------------------------------------------------------------------------------
 def _parsers():
-    from icrl import cli, maxlen, plots, token_count
+    from icrl import cli, maxlen
+    from icrl.analysis import figures_cli as plots, token_cli as token_count
     from icrl.cli import sweep as sweep_cli
 
     return {"run_experiment.py": cli.build_parser(), "find_max_examples_given_max_window.py": maxlen._parser(),

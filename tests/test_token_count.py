@@ -14,8 +14,9 @@ import pytest
 from icrl.episode import Episode
 from icrl.prompts import build_messages
 from icrl.records import find_runs, read_json, read_jsonl
-from icrl.token_count import (PrefixTree, Replay, SegmentEncoder, count_run, main, naive_uncached, prompt_format,
-                              synthesize_run)
+from icrl.analysis.counting import PrefixTree, Replay, SegmentEncoder, count_run, naive_uncached, prompt_format
+from icrl.analysis.synthetic import synthesize_run
+from icrl.analysis.token_cli import main
 from runs_fixture import datasets_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -44,7 +45,7 @@ def paper_chat(name):
 
 
 def independent_prompts(run_dir: Path, chat) -> list[str]:
-    """Every prompt the run sent to the model, rebuilt here without icrl.token_count."""
+    """Every prompt the run sent to the model, rebuilt here without icrl.analysis.counting."""
     config = read_json(run_dir / "config.json")
     train, test = read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl")
     mode = config["resolved"]["mode"]
@@ -67,6 +68,38 @@ def independent_prompts(run_dir: Path, chat) -> list[str]:
         if step in tests:
             prompts += [render(tests[step]["context"], p) for p in config["test_set"]["prompts"]]
     return prompts
+
+
+def published_processed_tokens(run_dir: Path, chat):
+    """The published run_count_tokens.py's figure, recomputed here the way it computes it: every
+    step's training prompt (ICRL: the prompt sent; supervised ICL: the step's context with gold
+    answers and the training input, never sent), tokenized to token strings, counted less its
+    longest prefix in a trie of every prefix of the earlier training prompts; test prompts take
+    no part. None for a zero-shot run (the published script has no training step to count)."""
+    config = read_json(run_dir / "config.json")
+    mode = config["resolved"]["mode"]
+    if mode == "zero_shot":
+        return None
+    train = read_jsonl(run_dir / "train.jsonl")
+    task = prompt_format(config["args"]["task_name"])
+    episodes = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"]) for r in train]
+    exemplars = [(e["prompt"], e["answer"]) for e in config["exemplars"]]
+    trie, total = {}, 0
+    for record in train:
+        messages, prefix = build_messages(task, [episodes[i] for i in record["context"]], record["prompt"], mode,
+                                          omit_feedback=config["args"]["icrl_omit_feedback"], exemplars=exemplars,
+                                          supports_system_role=chat.supports_system_role)
+        tokens = chat.tokenizer.tokenize(chat.render(messages, prefix))
+        node, shared = trie, 0
+        for token in tokens:  # longest prefix already in the trie
+            if token not in node:
+                break
+            node, shared = node[token], shared + 1
+        total += len(tokens) - shared
+        node = trie
+        for token in tokens:  # store every prefix
+            node = node.setdefault(token, {})
+    return total
 
 
 # -- the prefix tree ----------------------------------------------------------------------------
@@ -104,8 +137,11 @@ def test_counts_equal_independent_count_and_naive_lcp(icrl_runs, smollm2_chat):
         assert summary["calls"] == len(prompts)
         assert summary["prompt_tokens"] == sum(len(x) for x in ids)
         assert summary["uncached_tokens"] == sum(naive_uncached(ids))
-        assert sum(r["prompt_tokens"] for r in rows) == summary["prompt_tokens"]
+        sent = [r for r in rows if r["kind"] != "icl_train"]
+        assert sum(r["prompt_tokens"] for r in sent) == summary["prompt_tokens"]
         assert rows[-1]["cumulative_uncached_tokens"] == summary["uncached_tokens"]
+        assert summary["processed_tokens"] == published_processed_tokens(run_dir, smollm2_chat)
+        assert rows[-1]["cumulative_processed_tokens"] == (summary["processed_tokens"] or 0)
         full, _ = count_run(run_dir, smollm2_chat, full_tokenization=True)
         assert (full["prompt_tokens"], full["uncached_tokens"]) == (summary["prompt_tokens"], summary["uncached_tokens"])
 
@@ -193,27 +229,34 @@ def test_cli_table_csv_and_cache(icrl_runs, tmp_path, capsys):
     assert main(["--data_dir", str(icrl_runs), "--csv", str(combined)]) == 0
     out = capsys.readouterr().out
     assert "== smollm2-135m / trec_coarse ==" in out and "vs explorative" in out
-    assert "uncached tokens, explorative / approximate" in out
+    assert "processed tokens, explorative / approximate" in out
     assert "6 counted now" in out and "prompt tokens/s" in out
     for run_dir in find_runs(icrl_runs):
         data = json.loads((run_dir / "token_counts.json").read_text())
         with open(run_dir / "token_counts.csv") as f:
             rows = list(csv.DictReader(f))
-        assert sum(int(r["prompt_tokens"]) for r in rows) == data["summary"]["prompt_tokens"]
+        assert sum(int(r["prompt_tokens"]) for r in rows if r["kind"] != "icl_train") == data["summary"]["prompt_tokens"]
+        assert int(rows[-1]["cumulative_processed_tokens"]) == (data["summary"]["processed_tokens"] or 0)
     with open(combined) as f:
         table = list(csv.DictReader(f))
-    assert len(table) == 6 and {"prompt_tokens", "uncached_tokens", "vs_explorative"} <= set(table[0])
+    assert len(table) == 6 and {"processed_tokens", "prompt_tokens", "uncached_tokens", "vs_explorative"} <= set(table[0])
     explorative = next(r for r in table if r["method"] == "explorative")
     assert float(explorative["vs_explorative"]) == 1.0
-    # The paper's figure is the training calls alone (as the published run_count_tokens.py
-    # counts); the test calls are a column of their own.
+    # The headline is the paper's figure (the published run_count_tokens.py's: uncached training
+    # prompts, ICL runs included); every token of the training and test calls are columns of their own.
     assert {"train_prompt_tokens", "test_prompt_tokens"} <= set(table[0])
     train_tokens, test_tokens = int(explorative["train_prompt_tokens"]), int(explorative["test_prompt_tokens"])
     assert train_tokens + test_tokens == int(explorative["prompt_tokens"]) and train_tokens > 0 and test_tokens > 0
-    assert "train tokens" in out and "test tokens" in out and "training calls only" in out
+    assert "processed tokens: the paper's figure" in out and "train tokens" in out and "test tokens" in out
     line = next(x for x in out.splitlines() if x.startswith(explorative["run"] + " "))
+    processed = int(explorative["processed_tokens"])
+    assert 0 < processed < train_tokens and line.split()[line.split().index(explorative["steps"]) + 1] == f"{processed:,}"
     assert f"{train_tokens:,}" in line.split() and f"{test_tokens:,}" in line.split()
     assert f"{int(explorative['prompt_tokens']):,}" not in line.split()
+    icl = next(r for r in table if r["method"] == "ICL")  # no training call, yet counted as published
+    assert int(icl["processed_tokens"]) > 0 and int(icl["train_prompt_tokens"]) == 0
+    zero = next(r for r in table if r["method"] == "zero-shot")
+    assert zero["processed_tokens"] == ""
 
     # second time: from the per-run cache; filters
     assert main(["--data_dir", str(icrl_runs), "--strategy", "explorative"]) == 0
@@ -243,13 +286,13 @@ def test_ratio_compares_like_with_like_and_seeds_get_distinct_labels():
     differ only in seed are told apart (issue 12)."""
     import pandas as pd
 
-    from icrl.results import distinct_labels
-    from icrl.token_count import _add_ratios, format_table
+    from icrl.analysis.runs import distinct_labels
+    from icrl.analysis.token_cli import _add_ratios, format_table
 
-    def row(method, steps, uncached, run):
+    def row(method, steps, processed, run):
         return {"model": "m", "task": "t", "run": run, "method": method, "steps": steps, "test_set": "20 items x",
-                "calls": steps, "train_prompt_tokens": uncached, "test_prompt_tokens": 0,
-                "prompt_tokens": 2 * uncached, "uncached_tokens": uncached}
+                "calls": steps, "processed_tokens": processed, "train_prompt_tokens": 3 * processed,
+                "test_prompt_tokens": 0, "prompt_tokens": 3 * processed, "uncached_tokens": 2 * processed}
 
     table = _add_ratios(pd.DataFrame([row("explorative", 150, 1000, "e150"), row("explorative", 30, 100, "e30"),
                                       row("approximate", 150, 250, "a150"), row("approximate", 30, 50, "a30"),
@@ -265,3 +308,112 @@ def test_ratio_compares_like_with_like_and_seeds_get_distinct_labels():
                          "training_seed": 100, "test_seed": 100})
     labels = distinct_labels(runs)
     assert list(labels) == ["x, seed 100", "x, seed 101", "y"]
+
+
+# -- the paper's processed-token figure -------------------------------------------------------------
+class WordChat:
+    """A chat tokenizer whose tokens are words: ``<role>`` per message (the system prompt is that
+    tag alone), each word of a message, then the prediction prefix. Counts can be done by hand."""
+
+    supports_system_role = True
+
+    def __init__(self):
+        vocab: dict = {}
+        self.vocab = vocab
+
+        class Words:
+            is_fast = False
+
+            def __call__(self, texts, add_special_tokens=False):
+                return {"input_ids": [[vocab.setdefault(w, len(vocab)) for w in text.split()] for text in texts]}
+
+        self.tokenizer = Words()
+
+    def render(self, messages, prefix):
+        words = []
+        for message in messages:
+            words.append(f"<{message['role']}>")
+            if message["role"] != "system":
+                words.append(message["content"])
+        return " ".join(words + [prefix])
+
+
+def _write_run(run_dir: Path, mode: str, train: list, tests: dict, test_prompts: list) -> Path:
+    run_dir.mkdir(parents=True)
+    (run_dir / "config.json").write_text(json.dumps({
+        "args": {"task_name": "trec_coarse", "icrl_omit_feedback": False}, "resolved": {"mode": mode},
+        "exemplars": [], "test_set": {"prompts": test_prompts}}))
+    (run_dir / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
+    (run_dir / "test.jsonl").write_text("".join(json.dumps({"step": s, "context": c}) + "\n" for s, c in tests.items()))
+    return run_dir
+
+
+def test_processed_tokens_of_a_hand_counted_run(tmp_path):
+    """Three ICRL steps and a test at each, counted by hand with one token per word.
+
+    train 0: <system> <user> Query: a b Type:                                   6 tokens, all new: 6
+    train 1: <system> <user> Query: a b <assistant> Type: X <user> 'X' is the correct answer!
+             Good job! Query: c d Type:                                         20, shares 5 with train 0: 15
+    train 2: as train 1 up to "job! Query:", then e f Type:                     20, shares 17 with train 1: 3
+    processed tokens (the published figure) 6 + 15 + 3 = 24. The test prompt "Query: e x" after
+    step 1's context shares 18 tokens with train 2 (through "e"): the cache of every call saves
+    one token more there, so train_uncached_tokens is 23, one below: the published count never
+    remembers test prompts."""
+    ep = lambda step, prompt, pred, fb, ctx: {"step": step, "prompt": prompt, "prediction": pred, "feedback": fb,  # noqa: E731
+                                               "answer": "X", "accuracy": fb, "context": ctx}
+    run = _write_run(tmp_path / "icrl", "icrl", [ep(0, "Query: a b", "X", 1, []), ep(1, "Query: c d", "Y", 0, [0]),
+                                                  ep(2, "Query: e f", "X", 1, [0])],
+                     {0: [], 1: [0], 2: [0]}, ["Query: e x"])
+    summary, rows = count_run(run, WordChat())
+    assert summary["tokenization"] == "full"
+    assert summary["processed_tokens"] == 24
+    assert summary["train_prompt_tokens"] == 6 + 20 + 20 and summary["train_uncached_tokens"] == 23
+    assert [r["processed_tokens"] for r in rows if r["kind"] == "train"] == [6, 15, 3]
+    assert summary["test_calls"] == 3 and summary["icl_train_calls"] == 0
+
+
+def test_processed_tokens_count_an_icl_runs_steps_by_hand(tmp_path):
+    """Supervised ICL sends no training call; the published count renders one per step anyway:
+    step 0: <system> <user> Query: a b Type:                                     6
+    step 1: <system> <user> Query: a b <assistant> Type: X <user> Query: c d Type: 13, shares 5: 8
+    processed 14; the calls sent are the test calls only (here one, 12 tokens: "Query: z" after
+    step 1's context)."""
+    ep = lambda step, prompt, ctx: {"step": step, "prompt": prompt, "prediction": None, "feedback": None,  # noqa: E731
+                                    "answer": "X", "accuracy": None, "context": ctx}
+    run = _write_run(tmp_path / "icl", "icl", [ep(0, "Query: a b", []), ep(1, "Query: c d", [0])], {1: [0]},
+                     ["Query: z"])
+    summary, rows = count_run(run, WordChat())
+    assert summary["processed_tokens"] == 14 and summary["icl_train_calls"] == 2
+    assert summary["train_calls"] == summary["train_prompt_tokens"] == 0
+    assert summary["calls"] == summary["test_calls"] == 1 and summary["test_prompt_tokens"] == 12
+    assert summary["prompt_tokens"] == 12
+
+
+@pytest.mark.parametrize("tokenizer", ["smollm2-135m", "meta-llama/Meta-Llama-3.1-8B-Instruct"])
+def test_processed_tokens_equal_the_published_computation(tmp_path, tokenizer, smollm2_chat):
+    """Naive, naive+, explorative, approximate and ICL records of two tasks: the headline equals
+    the published script's computation (recomputed independently above) on the same records."""
+    data_dir = datasets_dir()
+    if data_dir is None:
+        pytest.skip("raw dataset files not found")
+    from icrl.tasks import load_task
+
+    chat = smollm2_chat if tokenizer == "smollm2-135m" else paper_chat(tokenizer)
+    methods = {"naive": dict(strategy="random_biased_end", p_keep=1.0),
+               "naive+": dict(strategy="random_biased_end_only_positive", p_keep=1.0, temperature=2.0),
+               "explorative": dict(strategy="random_unbiased_only_positive", p_keep=0.1),
+               "approximate": dict(strategy="approximate_only_positive", p_keep=0.1, max_contexts=8),
+               "ICL": dict(strategy="random_unbiased", p_keep=1.0, icrl=False)}
+    residual = 0
+    for task_name in ("banking77", "clinic150"):
+        task = load_task(task_name, data_dir)
+        for method, kw in methods.items():
+            run_dir = synthesize_run(tmp_path, task, steps=40, max_examples=8, test_every=10, test_k=10, seed=7, **kw)
+            summary, _ = count_run(run_dir, chat)
+            expected = published_processed_tokens(run_dir, chat)
+            assert summary["processed_tokens"] == expected > 0, (task_name, method)
+            residual += summary["processed_tokens"] - summary["train_uncached_tokens"]
+            if method == "ICL":
+                # as published: an ICL run stops at the first test step with a full context (step 9)
+                assert summary["train_prompt_tokens"] == 0 and summary["icl_train_calls"] == 10
+    assert residual >= 0

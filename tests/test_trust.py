@@ -142,7 +142,7 @@ def test_damaged_finished_run_is_repaired_to_the_same_records(finished, capsys, 
         train_file.write_text("".join(lines[:-1]) + lines[-1][:30])
     state = inspect_run(run_dir)
     assert not state.finished and state.problems
-    from icrl.results import Results
+    from icrl.analysis.results import Results
 
     results = Results(out)
     assert not results.runs["finished"].any() and any("damaged run" in n for n in results.notes)
@@ -163,13 +163,13 @@ def test_garbage_appended_to_train_of_a_finished_run_is_not_finished_and_is_one_
     assert main(argv(out)) == 2
     err = capsys.readouterr().err.strip()
     assert "train.jsonl line 7" in err and "\n" not in err
-    from icrl.results import Results
+    from icrl.analysis.results import Results
 
     assert not Results(out).runs["finished"].any()
 
 
 def test_token_counter_skips_a_damaged_run_with_a_note(finished, capsys):
-    from icrl.token_count import main as count_main
+    from icrl.analysis.token_cli import main as count_main
 
     out, run_dir, _ = finished
     (run_dir / "test.jsonl").unlink()
@@ -263,8 +263,8 @@ def test_corrupt_context_size_cache_is_recomputed(tmp_path, capsys):
 
 
 def test_malformed_dataset_and_bad_tool_outputs_are_one_line(tmp_path, data_dir, capsys, monkeypatch):
-    from icrl.plots import main as plots_main
-    from icrl.token_count import main as count_main
+    from icrl.analysis.figures_cli import main as plots_main
+    from icrl.analysis.token_cli import main as count_main
 
     bad = tmp_path / "data" / "trec"
     bad.mkdir(parents=True)

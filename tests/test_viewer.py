@@ -18,10 +18,7 @@ from icrl.records import find_runs, read_json, read_jsonl
 from icrl.tasks import Example, Task
 from icrl.viewer.cli import main
 
-try:  # the analysis package holds it once icrl/token_count.py has moved
-    from icrl.analysis.synthetic import synthesize_run
-except ImportError:
-    from icrl.token_count import synthesize_run
+from icrl.analysis.synthetic import synthesize_run
 
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run", "--window-size=1400,1600")

@@ -33,10 +33,7 @@ from scipy import stats as sps
 from ..errors import UsageError
 from ..records import RunState, find_runs, inspect_run
 
-try:  # icrl/analysis/results.py once the analysis package holds it
-    from .results import method_of
-except ImportError:  # pragma: no cover - before the move
-    from ..results import method_of
+from .runs import method_of
 
 DIAGNOSTICS_CSV, PER_CLASS_CSV, DIAGNOSTICS_PNG = "diagnostics.csv", "diagnostics_per_class.csv", "diagnostics.png"
 STEP_COLUMNS = ["step", "prediction", "answer", "reward", "correct", "context_size", "context_positive_share",

@@ -30,8 +30,9 @@ DEMO_ARGS = [
 
 def _adder(group):
     """``add(name, **how)``: the flag --name with its field's default and help."""
-    def add(name: str, **how) -> None:
-        group.add_argument(f"--{name}", default=default_of(name), help=help_of(name), **how)
+    def add(name: str, *new_names: str, **how) -> None:
+        """``new_names``: flags that come first, ``--name`` staying as an old spelling."""
+        group.add_argument(*new_names, f"--{name}", dest=name, default=default_of(name), help=help_of(name), **how)
     return add
 
 
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     ours("dtype")
     ours("eot_token")
     ours("max_model_len", type=int)
-    ours("published_tokenization", action="store_true")
+    ours("published_tokenization", "--published_quirks", action="store_true")
     ours("progress", **boolean)
     ours("wandb", action="store_true")
     gpu = _adder(p.add_argument_group("vLLM options"))

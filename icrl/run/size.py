@@ -35,7 +35,6 @@ def automatic_size(config: RunConfig, data: RunData, backend) -> int:
     s = config.spec
     path = max_context_path(config.options.output_dir, s.model_name, s.task_name)
     window = backend.max_model_len
-    key = f"{'icrl' if s.icrl else 'icl'}@{window}"
     remove_leftovers(path.parent, [path.name], older_than_s=3600)
     sizes: dict = {}
     try:
@@ -52,12 +51,16 @@ def automatic_size(config: RunConfig, data: RunData, backend) -> int:
                 log.info("replacing the old-format cache %s (it held one fewer episode)", path)
     except (OSError, ValueError) as exc:
         log.warning("ignoring the unreadable cache %s (%s); finding the size again", path, exc)
-    if key in sizes:
-        return sizes[key]
-    from ..maxlen import find_max_examples
+    from ..maxlen import cached_size, find_max_examples
 
-    log.info("finding how many episodes fit %d tokens (%s; cached in %s)", window, key, path)
+    fit, keys = cached_size(sizes, s.icrl, window, s.published_tokenization)
+    if fit is not None:
+        if keys[0] not in sizes:  # --published_quirks: the first run's size, shared from now on
+            write_json_atomic(path, {"sizes": dict(sorted({**sizes, **dict.fromkeys(keys, fit)}.items()))})
+        return fit
+
+    log.info("finding how many episodes fit %d tokens (%s; cached in %s)", window, keys[0], path)
     fit = find_max_examples(backend.chat, data.task, window, icrl=s.icrl)
-    sizes[key] = fit
+    sizes.update(dict.fromkeys(keys, fit))
     write_json_atomic(path, {"sizes": dict(sorted(sizes.items()))})
     return fit

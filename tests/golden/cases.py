@@ -35,8 +35,8 @@ INTERRUPT_ENV = "ICRL_FAKE_INTERRUPT_AT_CALL"
 SCRIPTS = {
     "run_experiment.py": "icrl.experiment",
     "run_sweep.py": "icrl.sweep.runner",
-    "run_draw_plots.py": "icrl.plots",
-    "run_count_tokens.py": "icrl.token_count",
+    "run_draw_plots.py": "icrl.analysis.figures_cli",
+    "run_count_tokens.py": "icrl.analysis.token_cli",
     "find_max_examples_given_max_window.py": "icrl.maxlen",
 }
 

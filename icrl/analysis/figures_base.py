@@ -1,0 +1,200 @@
+"""What every figure uses: style, colours, per-step curves, panels, legend, the shared context."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .results import Results
+from .runs import model_size
+
+COLORS = {  # Okabe-Ito, colour-blind safe; one colour per method in every figure
+    "naive": "#E69F00", "naive+": "#56B4E9", "explorative": "#009E73", "approximate": "#D55E00",
+    "zero-shot": "#555555", "ICL": "#000000", "zero-shot run": "#999999", "chance": "#BBBBBB",
+}
+MARKERS = {"naive": "s", "naive+": "v", "explorative": "o", "approximate": "^"}
+VALUE_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
+BASELINE_STYLE = {"zero-shot": (0, (4, 3)), "ICL": (0, (1.5, 2)), "zero-shot run": (0, (1, 1)),
+                  "chance": (0, (0.8, 1.6))}
+BAND_NOTE = "shaded: min–max over seeds"
+METHOD_NOTES = {"naive": "naive", "naive+": "naive+", "explorative": "explorative",
+                "approximate": "approximate", "zero-shot": "zero-shot (naive ICRL, step 0)",
+                "zero-shot run": "zero-shot (separate run)", "ICL": "ICL (supervised)",
+                "chance": "chance (1 / number of labels)"}
+STYLE = {
+    "font.family": "serif", "font.serif": ["DejaVu Serif"], "mathtext.fontset": "dejavuserif",
+    "font.size": 8.5, "axes.titlesize": 9, "axes.labelsize": 8.5, "legend.fontsize": 8,
+    "xtick.labelsize": 7.5, "ytick.labelsize": 7.5, "axes.spines.top": False, "axes.spines.right": False,
+    "axes.grid": True, "grid.alpha": 0.25, "grid.linewidth": 0.6, "lines.linewidth": 1.6,
+    "legend.frameon": False, "savefig.dpi": 200, "pdf.fonttype": 42, "ps.fonttype": 42,
+    "text.usetex": False,
+}
+MAX_PANELS = 12
+
+
+# -- data helpers ------------------------------------------------------------------------------
+def _mean_curve(frame: pd.DataFrame, run_ids: Sequence[str], value: str) -> pd.DataFrame:
+    """step -> mean/min/max of ``value`` over runs (seeds); steps that not every run has are
+    averaged over the runs that have them."""
+    part = frame[frame["run_id"].isin(list(run_ids))]
+    if part.empty:
+        return pd.DataFrame(columns=["mean", "min", "max"])
+    return part.groupby("step")[value].agg(["mean", "min", "max"]).sort_index()
+
+
+def _regret_frame(train: pd.DataFrame) -> pd.DataFrame:
+    """Per run: cumulative number of wrong training predictions after each step."""
+    frame = train.dropna(subset=["accuracy"]).sort_values(["run_id", "step"]).copy()
+    frame["regret"] = (1 - frame["accuracy"]).groupby(frame["run_id"]).cumsum()
+    return frame
+
+
+def _smoothed_frame(train: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Per run: mean training accuracy of the last ``window`` steps, from the first full window
+    on (no growing window at the start, whose first points are single steps)."""
+    frame = train.dropna(subset=["accuracy"]).sort_values(["run_id", "step"]).copy()
+    frame["smoothed"] = frame.groupby("run_id")["accuracy"].transform(
+        lambda s: s.rolling(window, min_periods=window).mean())
+    return frame.dropna(subset=["smoothed"])
+
+def _pick_config(runs: pd.DataFrame, m_ref=None) -> tuple[pd.DataFrame, int]:
+    """Of several configurations (seeds aside), the one with the most completed steps; on a
+    tie the panel's usual context length ``m_ref``, temperature 1 (the paper's), the longest
+    context, the most seeds, the most approximate contexts. Returns its runs and how many
+    configurations there were."""
+    groups = list(runs.groupby("config_key", sort=True))
+    if len(groups) == 1:
+        return groups[0][1], 1
+
+    def rank(kv):
+        first = kv[1].iloc[0]
+        k = first["max_contexts"]
+        return (kv[1]["steps"].fillna(0).max(), first["max_context_examples"] == m_ref, first["temperature"] == 1.0,
+                first["max_context_examples"] or 0, len(kv[1]), 0 if pd.isna(k) else k)
+
+    return max(groups, key=rank)[1], len(groups)
+
+
+def _usual_context_length(runs: pd.DataFrame):
+    """The most common max_context_examples among these runs (the largest on a tie)."""
+    counts = runs["max_context_examples"].dropna().value_counts()
+    if counts.empty:
+        return None
+    return max(counts.index, key=lambda m: (counts[m], m))
+
+
+def _grid(runs: pd.DataFrame) -> tuple[list[str], list[str]]:
+    models = sorted(runs["model"].unique(), key=lambda m: (model_size(m), m))
+    tasks = sorted(runs["task"].unique())
+    return models, tasks
+
+
+def _short_model(name: str) -> str:
+    return name.rsplit("/", 1)[-1]
+
+
+# -- drawing helpers ---------------------------------------------------------------------------
+def _figure(nrows: int, ncols: int, panel_w: float = 2.7, panel_h: float = 2.05, legend_h: float = 0.45):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(panel_w * ncols + 0.5, panel_h * nrows + legend_h), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False, sharex=False)
+    return fig, axes
+
+
+def _plot_curve(ax, curve: pd.DataFrame, color, label, marker="o", markersize=3.6, zorder=2, layer=None,
+                linestyle="-"):
+    """Mean over seeds, with a band from their minimum to their maximum; markers only on
+    curves with few points (test accuracy). ``layer`` j = 0, 1, ...: later layers are drawn
+    on top, thinner and with smaller markers, so that equal curves all stay visible."""
+    if curve.empty:
+        return
+    linewidth = STYLE["lines.linewidth"]
+    if layer is not None:
+        zorder, linewidth, markersize = 2 + layer, max(1.0, 1.9 - 0.2 * layer), max(2.6, 4.8 - 0.45 * layer)
+    x = curve.index.to_numpy()
+    ax.plot(x, curve["mean"].to_numpy(), color=color, label=label, zorder=zorder, linewidth=linewidth, linestyle=linestyle,
+            marker=marker if len(x) <= 30 else None, markersize=markersize, markeredgewidth=0.6,
+            markeredgecolor="white")
+    if (curve["max"] - curve["min"]).abs().max() > 0:
+        ax.fill_between(x, curve["min"].to_numpy(), curve["max"].to_numpy(), color=color, alpha=0.15, linewidth=0)
+
+
+def _baseline(ax, value: Optional[float], method: str, label: Optional[str] = None):
+    if value is None or not np.isfinite(value):
+        return
+    ax.axhline(value, color=COLORS[method], linestyle=BASELINE_STYLE[method],
+               linewidth=1.0 if method == "chance" else 1.2, label=label or METHOD_NOTES[method], zorder=1)
+
+
+def _legend_below(fig, axes, title=None):
+    handles, labels = {}, []
+    for ax in np.ravel(axes):
+        for h, label in zip(*ax.get_legend_handles_labels()):
+            if label not in handles:
+                handles[label] = h
+                labels.append(label)
+    if any(ax.collections for ax in np.ravel(axes)):  # a seed band was drawn: say what it is
+        from matplotlib.patches import Patch
+
+        handles[BAND_NOTE] = Patch(facecolor="#777777", alpha=0.25, linewidth=0)
+        labels.append(BAND_NOTE)
+    if handles:
+        # as many columns as fit the figure's width (an entry: handle + about 0.07 in per character)
+        width, widest = fig.get_size_inches()[0] - 0.3, max(0.55 + 0.075 * len(label) for label in labels)
+        ncol = max(1, min(len(labels), int(width // widest)))
+        if ncol < len(labels) and np.shape(axes)[1] == 1:  # one narrow column: legend on the right
+            w, h = fig.get_size_inches()
+            fig.set_size_inches(w + widest + 0.2, h - 0.3)
+            fig.legend([handles[label] for label in labels], labels, loc="outside right upper",
+                       handlelength=2.4, title=title)
+            return
+        fig.legend([handles[label] for label in labels], labels, loc="outside lower center",
+                   ncol=ncol, handlelength=2.4, columnspacing=1.4, title=title)
+
+
+def _hide_unused(axes, used: int):
+    for ax in np.ravel(axes)[used:]:
+        ax.set_visible(False)
+
+
+def _save(fig, out_dir: Path, name: str) -> list[Path]:
+    paths = []
+    for ext in ("png", "pdf"):
+        path = out_dir / f"{name}.{ext}"
+        fig.savefig(path)
+        paths.append(path)
+    return paths
+
+# -- the figures -------------------------------------------------------------------------------
+@dataclass
+class Context:
+    results: Results
+    smooth: int
+    explorative_p_keep: float
+    notes: list
+    verdicts: list = None  # Verdict per model, task and method of main_results
+    captions: dict = None  # id(panel) -> text under its x axis
+    other_runs: bool = False  # also draw the paper's methods at settings the published figures leave out
+
+    def __post_init__(self):
+        self.verdicts = [] if self.verdicts is None else self.verdicts
+        self.captions = {} if self.captions is None else self.captions
+
+    @property
+    def runs(self) -> pd.DataFrame:
+        return self.results.runs
+
+
+
+
+def _chance(ax, runs: pd.DataFrame):
+    labels = runs["num_labels"].dropna().unique() if "num_labels" in runs else []
+    if len(labels) == 1 and labels[0] > 0:
+        _baseline(ax, 1.0 / labels[0], "chance")
+
+

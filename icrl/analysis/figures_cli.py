@@ -1,0 +1,139 @@
+"""Figures and a summary table from the records of many runs (run_draw_plots.py); no model.
+
+Every run under ``--data_dir`` is read through :class:`icrl.analysis.results.Results`. Figures are
+written as PNG and PDF (matplotlib, Agg, mathtext only: no LaTeX needed) to ``--out_dir``
+with ``summary.csv`` (one row per run). A figure is drawn when the runs it needs exist and
+skipped with a one-line note otherwise.
+
+- ``main_results``: test accuracy vs. step, a column per task and a row per model, a line per
+  method (naive, naive+, explorative, approximate) selected as the published figures select
+  them (:func:`icrl.analysis.runs.paper_method_of`: naive only at temperature 1.0, naive+ only
+  at 2.0, explorative only with the automatic size and temperature 1.0, approximate only with
+  8 uniform contexts); ``--other_runs`` adds the same methods at other settings as dashed
+  lines labelled with their settings (a console note lists them otherwise), with
+  zero-shot and supervised ICL (the upper bound) as dashed lines of the same model and task.
+  As in the paper, the zero-shot line is the step-0 test of the naive ICRL run (ICRL system
+  prompt, empty context); a separate zero-shot run (``--max_context_examples 0``, standard
+  system prompt) is drawn as a line of its own, labelled "zero-shot (separate run)".
+- ``regret``: cumulative wrong training predictions vs. step, same grid.
+- ``train_accuracy``: training accuracy, mean of the last ``--smooth`` steps (curves start
+  at step ``smooth - 1``, where the first full window ends), same grid, no test-set lines.
+- ``ablation_*``: runs that differ in exactly one argument (seeds aside) side by side: a panel
+  per group of otherwise equal runs, a line per value of the argument.
+
+Several seeds of one configuration are averaged; the shaded band spans their minimum and
+maximum (the legend says so). A panel never mixes runs of different lengths or test sets:
+of the ICRL runs of a model and task it keeps those of one length and test set (the one
+covering the most methods, then the longest), and the baselines on that test set; the panel
+title says which, and a console note names what was left out (``--filter`` to choose).
+Accuracy panels draw chance (1 / number of labels, dotted); ``main_results`` also states,
+per method, whether its final test accuracy beat zero-shot (Wilson 95% intervals that do
+not overlap, see :mod:`icrl.analysis.verdict`), and run_draw_plots.py prints the same verdicts.
+``summary_by_config.csv`` is :meth:`icrl.analysis.results.Results.aggregate` (mean, std, n over seeds).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from ..errors import ArgumentParser, UsageError
+from .figures_ablation import ABLATIONS, fig_ablation
+from .figures_base import STYLE, Context, _save
+from .figures_methods import fig_main_results, fig_regret, fig_train_accuracy
+from .results import Results
+from .runs import DEFAULT_EXPLORATIVE_P_KEEP
+
+
+FIGURES: list[tuple[str, Callable]] = [
+    ("main_results", fig_main_results),
+    ("regret", fig_regret),
+    ("train_accuracy", fig_train_accuracy),
+    *[(ab.name, (lambda ab: lambda ctx: fig_ablation(ctx, ab))(ab)) for ab in ABLATIONS],
+]
+
+
+# -- the command line ---------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="run_draw_plots.py",
+                description="Draw the paper's figures and a summary CSV from the records under --data_dir "
+                            "(no model is loaded).",
+                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--data_dir", default="data", help="results root (as run_experiment.py --output_dir)")
+    p.add_argument("--out_dir", default="plots", help="where the PNG/PDF figures and summary.csv go")
+    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                   help="only runs with this value (e.g. task=banking77, model=smollm2-135m, method=explorative, "
+                        "context_p_keep=0.1); repeat a key for either value")
+    p.add_argument("--smooth", type=int, default=50, help="rolling window (steps) for training accuracy")
+    p.add_argument("--explorative_p_keep", type=float, default=DEFAULT_EXPLORATIVE_P_KEEP,
+                   help="p_keep of random_unbiased_only_positive drawn as explorative ICRL")
+    p.add_argument("--other_runs", action="store_true",
+                   help="main_results, regret and train_accuracy: also draw runs of the paper's methods at "
+                        "settings the published figures leave out (naive+ at temperature 1, explorative at a given "
+                        "context size, ...), as dashed lines labelled with their settings; without it only the "
+                        "published selection is drawn: naive at temperature 1.0, naive+ at 2.0, explorative with "
+                        "the automatic size and temperature 1.0, approximate with 8 uniform contexts")
+    p.add_argument("--only", action="append", default=[], metavar="FIGURE",
+                   help=f"draw only this figure (repeatable): {', '.join(n for n, _ in FIGURES)}")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+        return draw(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def draw(args) -> int:
+    import matplotlib
+
+    if args.smooth < 1:
+        raise UsageError(f"--smooth must be a window of at least 1 step, got {args.smooth}")
+    if not 0 < args.explorative_p_keep <= 1:
+        raise UsageError(f"--explorative_p_keep must be in (0, 1], got {args.explorative_p_keep}")
+    names = [n for n, _ in FIGURES]
+    unknown = [n for n in args.only if n not in names]
+    if unknown:
+        raise UsageError(f"unknown --only {unknown[0]!r}; choose from: {', '.join(names)}")
+    out_dir = Path(args.out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out_dir {args.out_dir!r} cannot be a folder of figures: {exc.strerror or exc}") from None
+    results = Results(args.data_dir, args.filter, args.explorative_p_keep)
+    for note in results.notes:
+        print(f"note: {note}")
+    if results.all_runs.empty:
+        raise UsageError(f"no runs under {args.data_dir!r} (run_experiment.py writes them there with --output_dir)")
+    if results.runs.empty:
+        raise UsageError(f"no run under {args.data_dir!r} matches --filter {' '.join(args.filter)}")
+    summary = results.summary()
+    summary.to_csv(out_dir / "summary.csv", index=False)
+    results.aggregate().to_csv(out_dir / "summary_by_config.csv", index=False)
+    print(f"read {len(results.runs)} runs from {args.data_dir}; wrote {out_dir / 'summary.csv'} and "
+          f"{out_dir / 'summary_by_config.csv'} (mean, std, n over seeds of finished runs)")
+    ctx = Context(results, args.smooth, args.explorative_p_keep, [], other_runs=args.other_runs)
+    drawn = 0
+    with matplotlib.rc_context(STYLE):
+        for name, make in FIGURES:
+            if args.only and name not in args.only:
+                continue
+            fig = make(ctx)
+            if isinstance(fig, str):
+                print(f"skipped {name}: {fig}")
+                continue
+            paths = _save(fig, out_dir, name)
+            drawn += 1
+            print(f"wrote {paths[0]} (+ .pdf)")
+    for note in ctx.notes:
+        print(f"note: {note}")
+    print(f"{drawn} figures in {out_dir}")
+    for verdict in ctx.verdicts:
+        print(f"verdict: {verdict.line()}")
+    return 0

@@ -1,0 +1,257 @@
+"""The method figures: main_results (test accuracy), regret and train_accuracy, a panel per model
+and task, a line per paper method, with the zero-shot and ICL lines and the verdicts."""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from typing import Callable, Optional
+
+import pandas as pd
+
+from .figures_base import (COLORS, MARKERS, METHOD_NOTES, Context, _baseline, _chance, _figure, _grid, _legend_below,
+                           _mean_curve, _pick_config, _plot_curve, _regret_frame, _short_model, _smoothed_frame,
+                           _usual_context_length)
+from .runs import METHODS, model_size
+from .verdict import Verdict, panel_note
+
+
+def _comparable(ctx: "Context", here: pd.DataFrame, model: str, task: str) -> tuple[pd.DataFrame, str]:
+    """The runs of one panel that can be compared: ICRL runs of one length (total steps) and
+    test set, and the baselines on that test set. Of several, the one covering the most
+    methods, then the longest, then the most runs. Returns them and a short description."""
+    icrl = here[here["method"].isin(METHODS)]
+    if icrl.empty:
+        return here, ""
+    steps = icrl["total_steps"].fillna(-1).astype(int)
+    groups = list(icrl.groupby([steps, icrl["test_set"]], sort=True))
+    (length, test_set), best = max(groups, key=lambda kv: (kv[1]["method"].nunique(), kv[0][0], len(kv[1])))
+    same_test = here["test_set"] == test_set
+    keep = same_test & (~here["method"].isin(METHODS) | (here["total_steps"].fillna(-1).astype(int) == length))
+    num_test = best["num_test"].dropna()
+    items = f"{int(num_test.iloc[0])} test items" if len(num_test) else f"test set {test_set}"
+    description = f"{length} steps, {items}"
+    left_out = here[~keep]
+    if len(left_out):
+        note = (f"{_short_model(model)} / {task}: figures show runs of {length} steps on test set {test_set}; "
+                f"left out {len(left_out)} run(s) of other lengths or test sets "
+                f"({', '.join(sorted(set(left_out['label'])))}); --filter train_k=... test_k=... to choose")
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+    return here[keep], description
+
+
+
+PAPER_RULES = ("the published figures count a run as naive only at temperature 1.0, naive+ only at 2.0, "
+               "explorative only with the automatic context size and temperature 1.0, approximate only with "
+               "8 contexts sampled uniformly")
+
+
+def _main_runs(ctx: Context) -> pd.DataFrame:
+    """The runs of the method figures: the paper's methods as the published figures select them
+    (``paper_method``, see icrl.analysis.runs.paper_method_of) and the baselines; the same methods
+    at other settings only with ``ctx.other_runs``. Runs with omitted or flipped feedback or with
+    exemplars are ablations, never here (the published figures would count them twice and stop)."""
+    runs = ctx.runs
+    default = (~runs["omit_feedback"].astype(bool)) & (~runs["flip_feedback"].astype(bool)) & \
+        (runs["exemplars_per_label"].fillna(0) == 0)
+    runs = runs[default]
+    other = runs["method"].isin(METHODS) & (runs["method"] != runs["paper_method"])
+    if other.any() and not ctx.other_runs:
+        note = (f"method figures: {int(other.sum())} run(s) of the paper's methods at other settings not drawn "
+                f"({', '.join(sorted(set(_other_label(row) for _, row in runs[other].iterrows())))}): "
+                f"{PAPER_RULES}; --other_runs draws them as dashed lines")
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+        return runs[~other]
+    return runs
+
+
+def _other_label(row) -> str:
+    """What a run of a paper method at other settings is: its label, with its temperature."""
+    label = str(row["label"])
+    if "T=" not in label:
+        temperature = f"{float(row['temperature']):g}"
+        label = label[:-1] + f", T={temperature})" if label.endswith(")") else f"{label} (T={temperature})"
+    return label
+
+
+def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, baselines: bool,
+                 unit_range: bool, verdicts: bool = False) -> Optional[object]:
+    """A grid (rows: models, columns: tasks) with one line per paper method; ``baselines``:
+    zero-shot and ICL lines (test accuracy only); ``unit_range``: an accuracy axis, with chance;
+    ``verdicts``: say in each panel whether each method beat zero-shot."""
+    runs = _main_runs(ctx)
+    icrl = runs[runs["method"].isin(METHODS)]
+    if icrl.empty:
+        return (f"no naive, naive+, explorative (random_unbiased_only_positive at p_keep "
+                f"{ctx.explorative_p_keep:g}) or approximate ICRL run at the paper's settings ({PAPER_RULES}; "
+                f"--other_runs also draws other settings)")
+    models, tasks = _grid(icrl)
+    fig, axes = _figure(len(models), len(tasks))
+    for r, model in enumerate(models):
+        for c, task in enumerate(tasks):
+            ax = axes[r][c]
+            here = runs[(runs["model"] == model) & (runs["task"] == task)]
+            here, description = _comparable(ctx, here, model, task)
+            m_ref = _usual_context_length(here[here["method"].isin(METHODS)])
+            drawn = {}
+            for method in METHODS:
+                chosen = here[(here["method"] == method) & (here["paper_method"] == method)]
+                if chosen.empty:
+                    continue
+                chosen, n_configs = _pick_config(chosen, m_ref)
+                if n_configs > 1:
+                    note = (f"{n_configs} configurations of {method} for {model} / {task}; main_results, "
+                            f"regret and train_accuracy show {chosen['label'].iloc[0]} (--filter to choose)")
+                    if note not in ctx.notes:
+                        ctx.notes.append(note)
+                draw_panel(ax, chosen, method)
+                drawn[method] = chosen
+            others = here[here["method"].isin(METHODS) & (here["method"] != here["paper_method"])]
+            for _, group in others.groupby("config_key", sort=True):  # only with --other_runs
+                label = _other_label(group.iloc[0])
+                draw_panel(ax, group, group["method"].iloc[0], label=label, other=True)
+                drawn[label] = group
+            if baselines:
+                zero_ref = _zero_shot_reference(ctx, here, m_ref)
+                _baseline(ax, zero_ref[0] if zero_ref else None, "zero-shot")
+                zero = here[here["method"] == "zero-shot"]
+                zero_acc = zero["final_test_accuracy"].dropna()
+                _baseline(ax, zero_acc.mean() if len(zero_acc) else None, "zero-shot run")
+                icl = here[here["method"] == "ICL"]
+                if len(icl):  # the ICL run with the ICRL runs' context length, else the longest
+                    same = icl[icl["max_context_examples"] == m_ref]
+                    icl = same if len(same) else icl[icl["max_context_examples"] == icl["max_context_examples"].max()]
+                    _baseline(ax, icl["final_test_accuracy"].dropna().mean(), "ICL")
+                if verdicts:
+                    reference = (_pooled(zero), "zero-shot run") if len(zero_acc) else (zero_ref, "naive ICRL at step 0")
+                    _verdicts(ctx, ax, model, task, drawn, *reference)
+            if unit_range:
+                _chance(ax, here)
+                ax.set_ylim(-0.02, 1.02)
+            else:
+                ax.set_ylim(bottom=0)
+            if r == 0:
+                ax.set_title(f"{task}\n{description}" if description else task)
+            elif description:
+                ax.set_title(description, fontsize=7.5)
+            caption = ctx.captions.get(id(ax))
+            if caption:
+                ax.set_xlabel(f"Step\n{caption}", fontsize=6.5, linespacing=1.4)
+            elif r == len(models) - 1:
+                ax.set_xlabel("Step")
+            if c == 0:
+                ax.set_ylabel(f"{_short_model(model)}\n{ylabel}")
+    # Room for the captions, so that they do not squeeze the panels: per row, its longest one
+    # (6.5-point lines at spacing 1.4 are 0.13 inch each).
+    lines = [max((ctx.captions.get(id(ax), "").count("\n") + 1 if id(ax) in ctx.captions else 0)
+                 for ax in row) for row in axes]
+    if any(lines):
+        width, height = fig.get_size_inches()
+        fig.set_size_inches(width, height + 0.13 * sum(lines))
+    _legend_below(fig, axes)
+    return fig
+
+
+def _zero_shot_reference(ctx: Context, here: pd.DataFrame, m_ref) -> Optional[tuple[float, int]]:
+    """The paper's zero-shot point: the step-0 test accuracy of the naive ICRL run (ICRL system
+    prompt, no episode yet), averaged over seeds, and its test items pooled over seeds; None
+    without a naive run tested at step 0."""
+    naive = here[(here["method"] == "naive") & (here["paper_method"] == "naive")]
+    if naive.empty and ctx.other_runs:
+        naive = here[here["method"] == "naive"]
+    if naive.empty:
+        return None
+    naive, _ = _pick_config(naive, m_ref)
+    test = ctx.results.test()
+    first = test[test["run_id"].isin(list(naive["run_id"])) & (test["step"] == 0)]
+    first = first.dropna(subset=["accuracy"])
+    if first.empty:
+        return None
+    sizes = naive.set_index("run_id").loc[first["run_id"], "num_test"].fillna(0).astype(int)
+    return float(first["accuracy"].mean()), int(sizes.sum())
+
+
+def _pooled(runs: pd.DataFrame) -> Optional[tuple[float, int]]:
+    """(mean final test accuracy over seeds, test items pooled over them)."""
+    runs = runs.dropna(subset=["final_test_accuracy", "num_test"])
+    if runs.empty:
+        return None
+    return float(runs["final_test_accuracy"].mean()), int(runs["num_test"].sum())
+
+
+# Characters of a caption line under a 2.7-inch panel at font size 6.5 (neighbouring panels'
+# captions must not run into each other).
+CAPTION_CHARS = 54
+
+
+def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, reference_name: str):
+    """Whether each drawn method's final test accuracy beat zero-shot: in the panel and in
+    ``ctx.verdicts`` (printed at the end)."""
+    if reference is None:
+        return
+    lines, here = [], []
+    for method, chosen in drawn.items():
+        finished = chosen[chosen["finished"].astype(bool)]
+        pooled = _pooled(finished)
+        if pooled is None:
+            continue
+        verdict = Verdict(model=_short_model(model), task=task, method=method,
+                          steps=int(finished["total_steps"].max()), accuracy=pooled[0], n=pooled[1],
+                          reference=reference[0], n_reference=reference[1], reference_name=reference_name,
+                          model_params=model_size(model))
+        ctx.verdicts.append(verdict)
+        here.append(verdict)
+        lines.append(verdict.short())
+    if lines:  # under the panel, where it hides no curve; wrapped to the panel's width
+        # (a no-break space keeps an interval "[0.184, 0.354]" on one line)
+        ctx.captions[id(ax)] = "\n".join(
+            textwrap.fill(re.sub(r"(\d), (\d)", "\\1,\u00a0\\2", line), CAPTION_CHARS, break_on_hyphens=False)
+            for line in lines + [f"({panel_note(here)})"])
+
+
+def fig_main_results(ctx: Context):
+    test = ctx.results.test()
+
+    def panel(ax, chosen, method, label=None, other=False):
+        _plot_curve(ax, _mean_curve(test, chosen["run_id"], "accuracy"), COLORS[method], label or METHOD_NOTES[method],
+                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    linestyle="--" if other else "-")
+
+    return _method_grid(ctx, "main_results", panel, "Test accuracy", baselines=True, unit_range=True,
+                        verdicts=True)
+
+
+def fig_regret(ctx: Context):
+    regret = _regret_frame(ctx.results.train())
+
+    def panel(ax, chosen, method, label=None, other=False):
+        _plot_curve(ax, _mean_curve(regret, chosen["run_id"], "regret"), COLORS[method], label or METHOD_NOTES[method],
+                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    linestyle="--" if other else "-")
+
+    return _method_grid(ctx, "regret", panel, "Regret (wrong predictions)", baselines=False, unit_range=False)
+
+
+def fig_train_accuracy(ctx: Context):
+    smoothed = _smoothed_frame(ctx.results.train(), ctx.smooth)
+
+    def panel(ax, chosen, method, label=None, other=False):
+        _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method], label or METHOD_NOTES[method],
+                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    linestyle="--" if other else "-")
+
+    train = ctx.results.train()
+    if len(train) and not smoothed.empty:
+        short = sorted(set(train["run_id"]) - set(smoothed["run_id"]))
+    else:
+        short = sorted(set(train["run_id"]))
+    short = [r for r in short if ctx.runs.loc[r, "mode"] == "icrl"] if len(ctx.runs) else []
+    if short:
+        ctx.notes.append(f"train_accuracy: {len(short)} ICRL run(s) shorter than the {ctx.smooth}-step window "
+                         f"are not drawn (--smooth N for a shorter window)")
+    label = "Training accuracy" + (f"\n(mean of the last {ctx.smooth} steps)" if ctx.smooth > 1 else "")
+    return _method_grid(ctx, "train_accuracy", panel, label, baselines=False, unit_range=True)
+
+

@@ -1,0 +1,292 @@
+"""One row per run: its method, label and columns, read from its records; filters on them.
+
+The columns are described in :mod:`icrl.analysis.results`; :func:`run_row` builds one row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from .. import config
+from ..errors import UsageError
+from ..records import CONFIG, RESULTS, TEST, TRAIN, RunState, read_json
+
+TOKEN_COUNTS_JSON = "token_counts.json"
+TOKEN_COUNTS_CSV = "token_counts.csv"
+
+# config.json "args" name -> column name
+# config.json "args" name -> column name (the fields with a "column" role, in column order)
+ARG_COLUMNS = dict(config.RESULT_COLUMNS)
+SEED_COLUMNS = ("seed", "training_seed", "test_seed")
+RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "best_test_accuracy",
+                  "best_test_step", "regret", "train_accuracy", "mean_step_time_s", "total_time_s")
+# What defines a configuration apart from its seeds, with task, strategy and flipping split
+# into their parts so that an ablation can vary one part and hold the others.
+CONFIG_COLUMNS = ("model", "task_base", "unsemantic", "strategy_base", "strategy_filter", "p_keep",
+                  "max_context_examples", "auto_size", "icrl", "omit_feedback", "flip", "max_contexts",
+                  "sampling_method", "temperature", "exemplars_per_label", "train_k", "test_every",
+                  "test_k", "max_model_len", "mode")
+
+INTEGER_COLUMNS = ("max_context_examples", "max_contexts", "exemplars_per_label", "seed", "training_seed",
+                   "test_seed", "steps", "total_steps", "best_test_step", "regret", "prompt_tokens",
+                   "uncached_tokens", "processed_tokens")
+# The paper's methods (Monea et al. 2024), in legend order.
+METHODS = ("naive", "naive+", "explorative", "approximate")
+BASELINES = ("zero-shot", "ICL")
+DEFAULT_EXPLORATIVE_P_KEEP = 0.1
+
+
+def method_of(mode: str, strategy: str, p_keep: float, explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP) -> str:
+    """The paper's name for a run's method, or "" when it is none of them.
+
+    naive: random_biased_end at p_keep 1 (a window of the most recent episodes);
+    naive+: random_biased_end_only_positive at p_keep 1; explorative (stochastic) ICRL:
+    random_unbiased_only_positive at ``explorative_p_keep`` (0.1 in the paper);
+    approximate: approximate_only_positive; zero-shot; ICL (supervised, gold labels).
+    """
+    if mode == "zero_shot":
+        return "zero-shot"
+    if mode == "icl":
+        return "ICL"
+    if strategy == "random_biased_end" and p_keep == 1:
+        return "naive"
+    if strategy == "random_biased_end_only_positive" and p_keep == 1:
+        return "naive+"
+    if strategy == "random_unbiased_only_positive" and math.isclose(p_keep, explorative_p_keep):
+        return "explorative"
+    if strategy == "approximate_only_positive":
+        return "approximate"
+    return ""
+
+
+def paper_method_of(row, explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP) -> str:
+    """The method the published figures file a run under, or "" (their rules, lil-lab/icrl
+    src/plot/plotting.py: plot_main_results and plot_main_results_with_phi_and_approximate).
+
+    naive: random_biased_end at p_keep 1 and temperature 1.0; naive+:
+    random_biased_end_only_positive at p_keep 1 and temperature 2.0; explorative ("Stochastic
+    ICRL"): random_unbiased_only_positive at p_keep 0.1 (``explorative_p_keep``) with the
+    automatic context size, feedback neither omitted nor flipped, temperature 1.0; approximate:
+    approximate_only_positive with 8 contexts sampled uniformly; ICL (the upper bound): any
+    supervised run. Zero-shot runs are ours (the published figures take zero-shot from the
+    naive run's step 0). Everything else that :func:`method_of` names is another setting of a
+    method, drawn only with ``run_draw_plots.py --other_runs``.
+    """
+    mode, strategy = row["mode"], row["strategy"]
+    if mode in ("zero_shot", "icl"):
+        return method_of(mode, strategy, 1.0)
+    p_keep, temperature = float(row["p_keep"]), float(row["temperature"])
+    if strategy == "random_biased_end" and p_keep == 1 and temperature == 1.0:
+        return "naive"
+    if strategy == "random_biased_end_only_positive" and p_keep == 1 and temperature == 2.0:
+        return "naive+"
+    if (strategy == "random_unbiased_only_positive" and math.isclose(p_keep, explorative_p_keep)
+            and row["auto_size"] and not row["omit_feedback"] and not row["flip_feedback"] and temperature == 1.0):
+        return "explorative"
+    if strategy == "approximate_only_positive" and row["max_contexts"] == 8 and row["sampling_method"] == "uniform":
+        return "approximate"
+    return ""
+
+
+def split_strategy(strategy: str) -> tuple[str, str]:
+    """("random_unbiased", "_only_positive") from "random_unbiased_only_positive"."""
+    for suffix in ("_only_positive", "_only_negative"):
+        if strategy.endswith(suffix):
+            return strategy[: -len(suffix)], suffix
+    return strategy, ""
+
+
+def run_label(row) -> str:
+    """A short human name for one run: method (or strategy) and the settings that matter."""
+    if row["mode"] == "zero_shot":
+        return "zero-shot"
+    name = row["method"] or row["strategy"]
+    parts = []
+    if row["mode"] == "icl" or row["method"] not in ("naive", "naive+"):
+        parts.append(f"p={_fmt(row['p_keep'])}")
+    if row["strategy_base"] == "approximate":
+        parts.append(f"K={_fmt(row['max_contexts'])} {row['sampling_method']}")
+    parts.append(f"m={_fmt(row['max_context_examples'])}")
+    if row["omit_feedback"]:
+        parts.append("no feedback")
+    if row["flip_feedback"]:
+        parts.append(f"flip {_fmt(row['flip_prob'])}")
+    if row["temperature"] != 1.0:
+        parts.append(f"T={_fmt(row['temperature'])}")
+    if row["exemplars_per_label"]:
+        parts.append(f"{row['exemplars_per_label']} exemplars/label")
+    return f"{name} ({', '.join(parts)})"
+
+
+LABEL_DETAILS = (("total_steps", "{} steps"), ("test_set", "test {}"), ("seed", "seed {}"),
+                 ("training_seed", "training_seed {}"), ("test_seed", "test_seed {}"))
+
+
+def distinct_labels(runs: pd.DataFrame, within: Sequence[str] = ("model", "task")) -> pd.Series:
+    """Run labels made distinct within ``within``: where runs share a label, what differs among
+    them (steps, test set, seeds) is appended, e.g. "explorative (p=0.1, m=16), seed 101"."""
+    labels = runs["label"].astype(str).copy()
+    keys = [c for c in within if c in runs.columns] + ["label"]
+    for _, group in runs.groupby(keys, sort=False, dropna=False):
+        if len(group) < 2:
+            continue
+        differing = [(c, fmt) for c, fmt in LABEL_DETAILS if c in group and group[c].astype(str).nunique() > 1]
+        for index, row in group.iterrows():
+            extra = ", ".join(fmt.format(_fmt(row[c])) for c, fmt in differing)
+            labels[index] = f"{row['label']}, {extra}" if extra else f"{row['label']} ({row['run_id']})"
+    return labels
+
+
+def _fmt(value) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def model_size(name: str) -> float:
+    """Parameters parsed from a model name ("SmolLM2-135M" -> 1.35e8, "8B" -> 8e9); inf if none."""
+    sizes = [float(n) * {"m": 1e6, "b": 1e9}[unit.lower()]
+             for n, unit in re.findall(r"(?<![A-Za-z0-9.])(\d+(?:\.\d+)?)([mMbB])(?![A-Za-z])", name)]
+    return max(sizes) if sizes else math.inf
+
+
+# -- filters -----------------------------------------------------------------------------------
+ALIASES = {k: v for k, v in ARG_COLUMNS.items() if k != v}
+ALIASES.update({"context_strategy": "strategy", "method_name": "method"})
+
+
+def parse_filters(filters: Iterable[str]) -> dict[str, list[str]]:
+    """{"column": [values]} from "key=value" strings (a key given twice matches either value)."""
+    out: dict[str, list[str]] = {}
+    for item in filters or ():
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise UsageError(f"bad --filter {item!r}: use key=value, e.g. --filter task=banking77")
+        out.setdefault(ALIASES.get(key, key), []).append(value.strip())
+    return out
+
+
+def _matches(series: pd.Series, value: str) -> pd.Series:
+    text = value.lower()
+    if text in ("none", "nan", ""):
+        return series.isna()
+    if series.dtype == bool or set(series.dropna().map(type)) <= {bool}:
+        if text in ("true", "1", "yes"):
+            return series.fillna(False).astype(bool)
+        if text in ("false", "0", "no"):
+            return ~series.fillna(True).astype(bool)
+        return pd.Series(False, index=series.index)
+    try:
+        number = float(value)
+    except ValueError:
+        number = None
+    if number is not None and pd.api.types.is_numeric_dtype(series):
+        return np.isclose(series.astype(float), number, rtol=1e-9, atol=1e-12) & series.notna()
+    return series.astype(str) == value
+
+
+def apply_filters(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataFrame:
+    for key, values in filters.items():
+        if key not in runs.columns:
+            keys = sorted(set(runs.columns) - {"run_dir", "config_key"})
+            raise UsageError(f"unknown --filter key {key!r}; use one of: {', '.join(keys)}")
+        mask = pd.Series(False, index=runs.index)
+        for value in values:
+            mask |= _matches(runs[key], value)
+        runs = runs[mask]
+    return runs
+
+
+# -- loading -----------------------------------------------------------------------------------
+def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
+    run_dir, config = state.directory, state.config
+    args, resolved = config.get("args", {}), config.get("resolved", {})
+    row = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
+    for arg, column in ARG_COLUMNS.items():
+        row[column] = args.get(arg)
+    row["auto_size"] = row["max_context_examples"] is None  # the size the search found, not given
+    if resolved.get("max_context_examples") is not None:
+        row["max_context_examples"] = resolved["max_context_examples"]
+    row["mode"] = resolved.get("mode") or ("zero_shot" if row["max_context_examples"] == 0
+                                           else "icrl" if row["icrl"] else "icl")
+    row["strategy_base"], row["strategy_filter"] = split_strategy(row["strategy"] or "")
+    if row["strategy_base"] != "approximate":
+        row["max_contexts"], row["sampling_method"] = None, None
+    if not row["flip_feedback"]:
+        row["flip_prob"] = None
+    row["flip"] = float(row["flip_prob"]) if row["flip_feedback"] else 0.0
+    task = row["task"] or ""
+    row["unsemantic"] = "_unsemantic" in task
+    row["task_base"] = task.replace("_unsemantic", "")
+    row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)
+    row["paper_method"] = paper_method_of(row, explorative_p_keep)
+    try:
+        results = read_json(run_dir / RESULTS) if (run_dir / RESULTS).is_file() else {}
+    except (OSError, ValueError):
+        results = {}
+    # Finished only when the records check out (see records.inspect_run), whatever results.json says.
+    row["finished"] = state.finished
+    row["damage"] = state.damage or None
+    row["steps"] = state.steps_done  # a zero-shot run has one step, its test
+    row["total_steps"] = results.get("total_steps", resolved.get("steps"))
+    for key in RESULT_COLUMNS[3:]:
+        row[key] = results.get(key)
+    row.update(_token_counts(run_dir))
+    labels = (config.get("dataset") or {}).get("labels")
+    row["num_labels"] = len(labels) if isinstance(labels, list) else None
+    ids = (config.get("test_set") or {}).get("ids")
+    row["num_test"] = len(ids) if isinstance(ids, list) else None
+    row["test_set"] = test_set_name(ids)
+    return row
+
+
+def test_set_name(ids) -> Optional[str]:
+    """Which test set a run used, from its recorded test example ids (as a set: the whole split
+    in two orders is one test set): "<n> items <hash>". Runs are comparable on the same one."""
+    if not isinstance(ids, list):
+        return None
+    digest = hashlib.sha1(json.dumps(sorted(map(str, ids))).encode()).hexdigest()[:8]
+    return f"{len(ids)} items {digest}"
+
+
+def _token_counts(run_dir: Path) -> dict:
+    """processed_tokens / prompt_tokens / uncached_tokens / tokenizer from token_counts.json, when it
+    matches the records and the counter's version."""
+    path = run_dir / TOKEN_COUNTS_JSON
+    empty = {"processed_tokens": None, "prompt_tokens": None, "uncached_tokens": None, "tokenizer": None}
+    if not path.is_file():
+        return empty
+    try:
+        data = read_json(path)
+        if data.get("key", {}).get("records") != records_stamp(run_dir):
+            return empty  # counted before the run went on: stale
+        summary = data["summary"]
+        return {"processed_tokens": summary["processed_tokens"], "prompt_tokens": summary["prompt_tokens"],
+                "uncached_tokens": summary["uncached_tokens"], "tokenizer": data["key"]["tokenizer"]["name"]}
+    except (ValueError, KeyError, TypeError, OSError):
+        return empty
+
+
+def records_stamp(run_dir: Path) -> dict:
+    """Size and modification time of the record files: a count is valid while they are unchanged."""
+    stamp = {}
+    for name in (CONFIG, TRAIN, TEST):
+        try:
+            st = os.stat(Path(run_dir) / name)
+            stamp[name] = [st.st_size, st.st_mtime_ns]
+        except FileNotFoundError:
+            stamp[name] = None
+    return stamp
+

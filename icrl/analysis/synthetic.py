@@ -1,0 +1,101 @@
+"""Records of finished ICRL and ICL runs written without a model (for benchmarks and tests).
+
+This is a second copy of the experiment loop's order of events (context, training call, test
+step, records); once a fake backend exists (label = f(prompt, seed)), the real loop can write
+these records instead (see the report of issue 22).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from ..episode import Episode
+from ..records import TEST, TRAIN
+
+
+def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiased_only_positive",
+                   p_keep: float = 0.1, max_examples: int = 40, max_contexts: int = 8,
+                   sampling_method: str = "uniform", test_every: int = 500, test_k: int = 500,
+                   model_name: str = "smollm2-135m", p_correct=0.6, seed: int = 100, **extra_args) -> Path:
+    """Write the records of a finished ICRL run (``icrl=False`` in ``extra_args``: a supervised
+    ICL run) without a model, in the experiment's format.
+
+    Training examples and test prompts are ``task``'s (a loaded icrl.tasks.Task); predictions
+    are right with probability ``p_correct`` (a number, or a function of the step; else a
+    random label); contexts come from the real strategy code, as in a live run.
+    ``extra_args`` override entries of the recorded arguments. Returns the run directory.
+    """
+    from ..context import make_strategy
+    from ..experiment import plan_steps
+    from ..records import RunRecords, experiment_dir
+
+    rng = np.random.default_rng(seed)
+    train = task.training_examples(steps, extra_args.get("training_seed", seed))
+    test_examples = task.test_examples(test_k, extra_args.get("test_seed", seed))
+    icrl = extra_args.get("icrl", True)
+    mode = "icrl" if icrl else "icl"
+    n_steps, test_steps = plan_steps(mode, len(train), test_every, max_examples)
+    train = train[:n_steps]
+    steps = len(train)
+    args = {"model_name": model_name, "task_name": task.name, "context_strategy_name": strategy,
+            "context_p_keep": p_keep, "max_context_examples": max_examples, "icrl": True,
+            "icrl_omit_feedback": False, "icrl_flip_feedback": False, "icrl_flip_feedback_prob": None,
+            "max_contexts": max_contexts if strategy.startswith("approximate") else -1,
+            "approximate_context_sampling_method": sampling_method if strategy.startswith("approximate") else None,
+            "temperature": 1.0, "train_k": steps, "test_every": test_every, "test_k": test_k,
+            "exemplars_per_label": 0, "seed": seed, "training_seed": seed, "test_seed": seed,
+            "backend": "synthetic", "device": None, "dtype": "auto", **extra_args}
+    records = RunRecords(experiment_dir(out_dir, args))
+    records.create({
+        "format_version": 1, "args": args, "synthetic": True,
+        "resolved": {"mode": mode, "max_context_examples": max_examples, "steps": n_steps,
+                     "test_steps": test_steps, "num_exemplars": 0},
+        "dataset": {"task": task.name, "labels": task.labels},
+        "train_example_ids": [e.id for e in train],
+        "test_set": {"ids": [e.id for e in test_examples], "prompts": [task.prompt(e) for e in test_examples],
+                     "answers": [task.answer(e) for e in test_examples]},
+        "exemplars": []})
+    strat = make_strategy(strategy, max_examples, p_keep, max_contexts, sampling_method)
+    history: list[Episode] = []
+    index_of: dict = {}
+    tests = set(test_steps)
+    test_answers = [task.answer(e) for e in test_examples]
+    train_lines, test_lines, correct_total = [], [], 0
+    chance = p_correct if callable(p_correct) else (lambda t: p_correct)
+    for t, example in enumerate(train):
+        context = strat.select(history, np.random.default_rng(seed + t))
+        ids = [index_of[id(e)] for e in context]
+        answer = task.answer(example)
+        if icrl:
+            prediction = answer if rng.random() < chance(t) else task.labels[int(rng.integers(len(task.labels)))]
+            accuracy = int(prediction == answer)
+            correct_total += accuracy
+        else:  # supervised ICL: no training call, the gold answer is shown
+            prediction = accuracy = None
+        if t in tests:
+            predictions = [a if rng.random() < chance(t) else task.labels[0] for a in test_answers]
+            test_lines.append({"step": t, "accuracy": float(np.mean([p == a for p, a in zip(predictions, test_answers)])),
+                               "per_class_accuracy": {}, "predictions": predictions, "context_size": len(ids),
+                               "context": ids, "metrics": strat.metrics(), "time_s": 0.0})
+        episode = Episode(task.prompt(example), prediction, accuracy, answer, accuracy)
+        train_lines.append({"step": t, "example_id": example.id, "prompt": episode.prompt, "prediction": prediction,
+                            "feedback": accuracy, "answer": answer, "accuracy": accuracy, "context_size": len(ids),
+                            "context": ids, "metrics": strat.metrics(), "time_s": 0.0})
+        index_of[id(episode)] = len(history)
+        history.append(episode)
+    for name, lines in ((TRAIN, train_lines), (TEST, test_lines)):
+        with open(records.directory / name, "w", encoding="utf-8") as f:
+            for line in lines:
+                f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    accuracy = {str(r["step"]): r["accuracy"] for r in test_lines}
+    best = max(test_lines, key=lambda r: r["accuracy"])
+    records.write_results({
+        "finished": True, "mode": mode, "steps_completed": steps, "total_steps": n_steps,
+        "final_test_accuracy": test_lines[-1]["accuracy"], "best_test_accuracy": best["accuracy"],
+        "best_test_step": best["step"], "regret": steps - correct_total if icrl else None,
+        "train_accuracy": correct_total / steps if icrl else None,
+        "test_accuracy": accuracy, "mean_step_time_s": 0.0, "total_time_s": 0.0})
+    return records.directory

@@ -1,0 +1,257 @@
+"""run_count_tokens.py: count the tokens of finished runs (see :mod:`icrl.analysis.counting`),
+cache the counts per run and print them as one table."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..errors import ArgumentParser, UsageError
+from ..records import read_json, write_csv_atomic, write_json_atomic
+from .counting import count_run
+from .results import Results
+from .runs import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, distinct_labels, records_stamp
+
+COUNTER_VERSION = 2  # 2: processed_tokens (the published count), ICL runs' training steps
+
+
+# -- tokenizers and the per-run cache -----------------------------------------------------------
+_FINGERPRINT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
+                      "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json")
+
+
+class Tokenizers:
+    """Loads each model's tokenizer once, and fingerprints its files without loading it."""
+
+    def __init__(self, override: Optional[str] = None):
+        self.override = override
+        self._chat: dict = {}
+        self._fingerprint: dict = {}
+
+    def name_for(self, model_name: str) -> str:
+        return self.override or model_name
+
+    def directory(self, name: str) -> Path:
+        from ..backends.chat import local_model_dir
+
+        return local_model_dir(name, weights=False)
+
+    def fingerprint(self, name: str) -> str:
+        if name not in self._fingerprint:
+            directory = self.directory(name)
+            h = hashlib.sha256()
+            for file in _FINGERPRINT_FILES:
+                path = directory / file
+                if path.is_file():
+                    h.update(file.encode() + b"\0" + path.read_bytes() + b"\0")
+            self._fingerprint[name] = h.hexdigest()[:16]
+        return self._fingerprint[name]
+
+    def chat(self, name: str):
+        if name not in self._chat:
+            from ..backends.chat import ChatTokenizer, load_hf_tokenizer
+
+            directory = self.directory(name)
+            self._chat[name] = ChatTokenizer(load_hf_tokenizer(directory), directory)
+        return self._chat[name]
+
+
+def cache_key(run_dir: Path, tokenizer_name: str, fingerprint: str, full_tokenization: bool) -> dict:
+    return {"version": COUNTER_VERSION, "tokenizer": {"name": tokenizer_name, "fingerprint": fingerprint},
+            "full_tokenization": full_tokenization, "records": records_stamp(run_dir)}
+
+
+def counted(run_dir: Path, key: dict) -> Optional[dict]:
+    """The cached summary of a run when its key matches (and its CSV is there), else None."""
+    path = run_dir / TOKEN_COUNTS_JSON
+    if not path.is_file() or not (run_dir / TOKEN_COUNTS_CSV).is_file():
+        return None
+    try:
+        data = read_json(path)
+    except (OSError, ValueError):
+        return None
+    cached = data.get("key", {})
+    same = {k: v for k, v in cached.items() if k != "full_tokenization"} == \
+        {k: v for k, v in key.items() if k != "full_tokenization"}
+    # a whole-prompt count also answers an incremental request (same numbers), not vice versa
+    if same and (cached.get("full_tokenization") or not key["full_tokenization"]):
+        return data.get("summary")
+    return None
+
+
+def write_counts(run_dir: Path, key: dict, summary: dict, rows: list[dict]) -> None:
+    columns = ["step", "kind", "calls", "prompt_tokens", "uncached_tokens", "processed_tokens",
+               "cumulative_prompt_tokens", "cumulative_uncached_tokens", "cumulative_processed_tokens"]
+    write_csv_atomic(run_dir / TOKEN_COUNTS_CSV, columns, rows)
+    write_json_atomic(run_dir / TOKEN_COUNTS_JSON, {"key": key, "summary": summary})
+
+
+# -- the command line ---------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(prog="run_count_tokens.py",
+                description="Count the tokens of finished runs by replaying their records (no model is loaded): the "
+                            "paper's processed tokens (the published run_count_tokens.py's figure), every prompt "
+                            "token of the training and test calls, and what a perfect prefix cache would still "
+                            "compute.")
+    p.add_argument("--data_dir", default="data", help="results root (as run_experiment.py --output_dir)")
+    p.add_argument("--model", action="append", default=[], help="only runs of this model (repeatable)")
+    p.add_argument("--task", action="append", default=[], help="only runs of this task (repeatable)")
+    p.add_argument("--strategy", action="append", default=[],
+                   help="only runs of this context strategy or method (e.g. explorative) (repeatable)")
+    p.add_argument("--tokenizer", default=None,
+                   help="count with this tokenizer (HF id, directory or smollm2-135m) (default: each run's own model)")
+    p.add_argument("--csv", default=None, help="also write the combined table to this CSV file (default: none)")
+    p.add_argument("--force", action="store_true", help="count again even when token_counts.json is current")
+    p.add_argument("--full_tokenization", action="store_true",
+                   help="tokenize every prompt whole (slower; the default is checked to give the same ids)")
+    p.add_argument("--verify", type=int, default=32,
+                   help="prompts per run, besides the first 8, also tokenized whole to check the incremental ids")
+    p.add_argument("--explorative_p_keep", type=float, default=0.1, help="p_keep that names a run explorative")
+    return p
+
+
+def select_runs(results: Results, models, tasks, strategies):
+    runs = results.runs
+    runs = runs[runs["finished"].astype(bool)] if len(runs) else runs
+    if models:
+        runs = runs[runs["model"].isin(models)]
+    if tasks:
+        runs = runs[runs["task"].isin(tasks)]
+    if strategies:
+        runs = runs[runs["strategy"].isin(strategies) | runs["method"].isin(strategies)]
+    return runs
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.verify < 0:
+            raise UsageError(f"--verify must be >= 0, got {args.verify}")
+        return _main(args)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args) -> int:
+    import pandas as pd
+
+    if args.csv:
+        folder = Path(args.csv).parent
+        if not folder.is_dir() or not os.access(folder, os.W_OK) or Path(args.csv).is_dir():
+            raise UsageError(f"--csv {args.csv!r}: the folder {str(folder)!r} does not exist or is not writable")
+    results = Results(args.data_dir, explorative_p_keep=args.explorative_p_keep)
+    for note in results.notes:
+        print(f"note: {note}")
+    runs = select_runs(results, args.model, args.task, args.strategy)
+    if runs.empty:
+        raise UsageError(f"no finished run under {args.data_dir!r} matches the filters")
+    tokenizers = Tokenizers(args.tokenizer)
+    rows, counted_now, total_s, total_tokens = [], 0, 0.0, 0
+    tic = time.perf_counter()
+    labels = distinct_labels(runs) if len(runs) else {}
+    for index, run in runs.iterrows():
+        run_dir = Path(run["run_dir"])
+        name = tokenizers.name_for(run["model"])
+        key = cache_key(run_dir, name, tokenizers.fingerprint(name), args.full_tokenization)
+        summary = None if args.force else counted(run_dir, key)
+        if summary is None:
+            summary, per_step = count_run(run_dir, tokenizers.chat(name), full_tokenization=args.full_tokenization,
+                                          verify=args.verify)
+            write_counts(run_dir, key, summary, per_step)
+            counted_now += 1
+            total_s += summary["seconds"]
+            total_tokens += summary["prompt_tokens"] + summary["icl_train_prompt_tokens"]
+            print(f"counted {run['run_id']}: {summary['calls']:,} calls, {summary['prompt_tokens']:,} tokens in "
+                  f"{summary['seconds']:.2f} s ({summary['prompt_tokens'] / max(summary['seconds'], 1e-9):,.0f} "
+                  f"tokens/s, {summary['tokenization']})")
+        rows.append({"model": run["model"], "task": run["task"], "run": labels[index], "method": run["method"],
+                     "strategy": run["strategy"], "mode": run["mode"], "steps": summary["steps"],
+                     "test_set": run["test_set"],
+                     "calls": summary["calls"], "processed_tokens": summary["processed_tokens"],
+                     "train_prompt_tokens": summary["train_prompt_tokens"],
+                     "test_prompt_tokens": summary["test_prompt_tokens"], "prompt_tokens": summary["prompt_tokens"],
+                     "uncached_tokens": summary["uncached_tokens"], "tokenizer": name, "run_id": run["run_id"]})
+    table = pd.DataFrame(rows)
+    table["processed_tokens"] = table["processed_tokens"].astype("Int64")  # blank for zero-shot runs
+    table = _add_ratios(table)
+    print()
+    print(format_table(table))
+    if args.csv:
+        table.to_csv(args.csv, index=False)
+        print(f"wrote {args.csv}")
+    elapsed = time.perf_counter() - tic
+    print(f"{len(table)} runs ({counted_now} counted now, {len(table) - counted_now} from token_counts.json) in "
+          f"{elapsed:.1f} s" + (f"; counting speed {total_tokens / total_s:,.0f} prompt tokens/s"
+                                if total_s > 0 else ""))
+    return 0
+
+
+# Runs whose token counts compare: same model, task, number of steps and test set.
+LIKE = ["model", "task", "steps", "test_set"]
+
+
+def _add_ratios(table):
+    """cached_pct (of every call sent), and processed tokens relative to the explorative run(s) of
+    the same model, task, number of steps and test set (their mean over seeds); NaN where there is
+    none."""
+    import pandas as pd
+
+    table["cached_pct"] = 100 * (1 - table["uncached_tokens"] / table["prompt_tokens"].where(table["prompt_tokens"] > 0))
+    processed = pd.to_numeric(table["processed_tokens"], errors="coerce").astype(float)
+    ratios = []
+    for _, group in table.groupby(LIKE, sort=False, dropna=False):
+        ref = processed[group[group["method"] == "explorative"].index]
+        base = ref.mean() if len(ref) else math.nan
+        ratios.append(processed[group.index] / base if base else processed[group.index] * math.nan)
+    table["vs_explorative"] = pd.concat(ratios) if ratios else []
+    order = {m: i for i, m in enumerate(METHODS + ("",) + BASELINES)}
+    table["_order"] = table["method"].map(order)
+    return table.sort_values(["model", "task", "_order", "run"], kind="stable").drop(
+        columns="_order").reset_index(drop=True)
+
+
+HEADER = ("processed tokens: the paper's figure, as the published run_count_tokens.py computes it: the "
+          "training prompts' tokens that no earlier training prompt of the run had as a prefix (supervised-ICL "
+          "runs: each step counted as a call of its context and training input, as published); train / test "
+          "tokens: every prompt token of the training / test calls sent; uncached and cached: over every call "
+          "sent")
+
+
+def _fmt_count(value) -> str:
+    import pandas as pd
+
+    return "-" if pd.isna(value) else f"{int(value):,}"
+
+
+def format_table(table) -> str:
+    """The grouped table: one block per model and task, with the explorative/approximate ratio."""
+    lines = [HEADER, ""]
+    for (model, task), group in table.groupby(["model", "task"], sort=False):
+        lines.append(f"== {model} / {task} ==")
+        width = max(12, *(len(r) for r in group["run"]))
+        lines.append(f"{'run':<{width}}  {'steps':>6} {'processed tokens':>16} {'calls':>8} {'train tokens':>14} "
+                     f"{'test tokens':>14} {'uncached':>13} {'cached':>7} {'vs explorative':>14}")
+        for _, r in group.iterrows():
+            ratio = "" if not np.isfinite(r["vs_explorative"]) else f"{r['vs_explorative']:.3f}"
+            cached = "" if not np.isfinite(r["cached_pct"]) else f"{r['cached_pct']:.1f}%"
+            lines.append(f"{r['run']:<{width}}  {r['steps']:>6} {_fmt_count(r['processed_tokens']):>16} "
+                         f"{r['calls']:>8,} {r['train_prompt_tokens']:>14,} {r['test_prompt_tokens']:>14,} "
+                         f"{r['uncached_tokens']:>13,} {cached:>7} {ratio:>14}")
+        for _, r in group[group["method"] == "approximate"].iterrows():
+            if r["processed_tokens"] and np.isfinite(r["vs_explorative"]) and r["vs_explorative"]:
+                lines.append(f"processed tokens, explorative / {r['run']}: {1 / r['vs_explorative']:.2f}x "
+                             f"(same steps and test set)")
+        lines.append("vs explorative: processed tokens over those of the explorative run(s) with the same "
+                     "steps and test set (mean over seeds); blank where there is none")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"

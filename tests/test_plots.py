@@ -303,10 +303,13 @@ def test_panels_never_mix_lengths_and_draw_chance_band_and_verdict(study):
 
     assert all(len(line) <= CAPTION_CHARS for line in ax.get_xlabel().splitlines())
     verdict = " ".join(ax.get_xlabel().split())
-    assert "vs zero-shot, 95% Wilson intervals" in verdict and "explorative" in verdict
+    # The zero-shot run tested the same items: the verdict is paired and names its test.
+    assert "vs zero-shot on the same items: McNemar exact test" in verdict and "explorative" in verdict
     assert {v.method for v in ctx.verdicts} == {"explorative", "naive"}
-    assert all(v.reference_name == "zero-shot run" and v.n_reference == 20 for v in ctx.verdicts)
-    assert next(v for v in ctx.verdicts if v.method == "explorative").n == 40  # pooled over two seeds
+    assert all(v.reference_name == "zero-shot run" for v in ctx.verdicts)
+    explorative = next(v for v in ctx.verdicts if v.method == "explorative")
+    # one zero-shot run: it is paired with one explorative seed only (no outcome counted twice)
+    assert (explorative.pairs, explorative.comparison.n) == (1, 20)
 
     train_fig = fig_train_accuracy(Context(results=results, smooth=10, explorative_p_keep=0.1, notes=[]))
     labels = {line.get_label() for ax in train_fig.axes for line in ax.get_lines()}

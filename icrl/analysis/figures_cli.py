@@ -43,6 +43,7 @@ from ..errors import ArgumentParser, UsageError
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
 from .figures_methods import fig_main_results, fig_regret, fig_train_accuracy
+from .diagnostics import write_diagnostics
 from .results import Results
 from .runs import DEFAULT_EXPLORATIVE_P_KEEP
 
@@ -117,7 +118,9 @@ def draw(args) -> int:
     summary.to_csv(out_dir / "summary.csv", index=False)
     results.aggregate().to_csv(out_dir / "summary_by_config.csv", index=False)
     print(f"read {len(results.runs)} runs from {args.data_dir}; wrote {out_dir / 'summary.csv'} and "
-          f"{out_dir / 'summary_by_config.csv'} (mean, std, n over seeds of finished runs)")
+          f"{out_dir / 'summary_by_config.csv'} (mean, std, 95% interval, n over seeds of finished runs)")
+    for path in write_diagnostics(args.data_dir, out_dir, run_dirs=results.runs["run_dir"]):
+        print(f"wrote {path}")
     ctx = Context(results, args.smooth, args.explorative_p_keep, [], other_runs=args.other_runs)
     drawn = 0
     with matplotlib.rc_context(STYLE):

@@ -13,6 +13,8 @@ from .figures_base import (COLORS, MARKERS, METHOD_NOTES, Context, _baseline, _c
                            _mean_curve, _pick_config, _plot_curve, _regret_frame, _short_model, _smoothed_frame,
                            _usual_context_length)
 from .runs import METHODS, model_size
+from .paired import PairedVerdict, paired_verdict
+from .paired import panel_note as paired_note
 from .verdict import Verdict, panel_note
 
 
@@ -126,7 +128,7 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
                     _baseline(ax, icl["final_test_accuracy"].dropna().mean(), "ICL")
                 if verdicts:
                     reference = (_pooled(zero), "zero-shot run") if len(zero_acc) else (zero_ref, "naive ICRL at step 0")
-                    _verdicts(ctx, ax, model, task, drawn, *reference)
+                    _verdicts(ctx, ax, model, task, drawn, *reference, *_reference_runs(here, zero, len(zero_acc), m_ref))
             if unit_range:
                 _chance(ax, here)
                 ax.set_ylim(-0.02, 1.02)
@@ -186,9 +188,20 @@ def _pooled(runs: pd.DataFrame) -> Optional[tuple[float, int]]:
 CAPTION_CHARS = 54
 
 
-def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, reference_name: str):
+def _reference_runs(here: pd.DataFrame, zero: pd.DataFrame, has_zero: bool, m_ref) -> tuple[pd.DataFrame, object]:
+    """The runs and step of the verdicts' reference, for the paired test: the zero-shot runs'
+    last test, else the naive runs' step 0 (before any episode)."""
+    if has_zero:
+        return zero, "last"
+    naive = here[(here["method"] == "naive") & (here["paper_method"] == "naive")]
+    return (_pick_config(naive, m_ref)[0] if len(naive) else naive), 0
+
+
+def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, reference_name: str,
+              reference_runs: Optional[pd.DataFrame] = None, reference_step="last"):
     """Whether each drawn method's final test accuracy beat zero-shot: in the panel and in
-    ``ctx.verdicts`` (printed at the end)."""
+    ``ctx.verdicts`` (printed at the end). Paired (McNemar on the shared test items) when the
+    reference runs tested the same items, else Wilson intervals."""
     if reference is None:
         return
     lines, here = [], []
@@ -197,10 +210,16 @@ def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, r
         pooled = _pooled(finished)
         if pooled is None:
             continue
-        verdict = Verdict(model=_short_model(model), task=task, method=method,
-                          steps=int(finished["total_steps"].max()), accuracy=pooled[0], n=pooled[1],
-                          reference=reference[0], n_reference=reference[1], reference_name=reference_name,
-                          model_params=model_size(model))
+        verdict = None
+        if reference_runs is not None and len(reference_runs):
+            verdict = paired_verdict(_short_model(model), task, method, finished,
+                                     reference_runs[reference_runs["finished"].astype(bool)], reference_name,
+                                     model_size(model), reference_step)
+        if verdict is None:
+            verdict = Verdict(model=_short_model(model), task=task, method=method,
+                              steps=int(finished["total_steps"].max()), accuracy=pooled[0], n=pooled[1],
+                              reference=reference[0], n_reference=reference[1], reference_name=reference_name,
+                              model_params=model_size(model))
         ctx.verdicts.append(verdict)
         here.append(verdict)
         lines.append(verdict.short())
@@ -208,7 +227,12 @@ def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, r
         # (a no-break space keeps an interval "[0.184, 0.354]" on one line)
         ctx.captions[id(ax)] = "\n".join(
             textwrap.fill(re.sub(r"(\d), (\d)", "\\1,\u00a0\\2", line), CAPTION_CHARS, break_on_hyphens=False)
-            for line in lines + [f"({panel_note(here)})"])
+            for line in lines + [f"({_note(here)})"])
+
+
+def _note(verdicts: list) -> str:
+    paired = all(isinstance(v, PairedVerdict) for v in verdicts)
+    return paired_note(verdicts) if paired else panel_note(verdicts)
 
 
 def fig_main_results(ctx: Context):

@@ -137,15 +137,21 @@ class Results:
         """One row per configuration (runs equal in everything but ``seed``, ``training_seed``
         and ``test_seed``; see ``CONFIG_COLUMNS``): ``n`` runs, their seeds, and mean, std
         (sample standard deviation, ddof=1; NaN for one run) and n of final test accuracy,
-        best test accuracy and regret; ``seeds`` lists seed/training_seed/test_seed of each run. Only finished runs count unless ``finished_only`` is
-        False. This is run_draw_plots.py's summary_by_config.csv."""
+        best test accuracy and regret, with the Student-t 95% interval over seeds (``_ci_low``,
+        ``_ci_high``; NaN for one run), and ``detectable_difference`` (the smallest gain over the
+        mean final accuracy its test set detects, 80% power at the 5% level); ``seeds`` lists
+        seed/training_seed/test_seed of each run. Only finished runs count unless
+        ``finished_only`` is False. This is run_draw_plots.py's summary_by_config.csv."""
+        from .paired import detectable_difference, seed_columns
+
         runs = self.runs
         if finished_only and len(runs):
             runs = runs[runs["finished"].astype(bool)]
         keys = ["model", "task", "method", "label", "mode", *[c for c in CONFIG_COLUMNS if c not in
                                                                ("model", "mode")]]
         metrics = ("final_test_accuracy", "best_test_accuracy", "regret")
-        columns = keys + ["n", "seeds"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std", "n")]
+        columns = (keys + ["n", "seeds"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high", "n")]
+                   + ["detectable_difference"])
         if runs.empty:
             return pd.DataFrame(columns=columns)
         rows = []
@@ -160,11 +166,21 @@ class Results:
                 row[f"{metric}_mean"] = values.mean() if len(values) else np.nan
                 row[f"{metric}_std"] = values.std(ddof=1) if len(values) > 1 else np.nan
                 row[f"{metric}_n"] = len(values)
+                row.update({k: v for k, v in seed_columns(metric, values).items() if "_ci_" in k})
+            row["detectable_difference"] = detectable_difference(row["final_test_accuracy_mean"], first["num_test"])
             rows.append(row)
         order = {m: i for i, m in enumerate(METHODS + ("",) + BASELINES)}
         out = pd.DataFrame(rows, columns=columns)
         out["_order"] = out["method"].map(order)
         return out.sort_values(["model", "task", "_order", "label"]).drop(columns="_order").reset_index(drop=True)
+
+    def compare(self, run_a: str, run_b: str, step="last"):
+        """Paired comparison of two runs (ids as in ``runs.index``) on their shared test items
+        at ``step``: McNemar's exact test and a paired bootstrap interval of the accuracy
+        difference (icrl.analysis.paired.compare_runs); ``.line()`` says it in one line."""
+        from .paired import compare_runs
+
+        return compare_runs(self, run_a, run_b, step)
 
     def _per_step(self, filename: str, fields: list) -> pd.DataFrame:
         """One row per record of ``filename`` in every run, with ``fields`` as floats."""

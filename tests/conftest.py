@@ -4,7 +4,9 @@ A test that loads a real model is marked automatically: `model` when it uses a f
 loads SmolLM2 (MODEL_FIXTURES) or is listed in MODEL_TESTS, `vllm` when it uses the real
 engine (VLLM_FIXTURES). Every other test runs with model loading refused (in this process):
 loading a TransformersBackend's weights, or a vLLM backend on the real vLLM, fails it at once. So
-`pytest -m "not model and not vllm"` (make test-fast) loads no model.
+`pytest -m "not model and not vllm"` loads no model. Tests that search or check with the real
+tokenizers of large models (Llama 3.1, Qwen2.5, Phi; seconds each) are marked `tokenizer` the
+same way; `make test-fast` leaves them out too.
 """
 
 import os
@@ -19,6 +21,9 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL_FIXTURES = {"smollm2", "icrl_runs"}
 VLLM_FIXTURES = {"engine"}
 MODEL_TESTS: tuple = ()
+TOKENIZER_FIXTURES = {"smollm", "llama", "model", "chat", "qwen_dir"}  # test_maxlen, test_chat_tokenizer, test_rope
+TOKENIZER_TESTS = ("tests/test_chat_tokenizer.py::test_phi_ids", "tests/test_chat_tokenizer.py::test_qwen_has_no",
+                   "tests/test_maxlen.py::test_cli_bad_input")
 
 
 def pytest_collection_modifyitems(config, items):
@@ -28,6 +33,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.model)
         if names & VLLM_FIXTURES:
             item.add_marker(pytest.mark.vllm)
+        if names & TOKENIZER_FIXTURES or any(item.nodeid.startswith(test) for test in TOKENIZER_TESTS):
+            item.add_marker(pytest.mark.tokenizer)
 
 
 @pytest.fixture(autouse=True)

@@ -8,17 +8,12 @@ by :mod:`icrl.tasks.rows`. The built-in tasks are task files too (``builtin/*.to
 from __future__ import annotations
 
 import string
-import sys
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
 from icrl.errors import UsageError
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 BUILTIN_DIR = Path(__file__).resolve().parent / "builtin"
 FORMATS = {".csv": "csv", ".jsonl": "jsonl", ".parquet": "parquet"}

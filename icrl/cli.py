@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     pub.add_argument("--model_name", default=DEFAULT_MODEL,
                      help="Hugging Face id, local directory, or the embedded 'smollm2-135m'")
     pub.add_argument("--task_name", help="required: banking77, clinic150, clinic150_oos, trec_coarse, trec_fine, nlu "
-                                         "[+ _top<K>][+ _unsemantic]")
+                                         "or a task file path/to/task.toml (docs/tasks.md) [+ _top<K>][+ _unsemantic]")
     pub.add_argument("--context_strategy_name", help=f"required (not for zero-shot, --max_context_examples 0): one of "
                                                      f"{', '.join(STRATEGY_NAMES)}")
     pub.add_argument("--temperature", type=float, default=1.0,

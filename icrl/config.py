@@ -50,7 +50,8 @@ class RunSpec:
     model_name: str = flag(DEFAULT_MODEL, "Hugging Face id, local directory, or the embedded 'smollm2-135m'",
                            column="model")
     task_name: Optional[str] = flag(None, "required: banking77, clinic150, clinic150_oos, trec_coarse, trec_fine, "
-                                          "nlu [+ _top<K>][+ _unsemantic]", column="task")
+                                          "nlu, or a task file path/to/task.toml (docs/tasks.md) "
+                                          "[+ _top<K>][+ _unsemantic]", column="task")
     context_strategy_name: Optional[str] = flag(
         None, f"required (not for zero-shot, --max_context_examples 0): one of {', '.join(STRATEGY_NAMES)}",
         column="strategy")

@@ -258,7 +258,7 @@ def _parser() -> argparse.ArgumentParser:
         "script prints and its runner uses: one more than the largest n that fits."))
     parser.add_argument("--model_name", required=True,
                         help="Hugging Face id (org/name), local tokenizer directory, or smollm2-135m")
-    parser.add_argument("--task_name", required=True, help="e.g. banking77, clinic150_top10_unsemantic")
+    parser.add_argument("--task_name", required=True, help="e.g. banking77, clinic150_top10_unsemantic, my/task.toml_top5")
     parser.add_argument("--max_window_tokens", type=int, default=None,
                         help="window in tokens (default: the model's maximum length)")
     parser.add_argument("--rope_scaling", default=None,

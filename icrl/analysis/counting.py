@@ -66,9 +66,9 @@ KINDS = ("train", "test", "icl_train")
 # -- the calls of a run -------------------------------------------------------------------------
 def prompt_format(task_name: str) -> SimpleNamespace:
     """What build_messages needs of a task (prediction prefix, description), without its data."""
-    from ..tasks import prediction_prefix
+    from ..tasks import prompt_parts
 
-    return SimpleNamespace(prediction_prefix=prediction_prefix(task_name), description="")
+    return SimpleNamespace(**prompt_parts(task_name))
 
 
 def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Iterator[tuple[int, str, list, str]]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import FOLDER_FIELDS
+from ..tasks import task_folder
 
 FORMAT_VERSION = 1
 CONFIG, TRAIN, TEST, RESULTS, LOG = "config.json", "train.jsonl", "test.jsonl", "results.json", "log.txt"
@@ -25,7 +26,7 @@ def experiment_dir(output_dir, args: dict) -> Path:
     if args["icrl_flip_feedback"]:
         flip += f"_{args['icrl_flip_feedback_prob']}"
     size = args["max_context_examples"]
-    parts = [args["model_name"], args["task_name"], "auto" if size is None else str(size), str(args["icrl"]),
+    parts = [args["model_name"], task_folder(args["task_name"]), "auto" if size is None else str(size), str(args["icrl"]),
              strategy, str(args["context_p_keep"]), str(args["icrl_omit_feedback"]), flip,
              str(args["temperature"]), str(args["training_seed"]), run_folder(args)]
     return Path(output_dir).joinpath(*parts)
@@ -62,7 +63,7 @@ def _safe(text: str) -> str:
 
 
 def max_context_path(output_dir, model_name: str, task_name: str) -> Path:
-    return Path(output_dir) / model_name / task_name / MAX_CONTEXT_FILE
+    return Path(output_dir) / model_name / task_folder(task_name) / MAX_CONTEXT_FILE
 
 
 def find_runs(root) -> list[Path]:

@@ -8,6 +8,25 @@ As published, clinic150 runs of Naive and Naive+ pass no --test_k (the whole tes
 
 ``paper_unsemantic``: the same 20 runs on the abstract-label tasks (the published README:
 add ``_unsemantic`` to the task name).
+
+The final paper's further studies (lil-lab/icrl at ab1d465, "v2"; its README gives only the 20
+commands, so these are read from what its figure code ``src/plot/plotting.py`` selects):
+
+``qwen_scale``: the 20 commands for each of Qwen2.5-{0.5,1.5,3,7,14,32,72}B-Instruct
+(``plot_scaling_qwen_results``: upper bound, naive, naive+ at 2.0, stochastic with the automatic
+context size). The published YaRN handling (factor 4 over 32768 positions for every Qwen2.5
+model) is this package's default ``--rope_scaling auto``.
+
+``naive_plus_temperature``: banking77 with Qwen2.5-7B-Instruct and Llama-3.1-8B-Instruct, naive
+and naive+ (``plot_naive_plus_temperature_sensitivity`` draws both strategies, p_keep 1.0) at
+temperatures 0.0, 0.5, ..., 4.0. The other flags are those of banking77's README commands: the
+figure code does not constrain them.
+
+``stability``: the 20 commands with seeds 100 (published) to 104, ``--seed`` and
+``--training_seed`` together, the test set kept (``--test_seed 100``). Not the paper's setting:
+its stability figure (``plot_scaling_qwen_results_stability``) is Spearman's rho of test accuracy
+over test steps of one run per model, task and method (its code asserts one run each); which
+seeds, if any, the final paper ran is not in the repository. Draw that figure from ``qwen_scale``.
 """
 
 from __future__ import annotations
@@ -41,9 +60,42 @@ def _paper(suffix: str = "") -> list[list[str]]:
     return runs
 
 
+QWEN_SCALE = tuple(f"Qwen/Qwen2.5-{size}-Instruct" for size in ("0.5B", "1.5B", "3B", "7B", "14B", "32B", "72B"))
+TEMPERATURE_MODELS = ("Qwen/Qwen2.5-7B-Instruct", "meta-llama/Meta-Llama-3.1-8B-Instruct")
+TEMPERATURES = ("0.0", "0.5", "1.0", "1.5", "2.0", "2.5", "3.0", "3.5", "4.0")
+STABILITY_SEEDS = (100, 101, 102, 103, 104)
+
+
+def _set(words: list[str], flag: str, value: str) -> list[str]:
+    """``words`` with ``flag``'s value replaced (the flag must be there)."""
+    out = list(words)
+    out[out.index(flag) + 1] = value
+    return out
+
+
+def _scale() -> list[list[str]]:
+    return [["--model_name", model, *run] for model in QWEN_SCALE for run in _paper()]
+
+
+def _temperature() -> list[list[str]]:
+    banking = [run for run in _paper() if run[1] == "banking77"]
+    naive = [run for run in banking if run[3] in ("random_biased_end", "random_biased_end_only_positive")]
+    return [["--model_name", model, *_set(run, "--temperature", t)]
+            for model in TEMPERATURE_MODELS for run in naive for t in TEMPERATURES]
+
+
+def _stability() -> list[list[str]]:
+    return [_set(_set(run, "--seed", str(seed)), "--training_seed", str(seed))
+            for seed in STABILITY_SEEDS for run in _paper()]
+
+
 PRESETS = {
     "paper_main": ("the 20 commands of the published README (4 methods x 5 tasks)", lambda: _paper()),
     "paper_unsemantic": ("the same 20 runs on the abstract-label (_unsemantic) tasks", lambda: _paper("_unsemantic")),
+    "qwen_scale": ("the 20 for each Qwen2.5 Instruct model, 0.5B to 72B (final paper; YaRN as published)", _scale),
+    "naive_plus_temperature": ("banking77, naive and naive+ at temperatures 0 to 4, Qwen2.5-7B and Llama-3.1-8B "
+                               "(final paper)", _temperature),
+    "stability": ("the 20 with seeds 100-104 (seed and training seed; test set kept)", _stability),
 }
 
 

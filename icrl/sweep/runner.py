@@ -73,7 +73,8 @@ def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
     preset = preset_runs(opts.preset) if opts.preset else None
     config = load_toml(opts.config) if opts.config else None
     if preset and not any(w == "--model_name" or w.startswith("--model_name=") for w in extra) \
-            and "model_name" not in (config or {}).get("base", {}):
+            and "model_name" not in (config or {}).get("base", {}) \
+            and not all("--model_name" in run for run in preset):  # a preset that names its models
         raise UsageError(f"--preset {opts.preset} needs --model_name (the published commands leave it to you)")
     grid = [parse_grid_option(g) for g in opts.grid]
     words = expand(parser, preset=preset, config=config, grid=grid, extra=extra)

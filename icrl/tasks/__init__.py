@@ -5,12 +5,14 @@
     train = task.training_examples(size=-1, seed=100)     # the paper's order for seed 100
     prompt, answer = task.prompt(train[0]), task.answer(train[0])
 
-Task names are a base name (:data:`TASK_NAMES`) followed, in any order, by optional
-suffixes: ``_top<K>`` keeps the K most frequent training labels (and only their rows),
-``_unsemantic`` renames every label to ``label_<1000+id>``.
+Task names are a base name followed, in any order, by optional suffixes: ``_top<K>`` keeps
+the K most frequent training labels (and only their rows), ``_unsemantic`` renames every
+label to ``label_<1000+id>``. A base name is a built-in task (:data:`TASK_NAMES`) or the path
+of a task file ending in ``.toml`` (``my/task.toml_top5``; docs/tasks.md). The built-in tasks
+are task files too, shipped in ``icrl/tasks/builtin/``.
 
-Data comes from ``data_dir``, else the ``ICRL_DATA_DIR`` environment variable, else the
-Hugging Face Hub (see :mod:`icrl.tasks.sources`).
+A built-in task's data comes from ``data_dir``, else the ``ICRL_DATA_DIR`` environment
+variable, else the Hugging Face Hub (see :mod:`icrl.tasks.sources`); a task file names its own.
 """
 
 from __future__ import annotations
@@ -28,8 +30,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from icrl.errors import UsageError
 from icrl.tasks import sources
+from icrl.tasks.rows import load_rows
+from icrl.tasks.taskfile import BUILTIN_DIR, TaskSpec, read_task_file
 
-__all__ = ["TASK_NAMES", "Example", "Task", "load_task", "prediction_prefix"]
+__all__ = ["TASK_NAMES", "Example", "Task", "load_task", "parse_task_name", "prediction_prefix", "prompt_parts",
+           "task_folder"]
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,10 @@ class Task:
 
     Mostly data: ``name``, ``labels`` (label strings in id order), ``prompt_template``
     (``str.format`` template with ``{text}``), ``prediction_prefix`` (what precedes the
-    model's answer), ``description`` (empty for all paper tasks), ``train``/``test`` rows.
+    model's answer), ``description`` (empty for all paper tasks), ``train``/``test`` rows,
+    ``hierarchy`` (label -> parent group, for graded rewards; may be empty).
+    ``strict_exemplars``: :meth:`exemplars` refuses a label with fewer training rows than
+    asked (task files); the built-in tasks take what there is, as published.
 
     Sampling follows the published protocol and uses the global ``random`` module:
     ``random.seed(seed)`` then ``random.shuffle`` of a copy of the rows.
@@ -61,8 +69,11 @@ class Task:
 
     def __init__(self, name: str, labels: Sequence[str], prompt_template: str,
                  prediction_prefix: str, train: Sequence[Example], test: Sequence[Example],
-                 description: str = ""):
+                 description: str = "", hierarchy: Optional[Dict[str, str]] = None,
+                 strict_exemplars: bool = False):
         self.name = name
+        self.hierarchy: Dict[str, str] = dict(hierarchy or {})
+        self.strict_exemplars = strict_exemplars
         self.labels: List[str] = list(labels)
         self.prompt_template = prompt_template
         self.prediction_prefix = prediction_prefix
@@ -134,6 +145,15 @@ class Task:
             raise UsageError(f"exemplars per label must be >= 0, got {per_label}")
         if per_label == 0:
             return []
+        if self.strict_exemplars:
+            counts = Counter(ex.label for ex in self.train)
+            short = [i for i in range(len(self.labels)) if counts[i] < per_label]
+            if short:
+                label = self.labels[short[0]]
+                raise UsageError(f"task {self.name}: label {label!r} has {counts[short[0]]} training rows, "
+                                 f"fewer than --exemplars_per_label {per_label}"
+                                 f"{f' ({len(short)} labels are short)' if len(short) > 1 else ''}; "
+                                 f"lower --exemplars_per_label or add rows")
         random.seed(seed)
         walk = list(self.train)
         random.shuffle(walk)
@@ -171,49 +191,47 @@ def _shuffled_prefix(rows: Sequence[Example], size: int, seed: int) -> List[Exam
 
 
 # ------------------------------------------------------------------------ registry --
-@dataclass(frozen=True)
-class _Base:
-    source: str                 # key of sources.SOURCES
-    column: str                 # label column in the HF dataset
-    prompt_template: str
-    prediction_prefix: str
-    drop: Tuple[str, ...] = ()  # HF label names (and their rows) the task leaves out
-
-
-_BASES: Dict[str, _Base] = {
-    "banking77": _Base("banking77", "label", "Query: {text}", "Intent:"),
-    "clinic150": _Base("clinc_oos", "intent", "Query: {text}", "Intent:", drop=("oos",)),
-    "clinic150_oos": _Base("clinc_oos", "intent", "Query: {text}", "Intent:"),
-    "trec_coarse": _Base("trec", "coarse_label", "Question: {text}", "Type:"),
-    "trec_fine": _Base("trec", "fine_label", "Question: {text}", "Type:"),
-    "nlu": _Base("nlu_evaluation_data", "label", "Utterance: {text}", "Intent:"),
-}
-
-TASK_NAMES: Tuple[str, ...] = tuple(_BASES)
+#: The built-in tasks, each a task file ``builtin/<name>.toml`` shipped with the package.
+TASK_NAMES: Tuple[str, ...] = ("banking77", "clinic150", "clinic150_oos", "trec_coarse", "trec_fine", "nlu")
+TASK_FILE_SUFFIX = ".toml"
 
 _SUFFIX_HELP = ("suffixes, in any order: _top<K> (K most frequent training labels, "
                 "1 <= K <= number of labels), _unsemantic")
 
 
 @functools.lru_cache(maxsize=None)
-def _paper_labels() -> Dict[str, List[str]]:
-    with open(Path(__file__).resolve().parent / "paper_label_names.json", encoding="utf-8") as f:
-        return json.load(f)
+def _builtin_spec(base: str) -> TaskSpec:
+    return read_task_file(BUILTIN_DIR / f"{base}{TASK_FILE_SUFFIX}", builtin=True)
 
 
 def _bad_name(name: str, why: str) -> UsageError:
-    return UsageError(f"unknown task {name!r} ({why}); base names: {', '.join(TASK_NAMES)}; "
-                      f"{_SUFFIX_HELP}")
+    return UsageError(f"unknown task {name!r} ({why}); base names: {', '.join(TASK_NAMES)}, or a task file "
+                      f"path ending in {TASK_FILE_SUFFIX} (docs/tasks.md); {_SUFFIX_HELP}")
 
 
-def parse_task_name(name: str) -> Tuple[str, Optional[int], bool]:
-    """``(base, top_k or None, unsemantic)`` for a task name; UsageError when invalid."""
+def _split_name(name: str) -> Tuple[str, str, bool]:
+    """``(base, suffix text, is a task file)``: ``a/b.toml_top5`` -> ``("a/b.toml", "top5", True)``."""
+    end = name.rfind(TASK_FILE_SUFFIX) + len(TASK_FILE_SUFFIX)
+    if end >= len(TASK_FILE_SUFFIX) and (end == len(name) or name[end] == "_"):
+        return name[:end], name[end + 1:], True
     base = next((b for b in sorted(TASK_NAMES, key=len, reverse=True)
                  if name == b or name.startswith(b + "_")), None)
     if base is None:
         raise _bad_name(name, "no such base task")
+    return base, name[len(base) + 1:], False
+
+
+def _spec(base: str, is_file: bool) -> TaskSpec:
+    return read_task_file(base) if is_file else _builtin_spec(base)
+
+
+def parse_task_name(name: str) -> Tuple[str, Optional[int], bool]:
+    """``(base, top_k or None, unsemantic)`` for a task name; UsageError when invalid.
+
+    For a task file the file is read and checked (not its data): a bad file fails here."""
+    base, rest, is_file = _split_name(name)
     top_k, unsemantic = None, False
-    for part in name[len(base) + 1:].split("_") if name != base else []:
+    for part in rest.split("_") if name != base else []:
         match = re.fullmatch(r"top(\d+)", part)
         if match and top_k is None:
             top_k = int(match.group(1))
@@ -221,29 +239,43 @@ def parse_task_name(name: str) -> Tuple[str, Optional[int], bool]:
             unsemantic = True
         else:
             raise _bad_name(name, f"bad or repeated suffix {part!r}")
-    n_labels = len(_paper_labels()[base])
-    if top_k is not None and not 1 <= top_k <= n_labels:
-        raise _bad_name(name, f"K={top_k} but {base} has {n_labels} labels")
+    labels = _spec(base, is_file).label_names()
+    if top_k is not None and (top_k < 1 or (labels is not None and top_k > len(labels))):
+        raise _bad_name(name, f"K={top_k} but {base} has {len(labels) if labels else 'its ClassLabel'} labels")
     return base, top_k, unsemantic
+
+
+def task_folder(name: str) -> str:
+    """The folder a task's runs live in under ``<output_dir>/<model>/``: a built-in name as it
+    is (the published layout); for a task file, its readable stem and a hash of its resolved
+    path, then the suffixes (``my/sst.toml_top2`` -> ``sst-1a2b3c4d_top2``), so the folder
+    stays one path component whatever the path holds. Reads no file."""
+    base, rest, is_file = _split_name(name)
+    if not is_file:
+        return name
+    resolved = Path(base).expanduser().resolve()
+    stem = re.sub(r"[^A-Za-z0-9_.-]", "-", resolved.stem).lstrip(".")[:40] or "task"
+    digest = hashlib.sha256(str(resolved).encode("utf-8")).hexdigest()[:8]
+    return f"{stem}-{digest}" + (f"_{rest}" if rest else "")
 
 
 def prediction_prefix(name: str) -> str:
     """The prediction prefix of a task name (``Intent:``/``Type:``), without loading its data."""
-    base, _, _ = parse_task_name(name)
-    return _BASES[base].prediction_prefix
+    return prompt_parts(name)["prediction_prefix"]
+
+
+def prompt_parts(name: str) -> Dict[str, str]:
+    """What a prompt needs of a task beyond its rows (``prediction_prefix``, ``description``),
+    without loading its data."""
+    base, _, is_file = _split_name(name)
+    spec = _spec(base, is_file)
+    return {"prediction_prefix": spec.prediction_prefix, "description": spec.description}
 
 
 def _resolve_data_dir(data_dir) -> Optional[str]:
     if data_dir is None:
         data_dir = os.environ.get("ICRL_DATA_DIR") or None
     return None if data_dir is None else os.path.abspath(os.fspath(data_dir))
-
-
-def _rows(columns: dict, column: str, hf_to_task: Dict[int, int]) -> List[Example]:
-    """Examples of one split; rows whose HF label the task drops are skipped (ids keep HF
-    positions)."""
-    return [Example(i, text, hf_to_task[hf]) for i, (text, hf)
-            in enumerate(zip(columns["text"], columns[column])) if hf in hf_to_task]
 
 
 def _keep_top(k: int, labels: List[str], train: List[Example], test: List[Example]):
@@ -259,26 +291,26 @@ def _keep_top(k: int, labels: List[str], train: List[Example], test: List[Exampl
 
 
 def load_task(name: str, data_dir=None) -> Task:
-    """Build the task ``name`` (see module docstring) from ``data_dir``, ``$ICRL_DATA_DIR``
-    or the Hugging Face Hub, in that order of preference.
+    """Build the task ``name`` (see module docstring). A built-in task reads ``data_dir``,
+    ``$ICRL_DATA_DIR`` or the Hugging Face Hub, in that order of preference.
 
-    Raises UsageError for an unknown name or a missing raw file.
+    Raises UsageError (one line) for an unknown name, a bad task file, a missing raw file or
+    data that does not fit its task file.
     """
-    base_name, top_k, unsemantic = parse_task_name(name)
-    base = _BASES[base_name]
-    splits = sources.load_source(base.source, _resolve_data_dir(data_dir))
-
-    hf_names = sources.hf_label_names(base.source, base.column)
-    kept = [hf for hf, hf_name in enumerate(hf_names) if hf_name not in base.drop]
-    labels = list(_paper_labels()[base_name])
-    if len(kept) != len(labels):
-        raise RuntimeError(f"{base_name}: {len(kept)} HF labels but {len(labels)} paper labels")
-    hf_to_task = {hf: i for i, hf in enumerate(kept)}
-
-    train = _rows(splits["train"], base.column, hf_to_task)
-    test = _rows(splits["test"], base.column, hf_to_task)
+    base, top_k, unsemantic = parse_task_name(name)
+    spec = _spec(*_split_name(name)[::2])
+    labels, train_rows, test_rows = load_rows(spec, _resolve_data_dir(data_dir) if spec.source else None)
+    train = [Example(*row) for row in train_rows]
+    test = [Example(*row) for row in test_rows]
     if top_k is not None:
+        if top_k > len(labels):
+            raise _bad_name(name, f"K={top_k} but {base} has {len(labels)} labels")
         labels, train, test = _keep_top(top_k, labels, train, test)
+    hierarchy = {label: parent for label, parent in spec.hierarchy.items() if label in labels}
     if unsemantic:
-        labels = [f"label_{1000 + i}" for i in range(len(labels))]
-    return Task(name, labels, base.prompt_template, base.prediction_prefix, train, test)
+        renamed = {label: f"label_{1000 + i}" for i, label in enumerate(labels)}
+        labels = [renamed[label] for label in labels]
+        hierarchy = {renamed[label]: parent for label, parent in hierarchy.items()}
+    return Task(name, labels, spec.prompt_template, spec.prediction_prefix, train, test,
+                description=spec.description, hierarchy=hierarchy, strict_exemplars=not spec.builtin)
+

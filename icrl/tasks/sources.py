@@ -137,12 +137,13 @@ def parse_nlu_csv(path: Path) -> Columns:
     return {"text": tuple(text), "label": tuple(label)}
 
 
-def split_like_paper(train: Columns) -> Splits:
-    """The paper's NLU split: ``Dataset.train_test_split(test_size=0.2, seed=0)``."""
+def split_like_paper(train: Columns, test_size: float = 0.2, seed: int = 0) -> Splits:
+    """The paper's NLU split: ``Dataset.train_test_split(test_size=0.2, seed=0)`` (task files
+    with a ``test_ratio`` use the same call with their ratio and seed)."""
     from datasets import Dataset
 
     parts = Dataset.from_dict({k: list(v) for k, v in train.items()}).train_test_split(
-        test_size=0.2, seed=0)
+        test_size=test_size, seed=seed)
     return {split: {k: tuple(parts[split][k]) for k in train} for split in ("train", "test")}
 
 

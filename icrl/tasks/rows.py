@@ -1,0 +1,220 @@
+"""The rows of a task file: read its data, split it, and turn column values into label ids.
+
+:func:`load_rows` returns the label names (id order) and the train and test rows as
+``(id, text, label id)`` triples, where ``id`` is the row's index in its split as read (before
+rows of dropped labels are left out). Every problem with the data is a one-line UsageError
+naming the file and what to change.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from icrl.errors import UsageError
+from icrl.tasks import sources
+from icrl.tasks.taskfile import TaskSpec
+
+Row = Tuple[int, str, int]
+
+
+def _need_columns(spec: TaskSpec, columns: Dict[str, Sequence], where: str) -> None:
+    for key in ("text_column", "label_column"):
+        column = getattr(spec, key)
+        if column not in columns:
+            raise spec.fail(f"{where} has no column {column!r} ([data] {key}); its columns: "
+                            f"{', '.join(map(str, columns)) or 'none'}")
+
+
+def _read_csv(spec: TaskSpec, file: Path) -> Dict[str, list]:
+    try:
+        with open(file, encoding="utf-8", newline="") as f:
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            header = reader.fieldnames or []
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise spec.fail(f"cannot read {file} as UTF-8 CSV ({type(exc).__name__}: {str(exc)[:120]})") from None
+    columns = {name: [row.get(name) for row in rows] for name in header}
+    for column in (spec.text_column, spec.label_column):
+        if column in columns and any(v is None for v in columns[column]):
+            line = next(i for i, v in enumerate(columns[column]) if v is None) + 2
+            raise spec.fail(f"{file}: record on line {line} has no {column!r} field (too few fields)")
+    return columns
+
+
+def _read_jsonl(spec: TaskSpec, file: Path) -> Dict[str, list]:
+    records = []
+    try:
+        with open(file, encoding="utf-8") as f:
+            for line_no, line in enumerate(f, start=1):
+                if not line.strip():
+                    continue
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise spec.fail(f"{file} line {line_no} is not a JSON object")
+                records.append((line_no, record))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise spec.fail(f"cannot read {file} as UTF-8 JSON lines ({type(exc).__name__}: {str(exc)[:120]})") from None
+    names = {key for _, record in records for key in record}
+    for column in (spec.text_column, spec.label_column):
+        missing = next((n for n, r in records if column not in r), None)
+        if column in names and missing is not None:
+            raise spec.fail(f"{file} line {missing} has no {column!r} key")
+    return {name: [r.get(name) for _, r in records] for name in sorted(names)}
+
+
+def _read_parquet(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, List[str]]]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(file)
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise spec.fail(f"cannot read {file} as Parquet ({type(exc).__name__}: {str(exc)[:120]})") from None
+    classnames = {}
+    meta = (table.schema.metadata or {}).get(b"huggingface")
+    if meta:
+        try:
+            features = json.loads(meta)["info"]["features"]
+            classnames = {k: list(v["names"]) for k, v in features.items()
+                          if isinstance(v, dict) and v.get("_type") == "ClassLabel"}
+        except (ValueError, KeyError, TypeError):
+            classnames = {}
+    return table.to_pydict(), classnames
+
+
+def _read_file(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, List[str]]]:
+    kind = file.suffix.lower()
+    if kind == ".csv":
+        return _read_csv(spec, file), {}
+    if kind == ".jsonl":
+        return _read_jsonl(spec, file), {}
+    return _read_parquet(spec, file)
+
+
+def _read_hub(spec: TaskSpec) -> Tuple[Dict[str, Dict[str, list]], Dict[str, List[str]]]:
+    import datasets
+
+    from icrl import hub
+
+    local = spec.path.parent / spec.hub
+    target = str(local) if local.is_dir() else spec.hub
+    if not local.is_dir() and not hub.offline():
+        why = hub.unreachable()
+        if why is not None:
+            raise spec.fail(f"cannot load {spec.hub} from the Hugging Face Hub ({why}); go online, or set "
+                            f"HF_HUB_OFFLINE=1 if it is in your datasets cache")
+    try:
+        loaded = datasets.load_dataset(target, spec.config)
+    except Exception as exc:  # offline without a cache, no access, unknown config, ...
+        text = str(exc).strip().splitlines()
+        raise spec.fail(f"cannot load the dataset {spec.hub!r}"
+                        f"{f' (config {spec.config!r})' if spec.config else ''}: "
+                        f"{text[0] if text else type(exc).__name__}") from None
+    wanted = [spec.train_split] + ([spec.test_split] if spec.test_split else [])
+    for split in wanted:
+        if split not in loaded:
+            raise spec.fail(f"{spec.hub} has no split {split!r}; its splits: {', '.join(loaded)}")
+    classnames = {}
+    for column, feature in loaded[spec.train_split].features.items():
+        if getattr(feature, "names", None) is not None:
+            classnames[column] = list(feature.names)
+    out = {}
+    for split in wanted:
+        _need_columns(spec, {c: () for c in loaded[split].column_names}, f"{spec.hub} split {split!r}")
+        out[split] = {c: list(loaded[split][c]) for c in (spec.text_column, spec.label_column)}
+    return out, classnames
+
+
+def _raw_splits(spec: TaskSpec, data_dir: Optional[str]):
+    """``({"train": columns, "test": columns}, ClassLabel names per column)``."""
+    if spec.source is not None:
+        splits = sources.load_source(spec.source, data_dir)
+        names = {}
+        if spec.classlabel:
+            names[spec.label_column] = list(sources.hf_label_names(spec.source, spec.label_column))
+        for split in ("train", "test"):
+            _need_columns(spec, splits[split], f"source {spec.source} split {split!r}")
+        return {"train": splits["train"], "test": splits["test"]}, names
+    if spec.hub is not None:
+        splits, names = _read_hub(spec)
+        out = {"train": splits[spec.train_split]}
+        if spec.test_split:
+            out["test"] = splits[spec.test_split]
+        return out, names
+    out, names = {}, {}
+    for split, file in (("train", spec.train), ("test", spec.test)):
+        if file is None:
+            continue
+        columns, classnames = _read_file(spec, file)
+        _need_columns(spec, columns, str(file))
+        out[split], names = columns, names or classnames
+    return out, names
+
+
+def _split(spec: TaskSpec, splits: dict) -> dict:
+    if spec.test_ratio is None:
+        return splits
+    columns = {c: tuple(splits["train"][c]) for c in (spec.text_column, spec.label_column)}
+    try:
+        return sources.split_like_paper(columns, test_size=spec.test_ratio, seed=spec.split_seed)
+    except ValueError as exc:
+        raise spec.fail(f"cannot hold out test_ratio {spec.test_ratio} of {len(columns[spec.text_column])} "
+                        f"rows ({exc})") from None
+
+
+def _key(spec: TaskSpec, value, classnames: Optional[List[str]], where: str) -> str:
+    """The column value as the [labels] table names it."""
+    if classnames is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(classnames):
+            raise spec.fail(f"{where}: label {value!r} is not a ClassLabel id (0..{len(classnames) - 1})")
+        return classnames[value]
+    if isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise spec.fail(f"{where}: label {value!r} is not a string or an integer")
+
+
+def load_rows(spec: TaskSpec, data_dir: Optional[str]) -> Tuple[List[str], List[Row], List[Row]]:
+    """Label names (id order) and the train and test rows of a task file."""
+    splits, all_classnames = _raw_splits(spec, data_dir)
+    classnames = None
+    if spec.classlabel:
+        classnames = all_classnames.get(spec.label_column)
+        if classnames is None:
+            raise spec.fail(f"column {spec.label_column!r} is not a ClassLabel in the data; list the label "
+                            f"strings in [labels] names instead")
+    splits = _split(spec, splits)
+    if spec.mapping is not None:
+        labels, index = list(spec.mapping.values()), {k: i for i, k in enumerate(spec.mapping)}
+    elif spec.names is not None:
+        labels, index = list(spec.names), {k: i for i, k in enumerate(spec.names)}
+    else:
+        kept = [name for name in classnames if name not in spec.drop]
+        labels, index = kept, {k: i for i, k in enumerate(kept)}
+        if len(set(kept)) != len(kept) or any(not k.strip() for k in kept):
+            raise spec.fail(f"the ClassLabel of {spec.label_column!r} has empty or duplicate names; use a mapping")
+    for label in spec.hierarchy:
+        if label not in labels:
+            raise spec.fail(f"[hierarchy] {label!r} is not a label of the task")
+    drop = set(spec.drop)
+    out = {}
+    for split in ("train", "test"):
+        columns = splits[split]
+        rows = []
+        for i, (text, value) in enumerate(zip(columns[spec.text_column], columns[spec.label_column])):
+            where = f"{split} row {i}"
+            key = _key(spec, value, classnames, where)
+            if key in drop:
+                continue
+            if key not in index:
+                shown = ", ".join(repr(k) for k in list(index)[:5]) + (", ..." if len(index) > 5 else "")
+                raise spec.fail(f"{where}: label {key!r} is not in [labels] ({shown}); add it, or list it in "
+                                f"[labels] drop to leave its rows out")
+            if not isinstance(text, str):
+                raise spec.fail(f"{where}: text {text!r} in column {spec.text_column!r} is not a string")
+            rows.append((i, text, index[key]))
+        out[split] = rows
+    return labels, out["train"], out["test"]

@@ -35,7 +35,6 @@ tokenizer files are unchanged) and written per step to ``token_counts.csv`` in t
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import math
@@ -53,7 +52,7 @@ import numpy as np
 from .episode import Episode
 from .errors import ArgumentParser, UsageError
 from .prompts import build_messages
-from .records import CONFIG, TEST, TRAIN, read_json, read_jsonl, write_json_atomic
+from .records import CONFIG, TEST, TRAIN, read_json, read_jsonl, write_csv_atomic, write_json_atomic
 from .results import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, Results, distinct_labels, records_stamp
 
 COUNTER_VERSION = 1
@@ -386,12 +385,7 @@ def counted(run_dir: Path, key: dict) -> Optional[dict]:
 def write_counts(run_dir: Path, key: dict, summary: dict, rows: list[dict]) -> None:
     columns = ["step", "kind", "calls", "prompt_tokens", "uncached_tokens",
                "cumulative_prompt_tokens", "cumulative_uncached_tokens"]
-    tmp = run_dir / (TOKEN_COUNTS_CSV + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(run_dir / TOKEN_COUNTS_CSV)
+    write_csv_atomic(run_dir / TOKEN_COUNTS_CSV, columns, rows)
     write_json_atomic(run_dir / TOKEN_COUNTS_JSON, {"key": key, "summary": summary})
 
 

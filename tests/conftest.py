@@ -1,11 +1,77 @@
-"""Shared pytest fixtures."""
+"""Shared pytest fixtures, and the `model` / `vllm` markers made true.
+
+A test that loads a real model is marked automatically: `model` when it uses a fixture that
+loads SmolLM2 (MODEL_FIXTURES) or is listed in MODEL_TESTS, `vllm` when it uses the real
+engine (VLLM_FIXTURES). Every other test runs with model loading refused (in this process):
+loading a TransformersBackend's weights, or a vLLM backend on the real vLLM, fails it at once. So
+`pytest -m "not model and not vllm"` (make test-fast) loads no model.
+"""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Fixtures that load a real model, and tests that load one some other way (node id prefixes).
+MODEL_FIXTURES = {"smollm2", "icrl_runs"}
+VLLM_FIXTURES = {"engine"}
+MODEL_TESTS: tuple = ()
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        if names & MODEL_FIXTURES or any(item.nodeid.startswith(test) for test in MODEL_TESTS):
+            item.add_marker(pytest.mark.model)
+        if names & VLLM_FIXTURES:
+            item.add_marker(pytest.mark.vllm)
+
+
+@pytest.fixture(autouse=True)
+def _no_model_unless_marked(request, monkeypatch):
+    """Outside `model` and `vllm` tests, loading a real model fails the test; the fake
+    backend's test hooks are unset."""
+    monkeypatch.delenv("ICRL_FAKE_INTERRUPT_AT_CALL", raising=False)
+    monkeypatch.delenv("ICRL_FAKE_DELAY_S", raising=False)
+    if request.node.get_closest_marker("model") or request.node.get_closest_marker("vllm"):
+        return
+    from icrl.backends import hf, vllm_backend
+
+    def refuse(*args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} loads a real model: mark it `model` (tests/conftest.py) "
+                             f"or use the fake backend (--backend fake)")
+
+    class NoWeights:
+        from_pretrained = staticmethod(refuse)
+
+    real_init = hf.TransformersBackend.__init__
+
+    def init(self, *args, **kwargs):  # its checks run as usual; the weights do not load
+        import transformers
+
+        monkeypatch.setattr(transformers, "AutoModelForCausalLM", NoWeights)
+        real_init(self, *args, **kwargs)
+
+    real_vllm_init = vllm_backend.VLLMBackend.__init__
+    real_import = vllm_backend.import_vllm
+
+    def import_vllm():
+        if "vllm" in sys.modules and not getattr(sys.modules["vllm"], "__file__", None):
+            return real_import()  # a test's fake vllm module, or vLLM made unimportable
+        refuse()
+
+    def vllm_init(self, *args, **kwargs):  # a fake engine (test_vllm_mapping) is fine, the real one is not
+        monkeypatch.setattr(vllm_backend, "import_vllm", import_vllm)
+        try:
+            real_vllm_init(self, *args, **kwargs)
+        finally:
+            monkeypatch.setattr(vllm_backend, "import_vllm", real_import)
+
+    monkeypatch.setattr(hf.TransformersBackend, "__init__", init)
+    monkeypatch.setattr(vllm_backend.VLLMBackend, "__init__", vllm_init)
 
 
 @pytest.fixture

@@ -1,4 +1,6 @@
-"""End-to-end runs of run_experiment.py on the real SmolLM2 model and real data (tiny sizes)."""
+"""End-to-end runs of run_experiment.py on real data (tiny sizes): the loop, plan and records on
+the fake backend (icrl/backends/fake.py, no model); the real SmolLM2 where its behaviour is the
+point (records of a real run, the context size that fills its window)."""
 
 from __future__ import annotations
 
@@ -36,7 +38,8 @@ def base_args(out, **over):
 
 
 def run(out, **over):
-    code = main(base_args(out, **over))
+    """A run on the fake backend unless ``backend`` says otherwise."""
+    code = main(base_args(out, **{"backend": "fake", **over}))
     runs = find_runs(out)
     return code, runs
 
@@ -63,7 +66,7 @@ def test_plan_steps_published_protocol():
 
 @pytest.mark.model
 def test_stochastic_icrl_records(tmp_path):
-    code, runs = run(tmp_path, context_p_keep="0.1", max_context_examples="4")
+    code, runs = run(tmp_path, context_p_keep="0.1", max_context_examples="4", backend="auto")
     assert code == 0 and len(runs) == 1
     assert runs[0].relative_to(tmp_path).parts == (
         "smollm2-135m", "trec_coarse", "4", "True", "random_unbiased_only_positive", "0.1", "False", "False",
@@ -90,7 +93,6 @@ def test_stochastic_icrl_records(tmp_path):
     assert results["test_accuracy"] == {str(r["step"]): r["accuracy"] for r in test}
 
 
-@pytest.mark.model
 def test_naive_icrl_keeps_the_most_recent_episodes(tmp_path):
     code, runs = run(tmp_path, context_strategy_name="random_biased_end", context_p_keep="1.0",
                      max_context_examples="3", train_k="7")
@@ -100,7 +102,6 @@ def test_naive_icrl_keeps_the_most_recent_episodes(tmp_path):
     assert test[-1]["step"] == 6 and test[-1]["context"] == [3, 4, 5]
 
 
-@pytest.mark.model
 @pytest.mark.parametrize("method", ["uniform", "exact"])
 def test_approximate_icrl(tmp_path, method):
     code, runs = run(tmp_path, context_strategy_name="approximate_only_positive", context_p_keep="0.5",
@@ -123,7 +124,6 @@ def test_approximate_icrl(tmp_path, method):
         shown[k] = context
 
 
-@pytest.mark.model
 def test_supervised_icl_makes_no_training_calls_and_stops_when_full(tmp_path):
     code, runs = run(tmp_path, context_strategy_name="random_unbiased", context_p_keep="1.0", **{"no-icrl": None},
                      max_context_examples="4", train_k="50", debug_k="100")
@@ -137,7 +137,6 @@ def test_supervised_icl_makes_no_training_calls_and_stops_when_full(tmp_path):
     assert "is the correct answer" not in log and "Type: " + train[0]["answer"] in log
 
 
-@pytest.mark.model
 def test_zero_shot_is_one_test_at_step_zero(tmp_path):
     code, runs = run(tmp_path, max_context_examples="0", context_strategy_name=False)  # none needed
     assert code == 0 and runs[0].relative_to(tmp_path).parts[4] == "none"
@@ -147,7 +146,6 @@ def test_zero_shot_is_one_test_at_step_zero(tmp_path):
     assert (results["steps_completed"], results["total_steps"]) == (1, 1)
 
 
-@pytest.mark.model
 def test_exemplars_come_first_and_leave_the_training_pool(tmp_path):
     code, runs = run(tmp_path, exemplars_per_label="1", debug_k="1", max_context_examples="10")
     assert runs[0].parts[-7] == "random_unbiased_only_positive_exemplars1"
@@ -163,7 +161,6 @@ def test_exemplars_come_first_and_leave_the_training_pool(tmp_path):
     assert f"Type: {exemplars[0]['answer']}" in log and "is the correct answer! Good job!" in log
 
 
-@pytest.mark.model
 def test_exemplars_are_subtracted_from_an_explicit_size_and_icl_stops_early(tmp_path):
     """trec_coarse, --max_context_examples 10 --exemplars_per_label 1: 6 exemplars + at most 4
     episodes; supervised ICL stops at the first test step with a full context (step 4 of
@@ -183,7 +180,6 @@ def test_exemplars_filling_the_context_are_refused(tmp_path, capsys):
     assert err.startswith("error: no room for context episodes") and "\n" not in err
 
 
-@pytest.mark.model
 def test_omitted_feedback_is_not_shown(tmp_path):
     code, runs = run(tmp_path, context_strategy_name="random_biased_end", context_p_keep="1.0",
                      icrl_omit_feedback=None, debug_k="100")
@@ -193,7 +189,6 @@ def test_omitted_feedback_is_not_shown(tmp_path):
     assert "is the correct answer" not in log and "You can do better" not in log
 
 
-@pytest.mark.model
 def test_flipped_feedback_changes_what_is_shown_not_accuracy(tmp_path):
     code, runs = run(tmp_path, icrl_flip_feedback=None, icrl_flip_feedback_prob="1.0")
     assert runs[0].parts[-4] == "True_1.0"
@@ -229,18 +224,17 @@ def test_bad_input_exits_2_with_one_line_and_writes_nothing(tmp_path, capsys, ov
     assert not out.exists() or not any(out.rglob("*"))
 
 
-@pytest.mark.model
 def test_rerun_finished_and_mismatched_arguments(tmp_path, capsys):
-    assert main(base_args(tmp_path)) == 0
+    assert main(base_args(tmp_path, backend="fake")) == 0
     before = records(find_runs(tmp_path)[0])
-    assert main(base_args(tmp_path)) == 0
+    assert main(base_args(tmp_path, backend="fake")) == 0
     assert "already finished" in capsys.readouterr().out
     assert records(find_runs(tmp_path)[0]) == before
     # an argument the path does not hold (max_contexts is unused outside the approximate strategies)
-    assert main(base_args(tmp_path, max_contexts="3")) == 2
+    assert main(base_args(tmp_path, backend="fake", max_contexts="3")) == 2
     err = capsys.readouterr().err
     assert "--max_contexts" in err and "--overwrite" in err
-    assert main(base_args(tmp_path, max_contexts="3", overwrite=None)) == 0
+    assert main(base_args(tmp_path, backend="fake", max_contexts="3", overwrite=None)) == 0
     assert records(find_runs(tmp_path)[0])[0]["args"]["max_contexts"] == 3
 
 
@@ -252,11 +246,10 @@ def _summary(results):
     return {k: v for k, v in results.items() if "time" not in k}
 
 
-@pytest.mark.model
 def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     argv = base_args(tmp_path / "killed", train_k="14", test_every="4", max_context_examples="6",
-                     context_p_keep="0.5")
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+                     context_p_keep="0.5", backend="fake")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "ICRL_FAKE_DELAY_S": "0.1"}  # slow enough to kill mid-run
     proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), *argv], cwd=REPO, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 240
@@ -277,7 +270,7 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
     assert main(argv) == 0
     killed = records(find_runs(tmp_path / "killed")[0])
     assert main(base_args(tmp_path / "clean", train_k="14", test_every="4", max_context_examples="6",
-                          context_p_keep="0.5")) == 0
+                          context_p_keep="0.5", backend="fake")) == 0
     clean = records(find_runs(tmp_path / "clean")[0])
     assert _strip_times(killed[1]) == _strip_times(clean[1])
     assert _strip_times(killed[2]) == _strip_times(clean[2])
@@ -315,15 +308,17 @@ def test_default_context_size_fills_the_window_and_is_cached(tmp_path, capsys):
 
 def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(tmp_path, monkeypatch):
     """The published runner's size (left + 1), searched under the system prompt of the run's mode,
-    cached per model and task under <mode>@<window>; an old-format cache is replaced, not reused."""
-    from icrl.backends.chat import load_chat_tokenizer
+    cached per model and task under <mode>@<window>; an old-format cache is replaced, not reused.
+    The fake backend's tokenizer and chat template stand in for a model's (the search on real
+    tokenizers: test_maxlen.py)."""
+    from icrl.backends.fake import FakeChat
     from icrl.maxlen import search_max_examples
     from icrl.run.data import load_data
     from icrl.run.size import resolve_max_examples
     from icrl.cli import parse_args
     import icrl.maxlen as maxlen
 
-    chat = load_chat_tokenizer("smollm2-135m")
+    chat = FakeChat(1024)
     calls = []
     real = maxlen.find_max_examples
 
@@ -393,9 +388,8 @@ def test_make_demo_has_its_own_folders_and_a_comparable_zero_shot_run():
     assert demo.options.output_dir == "data/demo"
 
 
-@pytest.mark.model
 def test_runs_differing_in_a_seed_sit_side_by_side_and_a_larger_train_k_extends(tmp_path, capsys):
-    small = dict(train_k="4", test_k="3", max_context_examples="3")
+    small = dict(train_k="4", test_k="3", max_context_examples="3", backend="fake")
     assert main(base_args(tmp_path / "a", **small)) == 0
     first = find_runs(tmp_path / "a")[0]
     config4, train4, test4, _ = records(first)

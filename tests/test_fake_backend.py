@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from icrl.backends import BACKEND_CHOICES, Backend, Call, load_backend, predict_calls
-from icrl.backends.fake import INTERRUPT_ENV, FakeBackend, fake_label
+from icrl.backends.fake import DELAY_ENV, INTERRUPT_ENV, FakeBackend, fake_label
 from icrl.errors import UsageError
 
 LABELS = ["abbreviation", "entity", "description", "human", "location", "numeric"]
@@ -16,6 +16,7 @@ LABELS = ["abbreviation", "entity", "description", "human", "location", "numeric
 @pytest.fixture
 def fake(monkeypatch):
     monkeypatch.delenv(INTERRUPT_ENV, raising=False)
+    monkeypatch.delenv(DELAY_ENV, raising=False)
     return load_backend("fake", backend="fake")
 
 
@@ -90,3 +91,14 @@ def test_interrupts_at_the_given_call(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         backend.predict(["a"], LABELS, 1.0, 0)
     assert backend.predict(["a"], LABELS, 1.0, 0) == [fake_label("a", LABELS, 0)]
+
+
+def test_delay_slows_every_call(monkeypatch):
+    import time
+
+    monkeypatch.delenv(INTERRUPT_ENV, raising=False)
+    monkeypatch.setenv(DELAY_ENV, "0.2")
+    backend = load_backend("fake", backend="fake")
+    tic = time.perf_counter()
+    backend.predict(["a"], LABELS, 1.0, 0)
+    assert time.perf_counter() - tic >= 0.2

@@ -19,6 +19,7 @@ from golden import cases
 def data_env(data_dir, monkeypatch):
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
     monkeypatch.delenv(cases.INTERRUPT_ENV, raising=False)
+    monkeypatch.delenv("ICRL_FAKE_DELAY_S", raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 

@@ -1,20 +1,19 @@
 """The OpenAI-compatible backend without a server: request building, response parsing, retries,
-errors, concurrency and secrets, against a fake server (an httpx MockTransport; no network)."""
+errors, concurrency and secrets, against a fake server: a real HTTP server on 127.0.0.1 (no network)."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import pytest
 
 from icrl.backends import openai_backend as ob
 from icrl.errors import UsageError
 
 openai = pytest.importorskip("openai")
-REAL_CLIENT = openai.AsyncOpenAI
 LABELS = ["card_lost", "card_arrival", "refund"]
 
 
@@ -57,9 +56,12 @@ def test_shared_text_prefix_ends_at_a_newline():
 
 
 class FakeServer:
-    """An OpenAI-compatible server in an httpx MockTransport: /models, /completions, /chat/completions.
+    """An OpenAI-compatible server on 127.0.0.1 (stdlib http.server in a thread, an ephemeral
+    port): GET /v1/models, POST /v1/completions and /v1/chat/completions. The backend reaches
+    it through --base_url like any server, so the test depends on no client internals.
 
-    `failures`: status codes answered (in order) before real answers; `answer(body)`: the text."""
+    `failures`: status codes answered (in order) before real answers; `answer(body)`: the text.
+    ``handle(method, path, body)`` returns (status, JSON body, headers); subclasses override it."""
 
     def __init__(self, models=("smollm2-135m",), failures=(), answer=None, delay=0.0, constrain=True):
         self.models, self.failures, self.delay, self.constrain = list(models), list(failures), delay, constrain
@@ -67,25 +69,36 @@ class FakeServer:
         self.requests: list[tuple[str, dict]] = []
         self.in_flight = self.max_in_flight = 0
         self.lock = threading.Lock()
+        self._httpd = None
 
-    async def handle(self, request: httpx.Request) -> httpx.Response:
-        import asyncio
+    @property
+    def url(self) -> str:
+        """Start serving (once) and return the base URL, http://127.0.0.1:PORT/v1."""
+        if self._httpd is None:
+            self._httpd = _serve(self)
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
-        path = request.url.path
-        body = json.loads(request.content) if request.content else {}
-        self.requests.append((path, body))
-        if path.endswith("/models"):
-            return httpx.Response(200, json={"object": "list", "data": [
-                {"id": m, "object": "model", "created": 0, "owned_by": "x"} for m in self.models]})
-        if self.failures:
-            status = self.failures.pop(0)
-            return httpx.Response(status, json={"error": {"message": f"fake {status}"}},
-                                  headers={"retry-after-ms": "1"})
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def handle(self, method: str, path: str, body: dict):
+        with self.lock:
+            self.requests.append((path, body))
+        if method == "GET" and path.endswith("/models"):
+            return 200, {"object": "list", "data": [
+                {"id": m, "object": "model", "created": 0, "owned_by": "x"} for m in self.models]}, {}
+        with self.lock:
+            status = self.failures.pop(0) if self.failures else None
+        if status is not None:
+            return status, {"error": {"message": f"fake {status}"}}, {"retry-after-ms": "1"}
         with self.lock:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            await asyncio.sleep(self.delay)
+            time.sleep(self.delay)
         finally:
             with self.lock:
                 self.in_flight -= 1
@@ -93,28 +106,68 @@ class FakeServer:
         if path.endswith("/chat/completions"):
             enum = body["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"]
             content = json.dumps({"label": self.answer(body) if self.answer else enum[body["seed"] % len(enum)]})
-            return httpx.Response(200, json={
+            return 200, {
                 "id": "c", "object": "chat.completion", "created": 0, "model": body["model"], "usage": usage,
                 "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}]})
+                             "message": {"role": "assistant", "content": content}}]}, {}
+        if not path.endswith("/completions"):
+            return 404, {"error": {"message": f"no route {path}"}}, {}
         options = (body.get("structured_outputs") or {}).get("choice") or body.get("guided_choice")
         if options and self.constrain:
             text = self.answer(body) if self.answer else options[body.get("seed", 0) % len(options)]
         else:
             text = " I think it is"
-        return httpx.Response(200, json={
+        return 200, {
             "id": "c", "object": "text_completion", "created": 0, "model": body["model"], "usage": usage,
-            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]})
+            "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}]}, {}
+
+
+_SERVERS: list[FakeServer] = []
+
+
+def _serve(fake: FakeServer) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def _answer(self, method: str) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            body = json.loads(raw) if raw else {}
+            status, payload, headers = fake.handle(method, self.path.split("?")[0], body)
+            data = json.dumps(payload).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for key, value in headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):  # noqa: N802 (http.server's names)
+            self._answer("GET")
+
+        def do_POST(self):  # noqa: N802
+            self._answer("POST")
+
+        def log_message(self, *args):  # quiet
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    _SERVERS.append(fake)
+    return httpd
+
+
+@pytest.fixture(autouse=True)
+def _stop_servers():
+    yield
+    while _SERVERS:
+        _SERVERS.pop().stop()
 
 
 def make_backend(monkeypatch, server: FakeServer, model="smollm2-135m", **options):
-    """An OpenAIBackend whose client talks to `server` (the tokenizer of smollm2 when present)."""
-    def patched(**kwargs):
-        return REAL_CLIENT(**kwargs, http_client=httpx.AsyncClient(transport=httpx.MockTransport(server.handle)))
-
-    monkeypatch.setattr(openai, "AsyncOpenAI", patched)
+    """An OpenAIBackend pointed at `server` by --base_url (the tokenizer of smollm2 when present)."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    return ob.OpenAIBackend(model, base_url="http://fake.test/v1", **options)
+    return ob.OpenAIBackend(model, base_url=server.url, **options)
 
 
 def messages_for(i):
@@ -123,14 +176,14 @@ def messages_for(i):
 
 
 def test_completions_mode_sends_rendered_prompts_concurrently(monkeypatch):
-    server = FakeServer(delay=0.05, answer=lambda body: " card_arrival")
+    server = FakeServer(delay=0.2, answer=lambda body: " card_arrival")
     backend = make_backend(monkeypatch, server, api_mode="completions", max_concurrency=4)
     assert backend.api_mode == "completions" and backend.chat is not None
     prompts = [backend.render(messages_for(i), "Intent:") for i in range(12)]
     tic = time.perf_counter()
     assert backend.predict(prompts, LABELS, 0.0, 9) == ["card_arrival"] * 12
     elapsed = time.perf_counter() - tic
-    assert server.max_in_flight == 4 and elapsed < 12 * 0.05  # concurrent, and bounded
+    assert server.max_in_flight == 4 and elapsed < 12 * 0.2  # concurrent, and bounded
     calls = [b for p, b in server.requests if p.endswith("/completions")]
     sent = {b["prompt"] for b in calls if "structured_outputs" in b}
     assert sent == set(prompts) and all(b["seed"] == 9 for b in calls if "structured_outputs" in b)
@@ -143,15 +196,16 @@ def test_completions_mode_sends_rendered_prompts_concurrently(monkeypatch):
 
 def test_auto_mode_falls_back_to_guided_choice_then_chat(monkeypatch):
     class OldServer(FakeServer):
-        async def handle(self, request):
-            body = json.loads(request.content) if request.content else {}
-            if request.url.path.endswith("/completions") and "structured_outputs" in body \
-                    and not request.url.path.endswith("/chat/completions"):
-                self.requests.append((request.url.path, body))
-                return httpx.Response(200, json={"id": "c", "object": "text_completion", "created": 0,
-                                                 "model": "m", "choices": [{"index": 0, "text": " maybe",
-                                                                            "finish_reason": "stop"}]})
-            return await super().handle(request)
+        """A server that ignores structured_outputs (older vLLM): it answers free text."""
+
+        def handle(self, method, path, body):
+            if path.endswith("/completions") and not path.endswith("/chat/completions") \
+                    and "structured_outputs" in body:
+                with self.lock:
+                    self.requests.append((path, body))
+                return 200, {"id": "c", "object": "text_completion", "created": 0, "model": "m",
+                             "choices": [{"index": 0, "text": " maybe", "finish_reason": "stop"}]}, {}
+            return super().handle(method, path, body)
 
     backend = make_backend(monkeypatch, OldServer())
     assert backend.api_mode == "completions" and backend.constraint == "guided_choice"
@@ -195,7 +249,7 @@ def test_persistent_failure_is_one_line_naming_the_url(monkeypatch):
     with pytest.raises(UsageError) as info:
         backend.predict(prompts, LABELS, 0.0, 0)
     message = str(info.value)
-    assert "http://fake.test/v1" in message and "503" in message and "rerun" in message and "\n" not in message
+    assert server.url in message and "503" in message and "rerun" in message and "\n" not in message
     backend.close()
 
 

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from icrl.records import RunRecords, experiment_dir, find_runs, read_jsonl, write_json_atomic
 
 ARGS = {"model_name": "meta-llama/Meta-Llama-3.1-8B-Instruct", "task_name": "banking77",
@@ -146,3 +148,61 @@ def test_atomic_json_leaves_no_temporary_files(tmp_path):
     write_json_atomic(tmp_path / "x" / "results.json", {"b": [3]})
     assert json.loads((tmp_path / "x" / "results.json").read_text()) == {"b": [3]}
     assert [p.name for p in (tmp_path / "x").iterdir()] == ["results.json"]
+
+
+def test_schema_names_every_field_of_a_real_run(tmp_path, data_dir, monkeypatch):
+    """The TypedDicts of icrl/records/schema.py against the records of a real (fake-backend) run:
+    every required field present, no field they do not name."""
+    import json
+
+    from icrl.experiment import main
+    from icrl.records import schema
+
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    argv = ["--backend", "fake", "--task_name", "trec_coarse", "--context_strategy_name", "random_biased_end",
+            "--icrl", "--max_context_examples", "2", "--train_k", "3", "--test_every", "2", "--test_k", "2",
+            "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--no-progress", "--output_dir", str(tmp_path)]
+    assert main(argv) == 0
+    assert main(argv[:argv.index("--train_k") + 1] + ["4"] + argv[argv.index("--train_k") + 2:]) == 0  # extended
+    run_dir = find_runs(tmp_path)[0]
+
+    def check(record, typed, where):
+        keys = set(record)
+        assert typed.__required_keys__ <= keys, (where, typed.__required_keys__ - keys)
+        assert keys <= typed.__required_keys__ | typed.__optional_keys__, (where, keys - typed.__annotations__.keys())
+
+    config = json.loads((run_dir / "config.json").read_text())
+    check(config, schema.ConfigRecord, "config.json")
+    for section, typed in (("args", schema.RunArgs), ("runtime_args", schema.RuntimeArgs),
+                           ("resolved", schema.Resolved), ("backend", schema.BackendRecord),
+                           ("environment", schema.Environment), ("dataset", schema.Dataset),
+                           ("test_set", schema.TestSet)):
+        check(config[section], typed, section)
+    check(config["extended"][0], schema.Extension, "extended")
+    for line in read_jsonl(run_dir / "train.jsonl"):
+        check(line, schema.TrainLine, "train.jsonl")
+    for line in read_jsonl(run_dir / "test.jsonl"):
+        check(line, schema.TestLine, "test.jsonl")
+    check(json.loads((run_dir / "results.json").read_text()), schema.Results, "results.json")
+
+
+def test_one_atomic_writer(tmp_path):
+    """JSON, JSON lines and CSV all go through write_atomic: no temporary file stays behind, and
+    a write that fails leaves the old file whole."""
+    import csv
+
+    from icrl.records import write_atomic, write_csv_atomic, write_jsonl_atomic
+
+    write_csv_atomic(tmp_path / "t.csv", ["a", "b"], [{"a": 1, "b": "x,y"}])
+    assert list(csv.DictReader((tmp_path / "t.csv").open(newline=""))) == [{"a": "1", "b": "x,y"}]
+    write_jsonl_atomic(tmp_path / "r.jsonl", [{"step": 0}, {"step": 1}])
+    assert read_jsonl(tmp_path / "r.jsonl") == [{"step": 0}, {"step": 1}]
+
+    def fail(f):
+        f.write("half")
+        raise RuntimeError("cut short")
+
+    with pytest.raises(RuntimeError):
+        write_atomic(tmp_path / "r.jsonl", fail)
+    assert read_jsonl(tmp_path / "r.jsonl") == [{"step": 0}, {"step": 1}]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.jsonl", "t.csv"]

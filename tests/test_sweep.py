@@ -122,8 +122,8 @@ def test_shards_are_disjoint_and_cover_the_sweep():
     assert [r.index for r in runs] == list(range(1, 20, 3))
 
 
-# -- lock-step on the embedded model --------------------------------------------------------------------
-TINY = ["--model_name", "smollm2-135m", "--backend", "transformers", "--train_k", "3", "--test_k", "2",
+# -- lock-step on the fake backend (the scheduling logic; a real model's lock-step: the vLLM test) ------
+TINY = ["--model_name", "smollm2-135m", "--backend", "fake", "--train_k", "3", "--test_k", "2",
         "--test_every", "2", "--max_context_examples", "3", "--icrl", "--test_seed", "5"]
 MIXED = ["--grid", "task_name=trec_coarse,banking77_top5",
          "--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive,random_unbiased",
@@ -143,13 +143,13 @@ def records(run_dir: Path) -> dict:
 
 
 @pytest.fixture
-def one_thread():
-    import torch
+def fake(monkeypatch):
+    """The deterministic fake backend (icrl/backends/fake.py): no model, milliseconds a run."""
+    from icrl.backends import load_backend
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny forward passes on a busy 2-core machine
-    yield
-    torch.set_num_threads(threads)
+    monkeypatch.delenv("ICRL_FAKE_INTERRUPT_AT_CALL", raising=False)
+    monkeypatch.delenv("ICRL_FAKE_DELAY_S", raising=False)
+    return load_backend("smollm2-135m", backend="fake")
 
 
 def alone(runs, backend, root: Path) -> list[Path]:
@@ -162,20 +162,20 @@ def alone(runs, backend, root: Path) -> list[Path]:
     return dirs
 
 
-def test_lock_step_writes_the_records_of_runs_alone(smollm2, data_dir, tmp_path, monkeypatch, one_thread):
+def test_lock_step_writes_the_records_of_runs_alone(fake, data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
     _, runs = runner.plan(MIXED + ["--output_dir", str(tmp_path / "sweep")])
     assert len(runs) == 12 and all(r.error is None for r in runs)
     calls = []
-    original = smollm2.predict_calls
-    smollm2.predict_calls = lambda c: calls.append(len(c)) or original(c)
+    original = fake.predict_calls
+    fake.predict_calls = lambda c: calls.append(len(c)) or original(c)
     try:
-        outcomes = runner.execute(runs, backend=smollm2, progress=False)
+        outcomes = runner.execute(runs, backend=fake, progress=False)
     finally:
-        del smollm2.predict_calls
+        del fake.predict_calls
     assert [o.status for o in outcomes] == ["finished"] * 12
     assert max(calls) == 12, "all runs' calls go to the backend together"
-    for run, solo in zip(runs, alone(runs, smollm2, tmp_path / "alone")):
+    for run, solo in zip(runs, alone(runs, fake, tmp_path / "alone")):
         assert records(run.out_dir) == records(solo), run.label()
         config = json.loads((run.out_dir / "config.json").read_text())
         assert config["args"] == json.loads((solo / "config.json").read_text())["args"]
@@ -257,13 +257,13 @@ class StopAfter:
         return self.backend.predict_calls(calls)
 
 
-def test_interrupted_sweep_resumes_every_run(smollm2, data_dir, tmp_path, monkeypatch, capsys, one_thread):
+def test_interrupted_sweep_resumes_every_run(fake, data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
     argv = ["--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive",
             "--grid", "seed+training_seed=100,101", "--task_name", "trec_coarse", *TINY,
             "--output_dir", str(tmp_path / "sweep"), "--name", "resume"]
     monkeypatch.setattr(Experiment, "load_backend",
-                        lambda self: setattr(self, "backend", StopAfter(smollm2, 4)) if self.backend is None else None)
+                        lambda self: setattr(self, "backend", StopAfter(fake, 4)) if self.backend is None else None)
     assert runner.main(argv) == 130
     assert "rerun the same command to resume" in capsys.readouterr().err
     _, runs = runner.plan(argv)
@@ -272,11 +272,11 @@ def test_interrupted_sweep_resumes_every_run(smollm2, data_dir, tmp_path, monkey
     assert all(json.loads((r.out_dir / "results.json").read_text())["finished"] is False for r in runs)
 
     monkeypatch.setattr(Experiment, "load_backend",
-                        lambda self: setattr(self, "backend", smollm2) if self.backend is None else None)
+                        lambda self: setattr(self, "backend", fake) if self.backend is None else None)
     assert runner.main(argv) == 0
     out = capsys.readouterr().out
     assert "4 of 4 runs finished" in out
-    for run, solo in zip(runs, alone(runs, smollm2, tmp_path / "alone")):
+    for run, solo in zip(runs, alone(runs, fake, tmp_path / "alone")):
         assert records(run.out_dir) == records(solo), run.label()
     # Rerun: every run is already finished, no model is loaded.
     monkeypatch.setattr(Experiment, "load_backend", lambda self: pytest.fail("loaded a model for finished runs"))
@@ -286,10 +286,10 @@ def test_interrupted_sweep_resumes_every_run(smollm2, data_dir, tmp_path, monkey
     assert [r["status"] for r in rows] == ["finished"] * 4 and all(r["steps_completed"] == "3" for r in rows)
 
 
-def test_failing_runs_are_reported_and_the_others_finish(smollm2, data_dir, tmp_path, monkeypatch, capsys, one_thread):
+def test_failing_runs_are_reported_and_the_others_finish(fake, data_dir, tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
     monkeypatch.setattr(Experiment, "load_backend",
-                        lambda self: setattr(self, "backend", smollm2) if self.backend is None else None)
+                        lambda self: setattr(self, "backend", fake) if self.backend is None else None)
     summary = tmp_path / "summary.csv"
     # bogus: invalid flags (never starts); exemplars fill the context: fails once running.
     code = runner.main(["--grid", "context_strategy_name=random_biased_end,bogus", "--grid", "exemplars_per_label=0,1",
@@ -319,7 +319,7 @@ def test_lock_step_on_the_vllm_engine_writes_the_records_of_runs_alone(engine, d
     """The same mixed sweep on the real engine (the session's one `engine`): one engine call per
     lock-step batch, with per-prompt labels and seeds; records as alone."""
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
-    argv = [("vllm" if w == "transformers" else w) for w in MIXED] + ["--output_dir", str(tmp_path / "sweep")]
+    argv = [("vllm" if w == "fake" else w) for w in MIXED] + ["--output_dir", str(tmp_path / "sweep")]
     _, runs = runner.plan(argv)
     assert len(runs) == 12 and all(r.error is None for r in runs) and {r.args.spec.backend for r in runs} == {"vllm"}
     before = engine.stats["calls"]

@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 # 6 steps, tests at 0, 2, 5 on 4 test prompts.
 ARGS = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased_only_positive",
         "--context_p_keep", "0.5", "--max_context_examples", "4", "--train_k", "6", "--test_every", "3",
-        "--test_k", "4", "--temperature", "1.0", "--no-progress", "--backend", "transformers",
+        "--test_k", "4", "--temperature", "1.0", "--no-progress", "--backend", "fake",
         "--icrl", "--seed", "100", "--training_seed", "100", "--test_seed", "100"]
 
 
@@ -53,43 +53,22 @@ def _data(data_dir, monkeypatch):
 
 
 SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-
-
-@pytest.fixture
-def shared_model(smollm2, monkeypatch):
-    """In-process runs use the session's model instead of loading their own (one torch thread:
-    on a busy 2-core machine two spinning threads make these tiny passes several times slower)."""
-    import torch
-
-    import icrl.backends
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setattr(icrl.backends, "load_backend", lambda *a, **k: smollm2)
-    yield smollm2
-    torch.set_num_threads(threads)
+# A fake backend slow enough (0.1 s a call) to be signalled mid-run.
+SLOW_ENV = {**SUBPROCESS_ENV, "ICRL_FAKE_DELAY_S": "0.1"}
 
 
 @pytest.fixture(scope="module")
-def _finished_once(tmp_path_factory, smollm2):
-    import torch
-
-    import icrl.backends
+def _finished_once(tmp_path_factory):
     from runs_fixture import datasets_dir
 
     if datasets_dir() is None:
         pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
     out = tmp_path_factory.mktemp("finished")
-    original, threads = icrl.backends.load_backend, torch.get_num_threads()
-    icrl.backends.load_backend = lambda *a, **k: smollm2
-    torch.set_num_threads(1)
     old = os.environ.get("ICRL_DATA_DIR")
     os.environ["ICRL_DATA_DIR"] = str(datasets_dir())
     try:
         assert main(argv(out)) == 0
     finally:
-        icrl.backends.load_backend = original
-        torch.set_num_threads(threads)
         if old is None:
             os.environ.pop("ICRL_DATA_DIR", None)
         else:
@@ -147,7 +126,7 @@ def test_second_writer_is_refused_naming_the_holder_and_a_killed_holder_frees_th
 
 # -- 2, 3. finished means verified; resume recomputes missing test steps ---------------------------
 @pytest.mark.parametrize("damage", ["delete_test", "cut_test", "garbage_mid_test", "cut_train"])
-def test_damaged_finished_run_is_repaired_to_the_same_records(finished, shared_model, capsys, damage):
+def test_damaged_finished_run_is_repaired_to_the_same_records(finished, capsys, damage):
     out, run_dir, before = finished
     test_file, train_file = run_dir / "test.jsonl", run_dir / "train.jsonl"
     if damage == "delete_test":
@@ -249,7 +228,7 @@ def test_bad_records_and_outputs_are_one_line_errors(finished, tmp_path, capsys,
     assert err.startswith("error: cannot write the run directory") and "\n" not in err
 
 
-def test_disk_full_mid_run_is_one_line_and_resumable(tmp_path, shared_model, capsys, monkeypatch):
+def test_disk_full_mid_run_is_one_line_and_resumable(tmp_path, capsys, monkeypatch):
     from icrl.records import RunRecords
 
     real = RunRecords.append_train
@@ -268,7 +247,7 @@ def test_disk_full_mid_run_is_one_line_and_resumable(tmp_path, shared_model, cap
     assert "resuming" in capsys.readouterr().err
 
 
-def test_corrupt_context_size_cache_is_recomputed(tmp_path, shared_model, capsys):
+def test_corrupt_context_size_cache_is_recomputed(tmp_path, capsys):
     cache = tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json"
     cache.parent.mkdir(parents=True)
     cache.write_text("{garbage")
@@ -276,8 +255,11 @@ def test_corrupt_context_size_cache_is_recomputed(tmp_path, shared_model, capsys
     i = args.index("--max_context_examples")
     del args[i:i + 2]
     assert main(args) == 0
+    from icrl.backends.fake import DEFAULT_MAX_MODEL_LEN
+
+    key = f"icrl@{DEFAULT_MAX_MODEL_LEN}"
     sizes = json.loads(cache.read_text())["sizes"]
-    assert list(sizes) == ["icrl@8192"] and sizes["icrl@8192"] > 0
+    assert list(sizes) == [key] and sizes[key] > 0
 
 
 def test_malformed_dataset_and_bad_tool_outputs_are_one_line(tmp_path, data_dir, capsys, monkeypatch):
@@ -311,7 +293,7 @@ def test_signal_stops_with_one_line_and_results_current(tmp_path, signum, code):
     args = argv(out, "--train_k", "40", "--test_every", "2", "--test_k", "2")
     proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), *args], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=SUBPROCESS_ENV)
+                            env=SLOW_ENV)
     run_dir = run_dir_of(out, "--train_k", "40", "--test_every", "2", "--test_k", "2")
     deadline = time.time() + 240
     while time.time() < deadline and proc.poll() is None and len(read_jsonl(run_dir / "train.jsonl")) < 3:
@@ -331,11 +313,8 @@ def test_signal_stops_with_one_line_and_results_current(tmp_path, signum, code):
 
 
 # -- 7. a run with no completed step is not a run --------------------------------------------------
-def test_run_failing_before_its_first_step_does_not_block_the_corrected_command(tmp_path, capsys, shared_model,
-                                                                               monkeypatch):
-    with monkeypatch.context() as m:
-        m.setattr(shared_model.chat, "max_model_len", 60)  # as --max_model_len 60 would
-        assert main(argv(tmp_path, "--max_model_len", "60")) == 2
+def test_run_failing_before_its_first_step_does_not_block_the_corrected_command(tmp_path, capsys):
+    assert main(argv(tmp_path, "--max_model_len", "60")) == 2  # the prompts do not fit
     assert "tokens" in capsys.readouterr().err
     assert find_runs(tmp_path) == [] and not any(tmp_path.iterdir())
     run_dir = run_dir_of(tmp_path)
@@ -366,8 +345,9 @@ def test_empty_training_split_and_bad_paths_and_vllm_flags(tmp_path, data_dir, c
     assert "training split is empty" in capsys.readouterr().err
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
     (tmp_path / "empty_model").mkdir()
-    for extra, needle in [(["--model_name", str(tmp_path / "nope")], "no such local folder"),
-                          (["--model_name", str(tmp_path / "empty_model")], "without a model"),
+    real = ["--backend", "transformers"]  # the fake backend takes any --model_name as a label
+    for extra, needle in [(["--model_name", str(tmp_path / "nope"), *real], "no such local folder"),
+                          (["--model_name", str(tmp_path / "empty_model"), *real], "without a model"),
                           (["--rope_scaling", "garbage"], "--rope_scaling"),
                           (["--gpu_memory_utilization", "5"], "--gpu_memory_utilization"),
                           (["--tensor_parallel_size", "0"], "--tensor_parallel_size")]:
@@ -426,7 +406,7 @@ def test_json_records_follow_the_umask(tmp_path):
     assert (tmp_path / "results.json").stat().st_mode & 0o777 == 0o644
 
 
-def test_deleted_config_is_refused_and_overwrite_resumes_its_own_run(finished, shared_model, capsys):
+def test_deleted_config_is_refused_and_overwrite_resumes_its_own_run(finished, capsys):
     out, run_dir, _ = finished
     assert (run_dir / "config.json").stat().st_mode & 0o044  # readable by colleagues
     config = (run_dir / "config.json").read_text()

@@ -16,7 +16,9 @@ the model's cost. What it computes:
 It counts its calls (``calls``: predict() calls, a lock-step ``Call`` counting as one;
 ``prompts``: prompts predicted). For tests of interruption, the environment variable
 ``ICRL_FAKE_INTERRUPT_AT_CALL=N`` makes the N-th call (0-based, counted per loaded backend)
-raise KeyboardInterrupt before it predicts anything, like Ctrl-C during that model call.
+raise KeyboardInterrupt before it predicts anything, like Ctrl-C during that model call, and
+``ICRL_FAKE_DELAY_S=X`` makes every call take X seconds more (a run slow enough to signal or
+kill mid-run; a model's latency in a benchmark).
 """
 
 from __future__ import annotations
@@ -24,12 +26,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import time
 from typing import Optional, Sequence
 
 from . import ChatBackend, check_prompt_lengths
 
 DEFAULT_MAX_MODEL_LEN = 4096
 INTERRUPT_ENV = "ICRL_FAKE_INTERRUPT_AT_CALL"
+DELAY_ENV = "ICRL_FAKE_DELAY_S"
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -74,12 +78,15 @@ class FakeBackend(ChatBackend):
         self.prompts = 0
         interrupt = os.environ.get(INTERRUPT_ENV)
         self.interrupt_at = int(interrupt) if interrupt not in (None, "") else None
+        self.delay_s = float(os.environ.get(DELAY_ENV) or 0.0)
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
         if self.interrupt_at is not None and self.calls == self.interrupt_at:
             self.calls += 1
             raise KeyboardInterrupt(f"{INTERRUPT_ENV}={self.interrupt_at}")
         self.calls += 1
+        if self.delay_s > 0:
+            time.sleep(self.delay_s)
         if not prompts:
             return []
         labels = list(labels)

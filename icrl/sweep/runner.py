@@ -8,7 +8,6 @@ arguments, run directory and records are those run_experiment.py gives it alone.
 
 from __future__ import annotations
 
-import csv
 import math
 import shlex
 import signal
@@ -28,7 +27,7 @@ from ..experiment import Experiment
 from ..run.environment import backend_spec_of
 from ..run.observers import TestLines
 from ..run.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
-from ..records import experiment_dir, inspect_run
+from ..records import experiment_dir, inspect_run, write_csv_atomic
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
 from .presets import preset_runs
@@ -232,13 +231,7 @@ def summary_path(opts, runs: Sequence[Run]) -> Path:
 
 
 def write_summary(path: Path, rows: Sequence[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
-        writer = csv.DictWriter(f, fieldnames=SUMMARY_FIELDS)
-        writer.writeheader()
-        writer.writerows(rows)
-    tmp.replace(path)
+    write_csv_atomic(path, SUMMARY_FIELDS, rows)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

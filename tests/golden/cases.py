@@ -227,13 +227,18 @@ _BAR = re.compile(r"^\s*$|%\|")
 
 
 def _sweep_output(text: str) -> str:
-    """The sweep's console: its progress bar dropped (rates, redraws); the runs' test lines,
-    printed by the runs' threads in the order they finish, sorted; the table as above."""
+    """The sweep's console: its progress bar dropped (rates, redraws); the runs' own lines
+    (``#i ... test accuracy``, ``already finished: ...``), printed by the runs' threads in the
+    order they happen to run, sorted; the table as above."""
     lines = [line for line in text.splitlines() if not _BAR.search(line)]
-    runs = sorted(line for line in lines if line.startswith("#"))
+
+    def from_a_run(line: str) -> bool:
+        return line.startswith(("#", "already finished: "))
+
+    runs = sorted(line for line in lines if from_a_run(line))
     if runs:
-        first = next(i for i, line in enumerate(lines) if line.startswith("#"))
-        rest = [line for line in lines if not line.startswith("#")]
+        first = next(i for i, line in enumerate(lines) if from_a_run(line))
+        rest = [line for line in lines if not from_a_run(line)]
         lines = rest[:first] + runs + rest[first:]
     return _sweep_table("\n".join(lines) + "\n") if lines else ""
 

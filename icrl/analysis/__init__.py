@@ -1,0 +1,1 @@
+"""Reading finished runs: results tables, figures, token counts, verdicts (no model)."""

@@ -1,0 +1,229 @@
+"""Degeneration diagnostics from a run's records alone (no model).
+
+Per training step (``step_table``): the prediction, the reward shown (feedback), whether it
+was right, and about the context the step was predicted with: its size, the share of its
+episodes with positive reward, whether the prediction equals the most frequent label shown
+in it (the *frequency bias* of Schmied et al. 2025: a small model copying that label), and
+how many positive episodes the history held (what an only-positive strategy can draw from).
+The label an episode shows is its prediction in ICRL and its gold answer in ICL; exemplars
+are not counted (they are not episodes).
+
+Per window of steps (``window_table``): reward rate, training accuracy, entropy (bits, and
+divided by log2 of the number of labels) and coverage (share of the labels predicted at
+least once) of the predicted labels, frequency bias, positive share of context, positives
+available and cumulative regret (wrong training predictions so far) at the window's end.
+Per test step and gold label (``per_class_table``): accuracy and items.
+
+``write_diagnostics(data_dir, out_dir)`` writes ``diagnostics.csv`` (windows of every ICRL
+run), ``diagnostics_per_class.csv`` and ``diagnostics.png`` (one row of panels per model
+and task, one line per run: naive and explorative side by side show degeneration).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from ..errors import UsageError
+from ..records import RunState, find_runs, inspect_run
+
+try:  # icrl/analysis/results.py once the analysis package holds it
+    from .results import method_of
+except ImportError:  # pragma: no cover - before the move
+    from ..results import method_of
+
+DIAGNOSTICS_CSV, PER_CLASS_CSV, DIAGNOSTICS_PNG = "diagnostics.csv", "diagnostics_per_class.csv", "diagnostics.png"
+STEP_COLUMNS = ["step", "prediction", "answer", "reward", "correct", "context_size", "context_positive_share",
+                "frequency_match", "positives_available"]
+WINDOW_COLUMNS = ["window_start", "window_end", "steps", "reward_rate", "accuracy", "entropy_bits",
+                  "entropy_norm", "coverage", "frequency_bias", "context_positive_share", "positives_available",
+                  "cumulative_regret"]
+PANELS = (("reward_rate", "reward rate"), ("entropy_norm", "prediction entropy / log2(labels)"),
+          ("frequency_bias", "frequency bias"), ("cumulative_regret", "cumulative regret"))
+
+
+def labels_of(state: RunState) -> list:
+    return list(((state.config or {}).get("dataset") or {}).get("labels") or [])
+
+
+def mode_of(state: RunState) -> str:
+    return ((state.config or {}).get("resolved") or {}).get("mode") or ""
+
+
+def step_table(state: RunState) -> pd.DataFrame:
+    """One row per training step of a run (see the module docstring); empty for zero-shot."""
+    icl = mode_of(state) == "icl"
+    shown, rewards, rows = [], [], []
+    positives = 0
+    for record in state.train:
+        context = record.get("context") or []
+        labels = [shown[i] for i in context if 0 <= i < len(shown)]
+        context_rewards = [rewards[i] for i in context if 0 <= i < len(rewards) and rewards[i] is not None]
+        prediction = record.get("prediction")
+        match = math.nan
+        if labels and prediction is not None:
+            counts = Counter(labels)
+            top = max(counts.values())  # ties: a prediction of any of the top labels counts
+            match = float(counts.get(prediction, 0) == top)
+        reward = record.get("feedback")
+        correct = record.get("accuracy")
+        rows.append({"step": record["step"], "prediction": prediction, "answer": record.get("answer"),
+                     "reward": math.nan if reward is None else float(reward),
+                     "correct": math.nan if correct is None else float(correct),
+                     "context_size": len(context),
+                     "context_positive_share": float(np.mean(context_rewards)) if context_rewards else math.nan,
+                     "frequency_match": match, "positives_available": positives})
+        shown.append(record.get("answer") if icl else prediction)
+        rewards.append(reward)
+        positives += int(reward == 1)
+    return pd.DataFrame(rows, columns=STEP_COLUMNS)
+
+
+def default_window(steps: int) -> int:
+    """About 25 windows a run (at least one step each)."""
+    return max(1, int(round(steps / 25)))
+
+
+def _entropy(predictions: Sequence, num_labels: int) -> tuple[float, float, float]:
+    counts = np.array(list(Counter(p for p in predictions if p is not None).values()), dtype=float)
+    if not counts.size:
+        return math.nan, math.nan, math.nan
+    bits = float(sps.entropy(counts, base=2))
+    norm = bits / math.log2(num_labels) if num_labels > 1 else math.nan
+    coverage = counts.size / num_labels if num_labels else math.nan
+    return bits, norm, coverage
+
+
+def window_table(state: RunState, window: Optional[int] = None, steps: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+    """One row per window of ``window`` training steps (default: ``default_window``)."""
+    steps = step_table(state) if steps is None else steps
+    if steps.empty:
+        return pd.DataFrame(columns=WINDOW_COLUMNS)
+    window = window or default_window(len(steps))
+    num_labels = len(labels_of(state))
+    regret = (1 - steps["correct"]).cumsum()
+    rows = []
+    for start in range(0, len(steps), window):
+        part = steps.iloc[start:start + window]
+        bits, norm, coverage = _entropy(part["prediction"].tolist(), num_labels)
+        end = start + len(part) - 1
+        rows.append({"window_start": int(part["step"].iloc[0]), "window_end": int(part["step"].iloc[-1]),
+                     "steps": len(part), "reward_rate": part["reward"].mean(), "accuracy": part["correct"].mean(),
+                     "entropy_bits": bits, "entropy_norm": norm, "coverage": coverage,
+                     "frequency_bias": part["frequency_match"].mean(),
+                     "context_positive_share": part["context_positive_share"].mean(),
+                     "positives_available": int(part["positives_available"].iloc[-1]),
+                     "cumulative_regret": float(regret.iloc[end])})
+    return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
+
+
+def per_class_table(state: RunState) -> pd.DataFrame:
+    """One row per test step and gold label: accuracy and number of test items of that label."""
+    answers = ((state.config or {}).get("test_set") or {}).get("answers") or []
+    rows = []
+    for record in state.test:
+        predictions = record.get("predictions") or []
+        if len(predictions) != len(answers):
+            continue
+        frame = pd.DataFrame({"answer": answers, "correct": [p == a for p, a in zip(predictions, answers)]})
+        for label, group in frame.groupby("answer", sort=True):
+            rows.append({"step": record["step"], "gold_label": label, "accuracy": float(group["correct"].mean()),
+                         "n": len(group)})
+    return pd.DataFrame(rows, columns=["step", "gold_label", "accuracy", "n"])
+
+
+def run_identity(state: RunState, root: Path) -> dict:
+    """run_id, model, task, method and a short label of a run, from its config.json."""
+    config = state.config or {}
+    args = config.get("args") or {}
+    mode = mode_of(state)
+    method = method_of(mode, args.get("context_strategy_name") or "", float(args.get("context_p_keep") or 0))
+    label = method or args.get("context_strategy_name") or mode
+    if mode not in ("zero_shot", "icl") and method not in ("naive", "naive+"):
+        label += f" p={args.get('context_p_keep')}"
+    return {"run_id": state.directory.relative_to(root).as_posix(), "model": args.get("model_name"),
+            "task": args.get("task_name"), "method": method, "label": label, "seed": args.get("seed")}
+
+
+def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[RunState]:
+    """The readable runs under ``data_dir`` (only those in ``run_dirs`` when given)."""
+    root = Path(data_dir)
+    if not root.is_dir():
+        raise UsageError(f"{str(root)!r} is not a directory: pass the data folder that holds the runs")
+    keep = None if run_dirs is None else {Path(d).resolve() for d in run_dirs}
+    dirs = [d for d in find_runs(root) if keep is None or d.resolve() in keep]
+    return [s for s in (inspect_run(d) for d in dirs) if s.config is not None]
+
+
+def diagnostics(data_dir, window: Optional[int] = None,
+                run_dirs: Optional[Iterable] = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(windows of every ICRL run, per-class test accuracy of every run) under ``data_dir``
+    (only the runs in ``run_dirs`` when given, e.g. ``Results(...).runs["run_dir"]`` after filters)."""
+    root = Path(data_dir)
+    windows, classes = [], []
+    for state in load_states(root, run_dirs):
+        ident = run_identity(state, root)
+        if mode_of(state) == "icrl" and state.train:
+            frame = window_table(state, window)
+            windows.append(frame.assign(**ident)[list(ident) + WINDOW_COLUMNS])
+        per_class = per_class_table(state)
+        if not per_class.empty:
+            classes.append(per_class.assign(**ident)[list(ident) + list(per_class.columns)])
+    ident_cols = ["run_id", "model", "task", "method", "label", "seed"]
+    w = pd.concat(windows, ignore_index=True) if windows else pd.DataFrame(columns=ident_cols + WINDOW_COLUMNS)
+    c = (pd.concat(classes, ignore_index=True) if classes
+         else pd.DataFrame(columns=ident_cols + ["step", "gold_label", "accuracy", "n"]))
+    return w, c
+
+
+def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
+    """The degeneration figure: per model and task a row of PANELS, one line per run."""
+    if windows.empty:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = list(windows.groupby(["model", "task"], sort=True))
+    fig, axes = plt.subplots(len(groups), len(PANELS), figsize=(4.2 * len(PANELS), 3.2 * len(groups)),
+                             squeeze=False)
+    for row, ((model, task), group) in enumerate(groups):
+        for col, (metric, title) in enumerate(PANELS):
+            ax = axes[row][col]
+            for run_id, run in group.groupby("run_id", sort=True):
+                name = run["label"].iloc[0] + (f" seed {run['seed'].iloc[0]}" if group["seed"].nunique() > 1 else "")
+                ax.plot(run["window_end"], run[metric], marker="o" if len(run) < 30 else None, ms=3, label=name)
+            ax.set_title(f"{model} / {task}\n{title}" if col == 0 else title, fontsize=9)
+            ax.set_xlabel("training step")
+            if metric in ("reward_rate", "entropy_norm", "frequency_bias"):
+                ax.set_ylim(-0.03, 1.03)
+        axes[row][0].legend(fontsize=7)
+    window = int(windows["steps"].max())
+    fig.suptitle(f"Degeneration diagnostics per window of {window} steps: falling reward and entropy with "
+                 f"rising frequency bias mean the model copies its context", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_diagnostics(data_dir, out_dir, window: Optional[int] = None, run_dirs: Optional[Iterable] = None) -> list[Path]:
+    """diagnostics.csv, diagnostics_per_class.csv and diagnostics.png for every run under
+    ``data_dir`` (or those in ``run_dirs``), written into ``out_dir``; returns the paths
+    written (no figure without an ICRL run)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    windows, classes = diagnostics(data_dir, window, run_dirs)
+    written = []
+    for frame, name in ((windows, DIAGNOSTICS_CSV), (classes, PER_CLASS_CSV)):
+        frame.to_csv(out / name, index=False)
+        written.append(out / name)
+    figure = draw_diagnostics(windows, out / DIAGNOSTICS_PNG)
+    return written + ([figure] if figure else [])

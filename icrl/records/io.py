@@ -1,0 +1,151 @@
+"""Reading and writing record files: the ONE atomic writer (``write_atomic``: a temporary file
+next to the target, fsynced, renamed over it; readers see the old file or the new one, never
+half of one), durable appends of JSON lines, and readers that survive a write cut short."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Optional, Sequence, TextIO
+
+
+def _temporary(path: Path) -> tuple[int, str]:
+    """A new file next to ``path`` (``.<name>.<random>``), with the umask's mode like any other."""
+    while True:
+        tmp = str(path.parent / f".{path.name}.{secrets.token_hex(4)}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), tmp
+        except FileExistsError:
+            continue
+
+
+def write_atomic(path: Path, write: Callable[[TextIO], None], newline: Optional[str] = None) -> None:
+    """Write a text file through ``write(file)`` so that readers see the old file or the new one,
+    never half of one (temporary file, fsync, rename).
+
+    A kill between the two leaves a ``.<name>.<random>`` file; ``remove_leftovers`` clears it.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = _temporary(path)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def write_json_atomic(path: Path, data) -> None:
+    """A JSON document (indented), atomically."""
+    write_atomic(path, lambda f: json.dump(data, f, indent=2, ensure_ascii=False))
+
+
+def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> None:
+    """JSON lines, one record each, atomically (a repaired records file)."""
+    def write(f: TextIO) -> None:
+        for record in records:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    write_atomic(path, write)
+
+
+def write_csv_atomic(path: Path, fieldnames: Sequence[str], rows: Iterable[dict]) -> None:
+    """A CSV table with a header row, atomically."""
+    def write(f: TextIO) -> None:
+        writer = csv.DictWriter(f, fieldnames=list(fieldnames))
+        writer.writeheader()
+        writer.writerows(rows)
+
+    write_atomic(path, write, newline="")
+
+
+def append_jsonl(path: Path, record: dict) -> None:
+    """Append one JSON line, flushed and fsynced (a killed run loses at most the line in flight)."""
+    line = json.dumps(record, ensure_ascii=False) + "\n"
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_json(path: Path):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def remove_leftovers(directory: Path, names: Iterable[str], older_than_s: float = 0.0) -> list[Path]:
+    """Delete the temporary files a kill during an atomic write left next to ``names``.
+
+    Call it only where no other process may be writing (under the run's lock), or with
+    ``older_than_s`` large enough that a live writer's file is not touched.
+    """
+    removed = []
+    directory = Path(directory)
+    if not directory.is_dir():
+        return removed
+    now = time.time()
+    for name in names:
+        for path in list(directory.glob(f".{name}.*")) + [directory / f"{name}.tmp"]:
+            try:
+                if path.is_file() and now - path.stat().st_mtime >= older_than_s:
+                    path.unlink()
+                    removed.append(path)
+            except OSError:
+                pass
+    return removed
+
+
+def parse_jsonl(path: Path) -> tuple[list[tuple[int, object]], list[int], bool]:
+    """(records as (line number, value), numbers of lines that do not parse, cut_tail).
+
+    Every line is parsed on its own, so a bad line never hides the good ones after it.
+    ``cut_tail``: the last line has no newline (a write cut short by a kill); it is not
+    returned among the records nor the bad lines.
+    """
+    if not path.exists():
+        return [], [], False
+    data = path.read_bytes()
+    lines = data.splitlines(keepends=True)
+    cut_tail = bool(lines) and not lines[-1].endswith(b"\n")
+    if cut_tail:
+        lines = lines[:-1]
+    records, bad = [], []
+    for number, line in enumerate(lines, start=1):
+        try:
+            records.append((number, json.loads(line)))
+        except ValueError:
+            bad.append(number)
+    return records, bad, cut_tail
+
+
+def read_jsonl(path: Path, repair: bool = False) -> list[dict]:
+    """Every complete line of a JSON-lines file.
+
+    Reading stops at the first line without its newline or that does not parse (a write cut
+    short by a kill is the last line); with ``repair`` the file is cut there so appends
+    continue cleanly. Lines after it, if any, belong to steps that are then recomputed.
+    """
+    if not path.exists():
+        return []
+    data = path.read_bytes()
+    records, good_end = [], 0
+    for line in data.splitlines(keepends=True):
+        if not line.endswith(b"\n"):
+            break
+        try:
+            records.append(json.loads(line))
+        except ValueError:
+            break
+        good_end += len(line)
+    if repair and good_end < len(data):
+        with open(path, "r+b") as f:
+            f.truncate(good_end)
+    return records

@@ -1,0 +1,70 @@
+"""Where a run's records live: the run directory's path (the published layout plus ``run_folder``)
+and the names of the files in it. See the package docstring for the layout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import FOLDER_FIELDS
+
+FORMAT_VERSION = 1
+CONFIG, TRAIN, TEST, RESULTS, LOG = "config.json", "train.jsonl", "test.jsonl", "results.json", "log.txt"
+MAX_CONTEXT_FILE = "maximum_context_length.json"
+
+
+def experiment_dir(output_dir, args: dict) -> Path:
+    """The published directory layout for one experiment's arguments, plus ``run_folder``."""
+    strategy = args["context_strategy_name"] or "none"
+    if args["max_context_examples"] == 0:
+        strategy = "none"  # zero-shot has no context to pick
+    if strategy.startswith("approximate"):
+        strategy = f"{strategy}_{args['approximate_context_sampling_method']}_{args['max_contexts']}"
+    if args.get("exemplars_per_label"):
+        strategy += f"_exemplars{args['exemplars_per_label']}"
+    flip = str(args["icrl_flip_feedback"])
+    if args["icrl_flip_feedback"]:
+        flip += f"_{args['icrl_flip_feedback_prob']}"
+    size = args["max_context_examples"]
+    parts = [args["model_name"], args["task_name"], "auto" if size is None else str(size), str(args["icrl"]),
+             strategy, str(args["context_p_keep"]), str(args["icrl_omit_feedback"]), flip,
+             str(args["temperature"]), str(args["training_seed"]), run_folder(args)]
+    return Path(output_dir).joinpath(*parts)
+
+
+# Identity arguments outside the published path that are named in run_folder only when they
+# differ from their default (argument, default, short name): the fields with a "folder" role.
+OPTIONAL_FOLDER_ARGS = FOLDER_FIELDS
+
+
+def run_folder(args: dict) -> str:
+    """The last folder of a run's path: what the published path lacks and changes results.
+
+    ``seed<seed>_testseed<test_seed>_testk<k|all>_every<test_every>``, then, only when set
+    to something other than their default, ``_maxlen<n>``, ``_<backend>``, ``_<device>``,
+    ``_<dtype>``, ``_rope<spec>``, ``_eot<token>``, ``_pubtok``, ``_apimodel<name>``,
+    ``_api<mode>`` (characters other than letters, digits, ``.`` and ``-`` become ``-``).
+    ``train_k`` is left out on purpose (a longer run extends a shorter one), and so are the
+    runtime arguments (``config.RunOptions``), which do not change what a run computes.
+    """
+    test_k = args.get("test_k", -1)
+    name = (f"seed{args.get('seed')}_testseed{args.get('test_seed')}_"
+            f"testk{'all' if test_k in (-1, None) else test_k}_every{args.get('test_every')}")
+    for key, default, short in OPTIONAL_FOLDER_ARGS:
+        value = args.get(key, default)
+        if value == default:
+            continue
+        name += "_" + short + ("" if value is True else _safe(str(value)))
+    return name
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isascii() and (c.isalnum() or c in ".-") else "-" for c in text)
+
+
+def max_context_path(output_dir, model_name: str, task_name: str) -> Path:
+    return Path(output_dir) / model_name / task_name / MAX_CONTEXT_FILE
+
+
+def find_runs(root) -> list[Path]:
+    """Every experiment directory (one holding config.json) below ``root``."""
+    return sorted(p.parent for p in Path(root).rglob(CONFIG))

@@ -1,0 +1,251 @@
+"""The records' schema, as TypedDicts: what each file of a run directory holds, field by field.
+
+Documentation and type hints only (nothing is validated against these at run time; the checks
+that matter for resuming are in check.py). Fields in the ``total=False`` classes may be absent:
+records written before they existed, or fields of only some backends or runs.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, TypedDict
+
+
+# -- config.json ------------------------------------------------------------------------------
+class _RunArgs(TypedDict):
+
+    api_mode: str
+    api_model: Optional[str]
+    approximate_context_sampling_method: Optional[str]
+    backend: str
+    context_p_keep: float
+    context_strategy_name: Optional[str]
+    device: Optional[str]
+    dtype: str
+    eot_token: Optional[str]
+    exemplars_per_label: int
+    icrl: bool
+    icrl_flip_feedback: bool
+    icrl_flip_feedback_prob: Optional[float]
+    icrl_omit_feedback: bool
+    max_context_examples: Optional[int]
+    max_contexts: int
+    max_model_len: Optional[int]
+    model_name: str
+    rope_scaling: Optional[str]
+    seed: int
+    task_name: str
+    temperature: float
+    test_every: int
+    test_k: int
+    test_seed: int
+    train_k: int
+    training_seed: int
+
+
+class RunArgs(_RunArgs, total=False):
+    """``args``: the arguments that define what a run computes (``cli.identity``), compared when
+    a run is resumed; never the HF token or the API key."""
+
+    published_tokenization: bool  # absent from runs recorded before it existed (= False)
+
+
+class RuntimeArgs(TypedDict, total=False):
+    """``runtime_args``: how the run executed (``config.RunOptions``); may differ on resume."""
+
+    verbose: bool
+    progress: bool
+    debug_k: int
+    output_dir: str
+    overwrite: bool
+    wandb: bool
+    batch_size: int
+    data_dir: Optional[str]
+    tensor_parallel_size: Optional[int]
+    pipeline_parallel_size: int
+    distributed_executor_backend: Optional[str]
+    gpu_memory_utilization: Optional[float]
+    enforce_eager: Optional[bool]
+    ucb_alpha: Optional[float]
+    prob_reset: Optional[float]
+    p_exploration: Optional[float]
+    base_url: Optional[str]
+    max_concurrency: int
+    timeout: float
+    max_retries: int
+
+
+class Resolved(TypedDict):
+    """``resolved``: the plan the arguments gave (an extension rewrites steps and test steps)."""
+
+    mode: str  # "icrl", "icl" or "zero_shot"
+    max_context_examples: int  # context episodes, after the exemplars are subtracted
+    steps: int
+    test_steps: List[int]
+    num_exemplars: int
+    train_examples: int
+    test_examples: int
+
+
+class _BackendRecord(TypedDict):
+    backend: str
+    model_name: str
+    max_model_len: int
+    supports_system_role: bool
+    eot_token: str
+    published_tokenization: bool
+
+
+class BackendRecord(_BackendRecord, total=False):
+    """``backend``: ``Backend.describe()``; the optional fields are backend-specific (the
+    transformers backend's below; vLLM and the server backend add their own)."""
+
+    device: str
+    dtype: str
+    batch_size: int
+    prefix_reuse: bool
+
+
+class Environment(TypedDict):
+    """``environment``: where the run was computed."""
+
+    icrl: str
+    python: str
+    platform: str
+    packages: Dict[str, str]
+    git_commit: Optional[str]
+    git_dirty: Optional[bool]
+    device: str
+
+
+class Dataset(TypedDict):
+    task: str
+    fingerprint: str
+    labels: List[str]
+    num_train: int
+    num_test: int
+
+
+class TestSet(TypedDict):
+    ids: List[int]
+    prompts: List[str]
+    answers: List[str]
+
+
+class Exemplar(TypedDict):
+    id: int
+    prompt: str
+    answer: str
+
+
+# One extension of a finished run to a larger --train_k ("from" is a keyword: functional syntax).
+Extension = TypedDict("Extension", {"from": int, "to": int, "train_k_before": int, "train_k": int, "at": str})
+
+
+class _ConfigRecord(TypedDict):
+    format_version: int
+    created: str
+    args: RunArgs
+    runtime_args: RuntimeArgs
+    resolved: Resolved
+    backend: BackendRecord
+    environment: Environment
+    dataset: Dataset
+    test_set: TestSet
+    train_example_ids: List[int]
+    exemplars: List[Exemplar]
+
+
+class ConfigRecord(_ConfigRecord, total=False):
+    """config.json: written when a run starts, rewritten only when it is extended."""
+
+    extended: List[Extension]  # one entry per extension, oldest first
+
+
+# -- train.jsonl and test.jsonl ---------------------------------------------------------------
+class TrainLine(TypedDict):
+    """One line of train.jsonl: one training step (the step is complete once this is on disk)."""
+
+    step: int
+    example_id: int
+    prompt: str
+    prediction: Optional[str]   # None in supervised ICL (no training call)
+    feedback: Optional[int]     # the reward shown (flipped with --icrl_flip_feedback); None in ICL
+    answer: str
+    accuracy: Optional[int]     # 1 if the prediction is the answer; None in ICL
+    context_size: int
+    context: List[int]          # steps whose episodes were in the context, in context order
+    metrics: dict               # the strategy's metrics (approximate: context_index, context_lengths)
+    time_s: float               # the whole step, its test included
+
+
+class TestLine(TypedDict):
+    """One line of test.jsonl: every test prompt predicted with that step's context and seed."""
+
+    step: int
+    accuracy: float
+    per_class_accuracy: Dict[str, float]
+    predictions: List[str]
+    context_size: int
+    context: List[int]
+    metrics: dict
+    time_s: float
+
+
+# -- results.json -----------------------------------------------------------------------------
+class Results(TypedDict):
+    """results.json: a summary of the records, rewritten after each test step."""
+
+    finished: bool
+    mode: str
+    total_steps: int
+    steps_completed: int
+    final_test_accuracy: Optional[float]
+    best_test_accuracy: Optional[float]
+    best_test_step: Optional[int]
+    regret: Optional[int]                # ICRL only: training steps predicted wrong
+    train_accuracy: Optional[float]
+    test_accuracy: Dict[str, float]      # step (as a string) -> accuracy
+    mean_step_time_s: Optional[float]
+    total_time_s: float
+
+
+# -- token_counts.json (run_count_tokens.py, next to token_counts.csv) ------------------------
+class TokenizerKey(TypedDict):
+    name: str
+    fingerprint: str
+
+
+class TokenCountKey(TypedDict):
+    """What the counts depend on: a cached count is reused only for the same key."""
+
+    version: int
+    tokenizer: TokenizerKey
+    full_tokenization: bool
+    records: Dict[str, object]  # ``results.records_stamp``: size and time of each record file
+
+
+class TokenCountSummary(TypedDict):
+    calls: int
+    prompt_tokens: int
+    uncached_tokens: int
+    train_calls: int
+    train_prompt_tokens: int
+    train_uncached_tokens: int
+    test_calls: int
+    test_prompt_tokens: int
+    test_uncached_tokens: int
+    steps: int
+    tokenization: str  # "incremental" or "full" (with the reason when it fell back)
+    verified_prompts: int
+    cached_segments: int
+    tree_nodes: int
+    seconds: float
+    render_s: float
+    encode_s: float
+    prefix_tree_s: float
+    tokens_per_s: Optional[float]
+
+
+class TokenCounts(TypedDict):
+    key: TokenCountKey
+    summary: TokenCountSummary

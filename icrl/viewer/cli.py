@@ -1,0 +1,49 @@
+"""``python run_view.py DATA_DIR [--out FILE]``: write the episode viewer for the runs there."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..errors import UsageError
+
+DEFAULT_NAME = "viewer.html"
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="run_view.py",
+        description="Write one self-contained HTML file (no server, no network) to browse runs: accuracy and "
+                    "diagnostic curves, and every step's input, context episodes, prediction and reward.")
+    p.add_argument("data_dir", help="a run folder (holding config.json) or any folder above runs")
+    p.add_argument("--out", default=None, help=f"the HTML file to write (default: DATA_DIR/{DEFAULT_NAME})")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    from .page import write_page
+
+    data_dir = Path(args.data_dir)
+    try:
+        if not data_dir.is_dir():
+            raise UsageError(f"{str(data_dir)!r} is not a readable folder: pass a run folder or a folder that holds runs")
+        out = Path(args.out) if args.out else data_dir / DEFAULT_NAME
+        from ..analysis.diagnostics import load_states
+
+        if not load_states(data_dir):
+            raise UsageError(f"no runs under {str(data_dir)!r} (no readable config.json below it): pass the folder "
+                             f"run_experiment.py wrote (its --output_dir, data/ by default)")
+        path, data = write_page(data_dir, out)
+    except UsageError as exc:
+        print(f"run_view.py: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"run_view.py: error: cannot read the runs under {str(data_dir)!r} ({exc.strerror or exc}): check "
+              f"the folder's permissions", file=sys.stderr)
+        return 2
+    size = path.stat().st_size
+    print(f"wrote {path} ({len(data['runs'])} runs, {data['steps']} steps, {size / 1e6:.1f} MB): open it in a browser")
+    return 0

@@ -1,0 +1,168 @@
+"""The viewer's data: every run under a folder, from its records, as one compact JSON object.
+
+Strings (prompts, labels) are stored once in a shared table and referred to by index, so runs
+of one sweep that share training and test examples cost little more than one; a context is
+its episode steps as gaps in a 64-character variable-length code, runs of consecutive steps
+as one token (see ``encode_context``: a naive ICRL sliding window is a few characters). Only the records are read
+(config.json, train.jsonl, test.jsonl); see ``icrl.records`` for their format.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from ..analysis.diagnostics import load_states, mode_of, run_identity, step_table, window_table
+from ..records import RunState
+
+CURVE_WINDOWS = 50  # about this many points per diagnostic curve
+DIAGNOSTIC_CURVES = ("reward_rate", "accuracy", "entropy_norm", "coverage", "frequency_bias",
+                     "context_positive_share", "cumulative_regret")
+
+
+class StringTable:
+    """Each distinct string once; ``index`` gives its position."""
+
+    def __init__(self):
+        self.strings: list[str] = []
+        self._index: dict[str, int] = {}
+
+    def index(self, text) -> int:
+        text = "" if text is None else str(text)
+        found = self._index.get(text)
+        if found is None:
+            found = self._index[text] = len(self.strings)
+            self.strings.append(text)
+        return found
+
+
+DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_."  # 64, safe in JSON and HTML
+
+
+def _varint(value: int) -> str:
+    """``value`` >= 0 in 5-bit digits, lowest first; a digit of 32 or more means more follow."""
+    out = ""
+    while value >= 32:
+        out += DIGITS[32 + (value & 31)]
+        value >>= 5
+    return out + DIGITS[value]
+
+
+def encode_context(ids) -> str:
+    """A context's episode steps as a short string (decoded by ``decode_context`` and the page).
+
+    Ascending steps (every strategy's context is in chronological order) are gaps from the
+    previous step (the first from -1), with a run of consecutive steps as 0 and its length:
+    a naive ICRL window of any size is a few characters. Any other order is "~" and the
+    zigzag-coded differences.
+    """
+    ids = [int(x) for x in ids]
+    previous, out = -1, []
+    if any(b <= a for a, b in zip(ids, ids[1:])) or (ids and ids[0] < 0):
+        for x in ids:
+            d = x - previous
+            out.append(_varint(2 * d if d >= 0 else -2 * d - 1))
+            previous = x
+        return "~" + "".join(out)
+    i = 0
+    while i < len(ids):
+        out.append(_varint(ids[i] - previous))
+        previous, j = ids[i], i
+        while j + 1 < len(ids) and ids[j + 1] == ids[j] + 1:
+            j += 1
+        if j - i >= 2:
+            out.append(_varint(0) + _varint(j - i))
+            previous, i = ids[j], j
+        i += 1
+    return "".join(out)
+
+
+def decode_context(text: str) -> list[int]:
+    """The inverse of ``encode_context``."""
+    zigzag = text.startswith("~")
+    values, value, shift = [], 0, 0
+    for char in text[1:] if zigzag else text:
+        digit = DIGITS.index(char)
+        value |= (digit & 31) << shift
+        if digit >= 32:
+            shift += 5
+            continue
+        values.append(value)
+        value, shift = 0, 0
+    ids, previous, k = [], -1, 0
+    while k < len(values):
+        v = values[k]
+        if zigzag:
+            previous += v // 2 if v % 2 == 0 else -(v + 1) // 2
+            ids.append(previous)
+        elif v == 0:
+            ids.extend(range(previous + 1, previous + 1 + values[k + 1]))
+            previous += values[k + 1]
+            k += 1
+        else:
+            previous += v
+            ids.append(previous)
+        k += 1
+    return ids
+
+
+def _number(value, digits: int = 4) -> Optional[float]:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(float(value), digits)
+
+
+def run_payload(state: RunState, root: Path, strings: StringTable) -> dict:
+    """One run: identity, train steps, test steps, test set and diagnostic curves."""
+    config = state.config or {}
+    ident = run_identity(state, root)
+    mode = mode_of(state)
+    labels = [strings.index(x) for x in ((config.get("dataset") or {}).get("labels") or [])]
+    train = state.train
+    payload = {
+        **{k: ident[k] for k in ("run_id", "model", "task", "method", "label")},
+        "seed": ident["seed"], "mode": mode, "labels": labels, "finished": state.finished,
+        "damage": state.damage or None,
+        "train": {"prompt": [strings.index(r.get("prompt")) for r in train],
+                  "answer": [strings.index(r.get("answer")) for r in train],
+                  "prediction": [-1 if r.get("prediction") is None else strings.index(r["prediction"]) for r in train],
+                  "reward": [-1 if r.get("feedback") is None else int(r["feedback"]) for r in train],
+                  "correct": [-1 if r.get("accuracy") is None else int(r["accuracy"]) for r in train],
+                  "context": [encode_context(r.get("context") or []) for r in train]},
+    }
+    test_set = config.get("test_set") or {}
+    payload["test_set"] = {"prompt": [strings.index(p) for p in test_set.get("prompts") or []],
+                           "answer": [strings.index(a) for a in test_set.get("answers") or []]}
+    payload["test"] = [{"step": r["step"], "accuracy": _number(r.get("accuracy")),
+                        "context": encode_context(r.get("context") or []),
+                        "prediction": [strings.index(p) for p in r.get("predictions") or []]} for r in state.test]
+    payload["curves"] = curves(state)
+    return payload
+
+
+def curves(state: RunState) -> dict:
+    """Diagnostic curves over windows of steps (empty without training predictions)."""
+    if mode_of(state) != "icrl" or not state.train:
+        return {}
+    steps = step_table(state)
+    windows = window_table(state, max(1, math.ceil(len(steps) / CURVE_WINDOWS)), steps=steps)
+    out = {"step": [int(x) for x in windows["window_end"]], "window": int(windows["steps"].max())}
+    for name in DIAGNOSTIC_CURVES:
+        out[name] = [_number(x) for x in windows[name]]
+    return out
+
+
+def viewer_data(data_dir) -> dict:
+    """Everything the page shows for the runs under ``data_dir`` (a run folder or any parent)."""
+    root = Path(data_dir)
+    states = load_states(root)
+    base = root if len(states) != 1 or states[0].directory != root else root.parent
+    strings = StringTable()
+    runs = [run_payload(state, base, strings) for state in states]
+    order = {"naive": 0, "naive+": 1, "explorative": 2, "approximate": 3, "": 4, "ICL": 5, "zero-shot": 6}
+    runs.sort(key=lambda r: (str(r["model"]), str(r["task"]), order.get(r["method"], 4), r["run_id"]))
+    return {"source": str(root), "strings": strings.strings, "runs": runs,
+            "steps": int(np.max([max(len(r["train"]["prompt"]), 1) for r in runs])) if runs else 0}

@@ -1,0 +1,74 @@
+"""One self-contained HTML page: the viewer's script, style and data inline (no network)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from importlib import resources
+from pathlib import Path
+
+from ..errors import UsageError
+from .data import viewer_data
+
+TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{css}</style></head>
+<body>
+<header><h1>{title}</h1><div class="source" id="source"></div></header>
+<section><h2>Runs</h2><div id="runs"></div></section>
+<section id="curves"><h2>Curves <span class="muted">(click a chart to go to a step)</span></h2>
+<div class="charts" id="charts"></div></section>
+<section id="browser"><h2>Step browser</h2>
+<div class="controls">
+<button id="prev-test" title="previous test step">&#x21E4; test</button>
+<button id="prev" title="previous step">&#x2190;</button>
+<input type="range" id="step-slider" min="0" max="0" value="0" aria-label="step">
+<button id="next" title="next step">&#x2192;</button>
+<button id="next-test" title="next test step">test &#x21E5;</button>
+<label>step <input type="number" id="step-input" min="0" value="0"></label>
+<input type="search" id="search" placeholder="search inputs, answers, predictions" aria-label="search">
+</div>
+<div id="search-results"></div>
+<div id="columns"></div></section>
+<script type="application/json" id="viewer-data">{data}</script>
+<script>{js}</script>
+</body></html>
+"""
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def render_page(data: dict, title: str = "ICRL episode viewer") -> str:
+    """The page for ``viewer_data``'s output. The JSON is embedded with every ``<`` escaped,
+    so no string in the records can end the script element."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
+    return TEMPLATE.format(title=html.escape(title), css=_asset("viewer.css"), js=_asset("viewer.js"), data=payload)
+
+
+def write_page(data_dir, out_file) -> tuple[Path, dict]:
+    """Write the viewer for the runs under ``data_dir`` to ``out_file`` (atomically: a killed
+    write leaves the old file or none). Returns (path, data). A file that cannot be written
+    raises UsageError."""
+    data = viewer_data(data_dir)
+    text = render_page(data, f"ICRL runs: {Path(data_dir).name or data_dir}")
+    try:
+        return _write(text, Path(out_file)), data
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(out_file)!r} ({exc.strerror or exc}): pass --out a file in a "
+                         f"writable folder") from None
+
+
+def _write(text: str, out: Path) -> Path:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp{os.getpid()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return out

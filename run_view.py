@@ -1,0 +1,13 @@
+#!/usr/bin/env python
+"""Write a self-contained HTML episode viewer for the runs under a folder.
+
+    python run_view.py data/                       # every run, into data/viewer.html
+    python run_view.py data/smollm2-135m/trec_coarse --out trec.html
+"""
+
+import sys
+
+from icrl.viewer.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -192,3 +192,37 @@ def test_the_sweep_groups_by_backend_options_and_closes_each_group(tmp_path, mon
     outcomes = runner.run_all(runs, width=None, progress=False)
     assert all(o.status == "finished" for o in outcomes.values())
     assert len(closed) == 2 and closed[0] is not closed[1]
+
+
+def test_wandb_observer_logs_what_the_loop_did(tmp_path, monkeypatch):
+    """--wandb: the run's identity as config, test and train accuracy per step, the summary."""
+    import sys
+    import types
+
+    calls = []
+
+    class Run:
+        summary: dict = {}
+
+        def log(self, values, step):
+            calls.append(("log", step, values))
+
+        def finish(self):
+            calls.append(("finish",))
+
+    def init(**kwargs):
+        calls.append(("init", kwargs))
+        return Run()
+
+    monkeypatch.setitem(sys.modules, "wandb", types.SimpleNamespace(init=init))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    config = parse_args([*BASE, "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path),
+                         "--train_k", "2", "--test_every", "5", "--wandb"])
+    summary = Experiment(config).run()
+    init_call = calls[0]
+    assert init_call[0] == "init" and init_call[1]["config"] == config.spec.as_record()
+    assert init_call[1]["project"] == "icrl" and init_call[1]["name"].startswith("fake/trec_coarse/")
+    logged = [(c[1], sorted(c[2])) for c in calls if c[0] == "log"]
+    assert logged == [(0, ["test/accuracy"]), (0, ["train/accuracy", "train/context_size"]),
+                      (1, ["test/accuracy"]), (1, ["train/accuracy", "train/context_size"])]
+    assert calls[-1] == ("finish",) and Run.summary["final_test_accuracy"] == summary["final_test_accuracy"]

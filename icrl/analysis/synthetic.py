@@ -29,7 +29,7 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     ``extra_args`` override entries of the recorded arguments. Returns the run directory.
     """
     from ..context import make_strategy
-    from ..experiment import plan_steps
+    from ..run.plan import plan_steps
     from ..records import RunRecords, experiment_dir
 
     rng = np.random.default_rng(seed)

@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats as sps
 
 from ..errors import UsageError
-from ..records import RunState, find_runs, inspect_run
+from ..records import RunState, find_runs, inspect_run, write_atomic
 
 from .runs import method_of
 
@@ -220,7 +220,7 @@ def write_diagnostics(data_dir, out_dir, window: Optional[int] = None, run_dirs:
     windows, classes = diagnostics(data_dir, window, run_dirs)
     written = []
     for frame, name in ((windows, DIAGNOSTICS_CSV), (classes, PER_CLASS_CSV)):
-        frame.to_csv(out / name, index=False)
+        write_atomic(out / name, lambda f, frame=frame: frame.to_csv(f, index=False), newline="")
         written.append(out / name)
     figure = draw_diagnostics(windows, out / DIAGNOSTICS_PNG)
     return written + ([figure] if figure else [])

@@ -28,6 +28,7 @@ from ..run.environment import backend_spec_of
 from ..run.observers import TestLines
 from ..run.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import experiment_dir, inspect_run, write_csv_atomic
+from ..safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
 from .presets import preset_runs
@@ -94,7 +95,10 @@ def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
         seen[key] = run.index
     shard_of = parse_shard(opts.shard)
     runs = [runs[i] for i in shard_indices(len(runs), shard_of)]
-    opts = replace(opts, shard_of=shard_of, sweep_name=opts.name or default_name(opts.preset, opts.config, config))
+    sweep_name = opts.name if opts.name is not None else default_name(opts.preset, opts.config, config)
+    if sweep_name is not None:
+        check_file_name("--name" if opts.name is not None else "the sweep name", sweep_name)
+    opts = replace(opts, shard_of=shard_of, sweep_name=sweep_name)
     return opts, runs
 
 

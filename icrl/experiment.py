@@ -18,6 +18,7 @@ from typing import Optional, Sequence
 from .config import RunConfig
 from .context import make_strategy
 from .errors import UsageError
+from .masking import scrub
 from .records import RunRecords, experiment_dir, inspect_run
 from .rewards import Reward, make_reward
 from .run.data import check_same_data, load_data
@@ -155,7 +156,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         experiment = Experiment(config)
         summary = experiment.run()
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT

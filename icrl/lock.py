@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .config import SECRET_FLAGS
 from .errors import UsageError
 
 LOCK_FILE = ".lock"
@@ -119,18 +118,8 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def _command() -> str:
-    """This process's command line, secrets (the values of ``--hf_token`` and ``--api_key``) replaced by ***."""
-    words, hide = [], False
-    for word in sys.argv:
-        if hide:
-            words.append("***")
-            hide = False
-            continue
-        flag, eq, _ = word.partition("=")
-        if flag in SECRET_FLAGS:
-            if eq:
-                word = f"{flag}=***"
-            else:
-                hide = True
-        words.append(word)
-    return " ".join(words)
+    """This process's command line, secrets (every spelling of ``--hf_token`` and ``--api_key``,
+    URL passwords) replaced by *** (icrl.masking)."""
+    from .masking import mask_words
+
+    return " ".join(mask_words(sys.argv))

@@ -12,6 +12,7 @@ from typing import Optional
 
 from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig
 from ..errors import UsageError
+from ..masking import scrub
 from ..records import DamagedRecords, RunRecords, RunState, inspect_run, unresumable, write_json_atomic
 from .data import RunData
 from .environment import environment, say
@@ -97,7 +98,7 @@ def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[i
 def config_record(config: RunConfig, plan: Plan, data: RunData, backend) -> dict:
     """config.json of a new run."""
     task = data.task
-    return {
+    return scrub({
         "format_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "args": config.spec.as_record(), "runtime_args": config.options.as_record(),
         "resolved": {"mode": plan.mode, "max_context_examples": plan.max_examples, "steps": plan.steps,
@@ -107,7 +108,7 @@ def config_record(config: RunConfig, plan: Plan, data: RunData, backend) -> dict
         **data.record(),
         "train_example_ids": [e.id for e in data.train[:plan.steps]] if plan.mode != "zero_shot" else [],
         "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in data.exemplars],
-    }
+    })
 
 
 def extend(config: RunConfig, out_dir: Path, records: RunRecords, recorded: dict, plan: Plan,

@@ -20,7 +20,8 @@ from typing import Optional, Sequence
 
 from ..cli import build_parser as run_parser
 from ..cli.sweep import SweepOptions, parse_sweep_args
-from ..config import SECRET_FLAGS, RunConfig
+from ..config import RunConfig
+from ..masking import mask_words, scrub
 from ..cli import parse_args
 from ..errors import UsageError
 from ..experiment import Experiment
@@ -49,14 +50,10 @@ class Run:
             self.args = parse_args(words).replace(progress=False)  # the sweep has one bar for all runs
             self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
         except UsageError as exc:
-            self.error = str(exc)
+            self.error = scrub(str(exc))
 
     def command(self) -> str:
-        words, hide = [], False
-        for word in self.words:
-            words.append("***" if hide else word)
-            hide = word in SECRET_FLAGS
-        return shlex.join(["python", "run_experiment.py", *words])
+        return shlex.join(["python", "run_experiment.py", *mask_words(self.words)])
 
     def backend_key(self):
         """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
@@ -262,7 +259,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tic = time.perf_counter()
         outcomes = run_all(runs, opts.max_parallel)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
@@ -271,7 +268,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-    rows = summary_rows(runs, outcomes)
+    rows = scrub(summary_rows(runs, outcomes))
     print_table(rows)
     path = summary_path(opts, runs)
     write_summary(path, rows)

@@ -28,7 +28,7 @@ from .run.loop import Loop
 from .run.observers import Observer, ProgressBar, Wandb
 from .run.plan import Plan, plan_steps, summarize  # noqa: F401  (plan_steps: part of this module's API)
 from .run.resume import check_same_plan, config_record, decide, extend
-from .run.signals import WRITE_ERRORS, Interrupted, ignore_signals, interrupted_by_term, restore
+from .run.signals import WRITE_ERRORS, Interrupted, check, ignore_signals, interrupted_by_term, restore, say
 from .run.size import resolve_max_examples
 
 log = logging.getLogger("icrl")
@@ -145,8 +145,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     from .cli import parse_args
 
-    argv = sys.argv[1:] if argv is None else argv
-    experiment = None
+    from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
+    experiment, stopped = None, False
     previous = interrupted_by_term()
     try:
         config = parse_args(argv)
@@ -154,14 +154,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if config.demo:
             print("no arguments: running the embedded demo (SmolLM2-135M on trec_coarse, explorative ICRL)")
         experiment = Experiment(config)
+        check()  # a stop that arrived inside an import
         summary = experiment.run()
     except UsageError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
+        ignore_signals()  # a second signal must not cut the exit short
+        stopped = True
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         step = experiment.steps_done if experiment is not None else 0
-        print(f"interrupted at step {step}; rerun the same command to resume", file=sys.stderr)
+        say(f"interrupted at step {step}; rerun the same command to resume")
         return 128 + int(signum)
     except OSError as exc:
         if exc.errno not in WRITE_ERRORS:
@@ -171,7 +174,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"same command to resume", file=sys.stderr)
         return 2
     finally:
-        restore(previous)
+        if not (stopped and from_script):  # the script exits with signals ignored; callers get theirs back
+            restore(previous)
     acc = summary.get("final_test_accuracy")
     print(f"results: {experiment.out_dir}")
     print(f"final test accuracy {acc:.4f}" if isinstance(acc, float) and not math.isnan(acc) else "no test accuracy",

@@ -27,6 +27,7 @@ from ..context import replay
 from ..episode import Episode
 from ..errors import UsageError
 from ..prompts import build_messages
+from . import signals
 from .environment import say
 from .observers import Observer
 from .plan import per_class_accuracy, summarize
@@ -117,6 +118,7 @@ class Loop:
     def run(self, start: int) -> None:
         self._emit("on_start", self, start)
         for t in range(start, self.plan.steps):
+            signals.check()  # a stop that arrived inside an import
             self.step(t)
         self._emit("on_loop_end", self)
 

@@ -27,6 +27,7 @@ from ..errors import UsageError
 from ..experiment import Experiment
 from ..run.environment import backend_spec_of
 from ..run.observers import TestLines
+from ..run import signals
 from ..run.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import experiment_dir, inspect_run, write_csv_atomic
 from ..safepaths import check_file_name
@@ -239,8 +240,8 @@ def write_summary(path: Path, rows: Sequence[dict]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit 0 when every run finished, 1 when some failed, 2 on bad sweep options, 128 + signal
     number when interrupted (every run saved; rerun the same command to resume)."""
-    argv = sys.argv[1:] if argv is None else argv
-    previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
+    from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
+    previous, stopped = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}, False
     try:
         opts, runs = plan(argv)
         shard = f" (shard {opts.shard})" if opts.shard else ""
@@ -253,8 +254,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for run in runs:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, raise_interrupted)
+        signals.install(raise_interrupted)  # SIGHUP only where it is a stop request (not nohup)
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
         outcomes = run_all(runs, opts.max_parallel)
@@ -263,11 +263,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        print("sweep interrupted; every run saved its progress: rerun the same command to resume", file=sys.stderr)
+        signals.ignore_signals()
+        stopped = True
+        signals.say("sweep interrupted; every run saved its progress: rerun the same command to resume")
         return 128 + int(signum)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        if not (stopped and from_script):  # the script exits with signals ignored
+            signals.restore(previous)
     rows = scrub(summary_rows(runs, outcomes))
     print_table(rows)
     path = summary_path(opts, runs)

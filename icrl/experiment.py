@@ -101,7 +101,8 @@ class Experiment:
             log.info("arguments: %s", json.dumps(s.as_record()))
             log.info("mode %s, %d context episodes, %d steps, test steps %s",
                      plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
-            self.loop = Loop(cfg, data, plan, self.backend, strategy, self.reward, self.records, observers)
+            self.loop = Loop(cfg, data, plan, self.backend, strategy, self.reward, self.records, observers,
+                             check_directory=self.directory.lock.check)
             self.loop.run(self.loop.restore(recorded, out, decision.resuming))
             summary = summarize(self.loop.train_recs, self.loop.test_recs, plan.steps, plan.mode)
             self.records.write_results(summary)

@@ -44,8 +44,9 @@ class Loop:
     """Runs the steps of one run on its records; ``observers`` hear its events."""
 
     def __init__(self, config: RunConfig, data, plan, backend, strategy, reward, records,
-                 observers: Sequence[Observer] = ()):
+                 observers: Sequence[Observer] = (), check_directory=lambda: None):
         self.config, self.data, self.plan = config, data, plan
+        self.check_directory = check_directory  # before each step: still the directory we locked
         self.backend, self.strategy, self.reward, self.records = backend, strategy, reward, records
         self.observers = list(observers)
         self.seed = config.spec.seed
@@ -119,6 +120,7 @@ class Loop:
         self._emit("on_start", self, start)
         for t in range(start, self.plan.steps):
             signals.check()  # a stop that arrived inside an import
+            self.check_directory()
             self.step(t)
         self._emit("on_loop_end", self)
 

@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 from .config import RunConfig
 from .context import make_strategy
+from . import verify
 from .errors import UsageError
 from .masking import scrub
 from .records import RunRecords, experiment_dir, inspect_run
@@ -79,6 +80,7 @@ class Experiment:
         data = load_data(cfg)
         if decision.resuming:
             check_same_data(out, decision.config, data)
+            verify.check_labels(decision.config, data.task.labels, out)
         observers = [Wandb(s.as_record(), out, str(out.relative_to(cfg.options.output_dir)))] if cfg.options.wandb else []
         observers += [ProgressBar(cfg.options.progress, f"{data.task.name} {s.context_strategy_name or 'zero-shot'}"),
                       *self.observers]
@@ -128,6 +130,13 @@ class Experiment:
             current = None
         if current != summary:  # missing, unreadable or stale: it is a function of the records
             self.records.write_results(summary)
+        try:
+            data = load_data(self.config)
+        except UsageError:
+            data = None  # the data cannot be loaded: reported from its records alone
+        if data is not None:  # then config.json must match it
+            check_same_data(self.out_dir, state.config, data)
+            verify.check_labels(state.config, data.task.labels, self.out_dir)
         print(f"already finished: {self.out_dir}")
         return summary
 

@@ -27,6 +27,8 @@ from ..context import replay
 from ..episode import Episode
 from ..errors import UsageError
 from ..prompts import build_messages
+from .. import verify
+from ..records import TRAIN
 from . import signals
 from .environment import say
 from .observers import Observer
@@ -88,6 +90,11 @@ class Loop:
         """Load the complete steps from the records (repairing them), rebuild the history and the
         strategy's state, recompute missing test steps; returns the step to start at."""
         train_recs, test_recs, notes = self.records.load_for_resume(recorded)
+        train_recs, test_recs, fixes = verify.repair(recorded, train_recs, test_recs, out_dir)
+        if fixes:  # content that follows from the records: rewritten (dropped test steps are recomputed)
+            self.records._rewrite(TRAIN, train_recs)
+            self.records.rewrite_test(test_recs)
+            say(f"repaired {out_dir}: {'; '.join(fixes)}")
         for note in notes:
             say(f"warning: {out_dir}: dropped {note}")
         history = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"]) for r in train_recs]

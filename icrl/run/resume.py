@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig
+from .. import verify
 from ..errors import UsageError
 from ..masking import scrub
 from ..records import DamagedRecords, RunRecords, RunState, inspect_run, unresumable, write_json_atomic
@@ -63,12 +64,13 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
                          f"pass --overwrite to replace it")
     steps = extension_of(config, out_dir, recorded)
     state = inspect_run(out_dir)
-    if state.finished and steps is None:
+    contents = None if state.train_problem else verify.needs_repair(recorded, state.train, state.test, out_dir)
+    if state.finished and steps is None and not contents:
         return Decision("finished", recorded, state, state.steps_done)
     if state.train_problem:
         raise unresumable(out_dir, state.train_problem)
-    if state.problems:
-        say(f"records of {out_dir} need repair ({state.damage}); resuming to repair them")
+    if state.problems or contents:
+        say(f"records of {out_dir} need repair ({state.damage or contents}); resuming to repair them")
     return Decision("resume" if steps is None else "extend", recorded, None, state.steps_done, steps)
 
 

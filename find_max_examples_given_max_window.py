@@ -11,7 +11,8 @@ See icrl/maxlen.py for the worst case used.
 
 import sys
 
+from icrl.diskfull import guard
 from icrl.maxlen import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

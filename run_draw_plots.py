@@ -8,7 +8,8 @@ See icrl/analysis/figures_cli.py (the paper's method selection: icrl/analysis/ru
 
 import sys
 
+from icrl.diskfull import guard
 from icrl.analysis.figures_cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

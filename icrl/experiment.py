@@ -17,7 +17,9 @@ from typing import Optional, Sequence
 
 from .config import RunConfig
 from .context import make_strategy
+from . import verify
 from .errors import UsageError
+from .masking import scrub
 from .records import RunRecords, experiment_dir, inspect_run
 from .rewards import Reward, make_reward
 from .run.data import check_same_data, load_data
@@ -27,7 +29,7 @@ from .run.loop import Loop
 from .run.observers import Observer, ProgressBar, Wandb
 from .run.plan import Plan, plan_steps, summarize  # noqa: F401  (plan_steps: part of this module's API)
 from .run.resume import check_same_plan, config_record, decide, extend
-from .run.signals import WRITE_ERRORS, Interrupted, ignore_signals, interrupted_by_term, restore
+from .run.signals import WRITE_ERRORS, Interrupted, check, ignore_signals, interrupted_by_term, restore, say
 from .run.size import resolve_max_examples
 
 log = logging.getLogger("icrl")
@@ -78,6 +80,7 @@ class Experiment:
         data = load_data(cfg)
         if decision.resuming:
             check_same_data(out, decision.config, data)
+            verify.check_labels(decision.config, data.task.labels, out)
         observers = [Wandb(s.as_record(), out, str(out.relative_to(cfg.options.output_dir)))] if cfg.options.wandb else []
         observers += [ProgressBar(cfg.options.progress, f"{data.task.name} {s.context_strategy_name or 'zero-shot'}"),
                       *self.observers]
@@ -100,7 +103,8 @@ class Experiment:
             log.info("arguments: %s", json.dumps(s.as_record()))
             log.info("mode %s, %d context episodes, %d steps, test steps %s",
                      plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
-            self.loop = Loop(cfg, data, plan, self.backend, strategy, self.reward, self.records, observers)
+            self.loop = Loop(cfg, data, plan, self.backend, strategy, self.reward, self.records, observers,
+                             check_directory=self.directory.lock.check)
             self.loop.run(self.loop.restore(recorded, out, decision.resuming))
             summary = summarize(self.loop.train_recs, self.loop.test_recs, plan.steps, plan.mode)
             self.records.write_results(summary)
@@ -126,6 +130,13 @@ class Experiment:
             current = None
         if current != summary:  # missing, unreadable or stale: it is a function of the records
             self.records.write_results(summary)
+        try:
+            data = load_data(self.config)
+        except UsageError:
+            data = None  # the data cannot be loaded: reported from its records alone
+        if data is not None:  # then config.json must match it
+            check_same_data(self.out_dir, state.config, data)
+            verify.check_labels(state.config, data.task.labels, self.out_dir)
         print(f"already finished: {self.out_dir}")
         return summary
 
@@ -144,8 +155,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     from .cli import parse_args
 
-    argv = sys.argv[1:] if argv is None else argv
-    experiment = None
+    from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
+    experiment, stopped = None, False
     previous = interrupted_by_term()
     try:
         config = parse_args(argv)
@@ -153,14 +164,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if config.demo:
             print("no arguments: running the embedded demo (SmolLM2-135M on trec_coarse, explorative ICRL)")
         experiment = Experiment(config)
+        check()  # a stop that arrived inside an import
         summary = experiment.run()
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
+        ignore_signals()  # a second signal must not cut the exit short
+        stopped = True
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         step = experiment.steps_done if experiment is not None else 0
-        print(f"interrupted at step {step}; rerun the same command to resume", file=sys.stderr)
+        say(f"interrupted at step {step}; rerun the same command to resume")
         return 128 + int(signum)
     except OSError as exc:
         if exc.errno not in WRITE_ERRORS:
@@ -170,7 +184,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"same command to resume", file=sys.stderr)
         return 2
     finally:
-        restore(previous)
+        if not (stopped and from_script):  # the script exits with signals ignored; callers get theirs back
+            restore(previous)
     acc = summary.get("final_test_accuracy")
     print(f"results: {experiment.out_dir}")
     print(f"final test accuracy {acc:.4f}" if isinstance(acc, float) and not math.isnan(acc) else "no test accuracy",

@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .config import SECRET_FLAGS
 from .errors import UsageError
 
 LOCK_FILE = ".lock"
@@ -41,6 +40,7 @@ class DirectoryLock:
         self.directory = Path(directory)
         self.path = self.directory / name
         self._fd: Optional[int] = None
+        self._dir_fd: Optional[int] = None  # the directory itself, locked too (see _lock_directory)
 
     @property
     def held(self) -> bool:
@@ -66,6 +66,11 @@ class DirectoryLock:
             except BaseException:
                 os.close(fd)
                 raise
+        try:
+            self._dir_fd = _lock_directory(self.directory, wait, self.holder_text)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
         info = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command(),
                 "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -78,6 +83,9 @@ class DirectoryLock:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
         try:
             if remove:
                 self.path.unlink(missing_ok=True)
@@ -86,6 +94,13 @@ class DirectoryLock:
         except OSError:
             pass
         os.close(fd)  # closing the descriptor releases the flock
+
+    def check(self) -> None:
+        """Before a write: the locked directory is still the one at its path (not removed or
+        replaced while the run went on), else a UsageError."""
+        if self._dir_fd is not None and not _same_file(self._dir_fd, self.directory):
+            raise UsageError(f"{self.directory} was removed or replaced while this run was writing to it; "
+                             f"stopped (rerun the command to start it again)")
 
     def holder(self) -> dict:
         """What the lock file says about its holder ({} when unreadable)."""
@@ -107,6 +122,22 @@ class DirectoryLock:
         self.release()
 
 
+def _lock_directory(directory: Path, wait: bool, holder_text) -> int:
+    """flock the directory itself: deleting the lock file does not let a second writer in
+    (both locks are taken; a writer holding the file's lock also holds the directory's)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise Locked(f"{directory} is in use by another run ({holder_text()}; its lock file was removed); "
+                     f"wait for it to finish or stop it") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def _same_file(fd: int, path: Path) -> bool:
     try:
         st = os.stat(path)
@@ -119,18 +150,8 @@ def _same_file(fd: int, path: Path) -> bool:
 
 
 def _command() -> str:
-    """This process's command line, secrets (the values of ``--hf_token`` and ``--api_key``) replaced by ***."""
-    words, hide = [], False
-    for word in sys.argv:
-        if hide:
-            words.append("***")
-            hide = False
-            continue
-        flag, eq, _ = word.partition("=")
-        if flag in SECRET_FLAGS:
-            if eq:
-                word = f"{flag}=***"
-            else:
-                hide = True
-        words.append(word)
-    return " ".join(words)
+    """This process's command line, secrets (every spelling of ``--hf_token`` and ``--api_key``,
+    URL passwords) replaced by *** (icrl.masking)."""
+    from .masking import mask_words
+
+    return " ".join(mask_words(sys.argv))

@@ -9,6 +9,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from ..records import write_atomic
 from .results import Results
 from .runs import model_size
 
@@ -166,7 +167,7 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
     paths = []
     for ext in ("png", "pdf"):
         path = out_dir / f"{name}.{ext}"
-        fig.savefig(path)
+        write_atomic(path, lambda f, ext=ext: fig.savefig(f, format=ext), binary=True)  # whole or not at all
         paths.append(path)
     return paths
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from ..errors import ArgumentParser, UsageError
+from ..records import write_atomic
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
 from .figures_methods import fig_main_results, fig_regret, fig_train_accuracy
@@ -115,8 +116,8 @@ def draw(args) -> int:
     if results.runs.empty:
         raise UsageError(f"no run under {args.data_dir!r} matches --filter {' '.join(args.filter)}")
     summary = results.summary()
-    summary.to_csv(out_dir / "summary.csv", index=False)
-    results.aggregate().to_csv(out_dir / "summary_by_config.csv", index=False)
+    write_atomic(out_dir / "summary.csv", lambda f: summary.to_csv(f, index=False), newline="")
+    write_atomic(out_dir / "summary_by_config.csv", lambda f: results.aggregate().to_csv(f, index=False), newline="")
     print(f"read {len(results.runs)} runs from {args.data_dir}; wrote {out_dir / 'summary.csv'} and "
           f"{out_dir / 'summary_by_config.csv'} (mean, std, 95% interval, n over seeds of finished runs)")
     for path in write_diagnostics(args.data_dir, out_dir, run_dirs=results.runs["run_dir"]):

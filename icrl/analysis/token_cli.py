@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import ArgumentParser, UsageError
-from ..records import read_json, write_csv_atomic, write_json_atomic
+from ..records import read_json, write_atomic, write_csv_atomic, write_json_atomic
 from .counting import count_run
 from .results import Results
 from .runs import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, distinct_labels, records_stamp
@@ -187,7 +187,7 @@ def _main(args) -> int:
     print()
     print(format_table(table))
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        write_atomic(args.csv, lambda f: table.to_csv(f, index=False), newline="")  # whole or not at all
         print(f"wrote {args.csv}")
     elapsed = time.perf_counter() - tic
     print(f"{len(table)} runs ({counted_now} counted now, {len(table) - counted_now} from token_counts.json) in "

@@ -29,7 +29,9 @@ import os
 from typing import Optional, Sequence
 
 from ..errors import UsageError
+from ..masking import register_args, strip_userinfo
 from .chat import load_chat_tokenizer
+from .server_watch import SilenceWatch, bad_response, server_error
 from .vllm_backend import choices, max_label_tokens, sampling_kwargs
 
 log = logging.getLogger(__name__)
@@ -118,15 +120,6 @@ def shared_text_prefix(prompts: Sequence[str]) -> str:
     return head[:cut + 1] if cut >= 0 else ""
 
 
-def server_error(base_url: str, exc: BaseException, retries: int) -> UsageError:
-    """One line for a request that failed for good (after the client's retries)."""
-    detail = str(exc).splitlines()[0] if str(exc) else ""
-    status = getattr(exc, "status_code", None)
-    what = f"HTTP {status}" if status else type(exc).__name__
-    return UsageError(f"the server at {base_url} failed ({what}: {detail}) after {retries} retries; "
-                      f"finished steps are saved: fix or restart the server and rerun the same command to resume")
-
-
 class OpenAIBackend:
     """The backend protocol (see icrl.backends) over an OpenAI-compatible HTTP server."""
 
@@ -145,6 +138,8 @@ class OpenAIBackend:
         self.model_name = model_name
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         self.api_model = api_model or model_name
+        self.url = strip_userinfo(self.base_url)  # shown and recorded: never a user:password@
+        register_args({"api_key": api_key, "hf_token": hf_token, "base_url": self.base_url})
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self.warm_shared_prefix = warm_shared_prefix
         self._openai = openai
@@ -165,6 +160,7 @@ class OpenAIBackend:
             self.chat = None
             log.info("no local tokenizer for %r (%s): chat mode", model_name, exc)
         self._max_model_len = max_model_len
+        self._watch = SilenceWatch(self.url, timeout, max_retries)
         self.stats = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "token_mismatches": 0,
                       "warmup_requests": 0}
         self.check_server()
@@ -204,7 +200,7 @@ class OpenAIBackend:
 
     def describe(self) -> dict:
         out = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
-               "base_url": self.base_url, "api_mode": self.api_mode,
+               "base_url": self.url, "api_mode": self.api_mode,
                "constraint": self.constraint if self.api_mode == "completions" else "response_format json_schema enum",
                "local_tokenizer": self.chat is not None, "supports_system_role": self.supports_system_role}
         if self.chat is not None:
@@ -244,10 +240,11 @@ class OpenAIBackend:
 
     # -- internals -----------------------------------------------------------------------------
     def _run(self, coroutine):
-        return self._loop.run_until_complete(coroutine)
+        with self._watch:
+            return self._loop.run_until_complete(coroutine)
 
     def _fail(self, exc: BaseException) -> UsageError:
-        return server_error(self.base_url, exc, self.max_retries)
+        return server_error(self.url, exc, self.max_retries)
 
     def check_server(self) -> None:
         """The server answers and serves `api_model` (else one line naming the URL)."""
@@ -255,17 +252,21 @@ class OpenAIBackend:
         try:
             served = self._run(self._models())
         except openai.APIConnectionError as exc:
-            raise UsageError(f"no server answers at {self.base_url} ({type(exc).__name__}: {exc}); start it "
+            raise UsageError(f"no server answers at {self.url} ({type(exc).__name__}: {exc}); start it "
                              f"(e.g. vllm serve) or fix --base_url") from None
         except openai.AuthenticationError:
-            raise UsageError(f"the server at {self.base_url} refused the API key: pass --api_key "
+            raise UsageError(f"the server at {self.url} refused the API key: pass --api_key "
                              f"or set OPENAI_API_KEY") from None
         except (openai.NotFoundError, openai.PermissionDeniedError):
             return  # some servers have no model list; the first request will tell
         except openai.APIError as exc:
             raise self._fail(exc) from None
+        except UsageError:
+            raise
+        except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a model list
+            raise bad_response(self.url, "model list", exc) from None
         if served and self.api_model not in served:
-            raise UsageError(f"the server at {self.base_url} does not serve {self.api_model!r} (it serves: "
+            raise UsageError(f"the server at {self.url} does not serve {self.api_model!r} (it serves: "
                              f"{', '.join(sorted(served)[:20])}); pass --api_model NAME")
 
     async def _models(self) -> list[str]:
@@ -289,20 +290,34 @@ class OpenAIBackend:
             if parse_completion(text, labels) is not None:
                 self.constraint = constraint
                 return "completions"
-        log.warning("%s does not constrain completions to a choice: using chat completions", self.base_url)
+        log.warning("%s does not constrain completions to a choice: using chat completions", self.url)
         return "chat"
 
     async def _complete(self, prompt: str, labels, temperature, seed, constraint) -> str:
-        response = await self._client.completions.create(
-            **completion_request(self.api_model, prompt, labels, temperature, seed, constraint))
-        self._count(response.usage, prompt)
-        return response.choices[0].text
+        try:
+            response = await self._client.completions.create(
+                **completion_request(self.api_model, prompt, labels, temperature, seed, constraint))
+            self._watch.answered()
+            text = response.choices[0].text
+            self._count(response.usage, prompt)
+        except UsageError:
+            raise
+        except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a completion
+            raise bad_response(self.url, "completions", exc) from None
+        return text
 
     async def _chat(self, messages, labels, temperature, seed) -> str:
-        response = await self._client.chat.completions.create(
-            **chat_request(self.api_model, messages, labels, temperature, seed))
-        self._count(response.usage, None)
-        return response.choices[0].message.content
+        try:
+            response = await self._client.chat.completions.create(
+                **chat_request(self.api_model, messages, labels, temperature, seed))
+            self._watch.answered()
+            text = response.choices[0].message.content
+            self._count(response.usage, None)
+        except UsageError:
+            raise
+        except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a chat completion
+            raise bad_response(self.url, "chat completions", exc) from None
+        return text
 
     def _count(self, usage, prompt: Optional[str]) -> None:
         """Token counts from the server's `usage`, checked against the local tokenizer."""
@@ -328,7 +343,7 @@ class OpenAIBackend:
                 text = await self._complete(prompt, labels, temperature, seed, self.constraint)
                 label = parse_completion(text, labels)
         if label is None:
-            raise UsageError(f"the server at {self.base_url} answered {text!r}, which is not one of the "
+            raise UsageError(f"the server at {self.url} answered {text!r}, which is not one of the "
                              f"{len(labels)} labels: it does not apply the {self.api_mode} constraint; "
                              f"try --api_mode {'chat' if self.api_mode == 'completions' else 'completions'}")
         return label

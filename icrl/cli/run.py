@@ -14,7 +14,9 @@ from typing import Optional, Sequence
 from ..backends import BACKEND_CHOICES
 from ..backends.embedded import DEFAULT_MODEL
 from ..config import RunConfig, default_of, help_of
+from .. import badinput
 from ..errors import ArgumentParser
+from ..masking import register_args
 from .validate import validate
 
 # With no arguments at all, run_experiment.py runs this: SmolLM2 on TREC coarse with
@@ -101,6 +103,8 @@ def parse_args(argv: Optional[Sequence[str]]) -> RunConfig:
     """Parse, resolve and validate; an empty argument list means the demo preset."""
     argv = list(argv or [])
     values = vars(build_parser().parse_args(argv if argv else DEMO_ARGS))
+    register_args(values)  # its secrets are masked wherever they would be written or shown
+    badinput.check(argparse.Namespace(**values))  # issue 25.6: combinations once accepted silently
     if values["max_context_examples"] == 0:
         values["context_strategy_name"] = None  # zero-shot has no context: any strategy is the same run
     config = RunConfig.from_values(values, demo=not argv)

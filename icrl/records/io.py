@@ -23,9 +23,10 @@ def _temporary(path: Path) -> tuple[int, str]:
             continue
 
 
-def write_atomic(path: Path, write: Callable[[TextIO], None], newline: Optional[str] = None) -> None:
+def write_atomic(path: Path, write: Callable[[TextIO], None], newline: Optional[str] = None,
+                 binary: bool = False) -> None:
     """Write a text file through ``write(file)`` so that readers see the old file or the new one,
-    never half of one (temporary file, fsync, rename).
+    never half of one (temporary file, fsync, rename); ``binary``: ``write`` gets a binary file.
 
     A kill between the two leaves a ``.<name>.<random>`` file; ``remove_leftovers`` clears it.
     """
@@ -33,7 +34,7 @@ def write_atomic(path: Path, write: Callable[[TextIO], None], newline: Optional[
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = _temporary(path)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline=newline) as f:
+        with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline=newline)) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())

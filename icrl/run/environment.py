@@ -12,6 +12,8 @@ from pathlib import Path
 
 from .. import __version__
 from ..config import BACKEND_NAMES, RunConfig
+from ..diskfull import OneLineFileHandler
+from ..masking import ScrubFilter
 
 log = logging.getLogger("icrl")
 
@@ -62,9 +64,10 @@ def load_backend_of(config: RunConfig):
 
 def attach_log_file(directory: Path) -> logging.Handler:
     """The run's log.txt: this thread's messages (a sweep's other runs have their own)."""
-    handler = logging.FileHandler(directory / "log.txt", encoding="utf-8")
+    handler = OneLineFileHandler(directory / "log.txt", encoding="utf-8")  # a full disk: one line, once
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
+    handler.addFilter(ScrubFilter())
     thread = threading.get_ident()
     handler.addFilter(lambda record: record.thread == thread)
     root = logging.getLogger("icrl")
@@ -82,6 +85,7 @@ def console_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO if verbose else logging.WARNING)
+    handler.addFilter(ScrubFilter())
     logger = logging.getLogger("icrl")
     logger.setLevel(logging.INFO)
     logger.addHandler(handler)

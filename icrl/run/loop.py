@@ -27,6 +27,9 @@ from ..context import replay
 from ..episode import Episode
 from ..errors import UsageError
 from ..prompts import build_messages
+from .. import verify
+from ..records import TRAIN
+from . import signals
 from .environment import say
 from .observers import Observer
 from .plan import per_class_accuracy, summarize
@@ -43,8 +46,9 @@ class Loop:
     """Runs the steps of one run on its records; ``observers`` hear its events."""
 
     def __init__(self, config: RunConfig, data, plan, backend, strategy, reward, records,
-                 observers: Sequence[Observer] = ()):
+                 observers: Sequence[Observer] = (), check_directory=lambda: None):
         self.config, self.data, self.plan = config, data, plan
+        self.check_directory = check_directory  # before each step: still the directory we locked
         self.backend, self.strategy, self.reward, self.records = backend, strategy, reward, records
         self.observers = list(observers)
         self.seed = config.spec.seed
@@ -86,6 +90,11 @@ class Loop:
         """Load the complete steps from the records (repairing them), rebuild the history and the
         strategy's state, recompute missing test steps; returns the step to start at."""
         train_recs, test_recs, notes = self.records.load_for_resume(recorded)
+        train_recs, test_recs, fixes = verify.repair(recorded, train_recs, test_recs, out_dir)
+        if fixes:  # content that follows from the records: rewritten (dropped test steps are recomputed)
+            self.records._rewrite(TRAIN, train_recs)
+            self.records.rewrite_test(test_recs)
+            say(f"repaired {out_dir}: {'; '.join(fixes)}")
         for note in notes:
             say(f"warning: {out_dir}: dropped {note}")
         history = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"]) for r in train_recs]
@@ -117,6 +126,8 @@ class Loop:
     def run(self, start: int) -> None:
         self._emit("on_start", self, start)
         for t in range(start, self.plan.steps):
+            signals.check()  # a stop that arrived inside an import
+            self.check_directory()
             self.step(t)
         self._emit("on_loop_end", self)
 

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig
+from .. import verify
 from ..errors import UsageError
+from ..masking import scrub
 from ..records import DamagedRecords, RunRecords, RunState, inspect_run, unresumable, write_json_atomic
 from .data import RunData
 from .environment import environment, say
@@ -62,12 +64,13 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
                          f"pass --overwrite to replace it")
     steps = extension_of(config, out_dir, recorded)
     state = inspect_run(out_dir)
-    if state.finished and steps is None:
+    contents = None if state.train_problem else verify.needs_repair(recorded, state.train, state.test, out_dir)
+    if state.finished and steps is None and not contents:
         return Decision("finished", recorded, state, state.steps_done)
     if state.train_problem:
         raise unresumable(out_dir, state.train_problem)
-    if state.problems:
-        say(f"records of {out_dir} need repair ({state.damage}); resuming to repair them")
+    if state.problems or contents:
+        say(f"records of {out_dir} need repair ({state.damage or contents}); resuming to repair them")
     return Decision("resume" if steps is None else "extend", recorded, None, state.steps_done, steps)
 
 
@@ -97,7 +100,7 @@ def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[i
 def config_record(config: RunConfig, plan: Plan, data: RunData, backend) -> dict:
     """config.json of a new run."""
     task = data.task
-    return {
+    return scrub({
         "format_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "args": config.spec.as_record(), "runtime_args": config.options.as_record(),
         "resolved": {"mode": plan.mode, "max_context_examples": plan.max_examples, "steps": plan.steps,
@@ -107,7 +110,7 @@ def config_record(config: RunConfig, plan: Plan, data: RunData, backend) -> dict
         **data.record(),
         "train_example_ids": [e.id for e in data.train[:plan.steps]] if plan.mode != "zero_shot" else [],
         "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in data.exemplars],
-    }
+    })
 
 
 def extend(config: RunConfig, out_dir: Path, records: RunRecords, recorded: dict, plan: Plan,

@@ -20,14 +20,17 @@ from typing import Optional, Sequence
 
 from ..cli import build_parser as run_parser
 from ..cli.sweep import SweepOptions, parse_sweep_args
-from ..config import SECRET_FLAGS, RunConfig
+from ..config import RunConfig
+from ..masking import mask_words, scrub
 from ..cli import parse_args
 from ..errors import UsageError
 from ..experiment import Experiment
 from ..run.environment import backend_spec_of
 from ..run.observers import TestLines
+from ..run import signals
 from ..run.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import experiment_dir, inspect_run, write_csv_atomic
+from ..safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
 from .presets import preset_runs
@@ -48,14 +51,10 @@ class Run:
             self.args = parse_args(words).replace(progress=False)  # the sweep has one bar for all runs
             self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
         except UsageError as exc:
-            self.error = str(exc)
+            self.error = scrub(str(exc))
 
     def command(self) -> str:
-        words, hide = [], False
-        for word in self.words:
-            words.append("***" if hide else word)
-            hide = word in SECRET_FLAGS
-        return shlex.join(["python", "run_experiment.py", *words])
+        return shlex.join(["python", "run_experiment.py", *mask_words(self.words)])
 
     def backend_key(self):
         """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
@@ -94,7 +93,10 @@ def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
         seen[key] = run.index
     shard_of = parse_shard(opts.shard)
     runs = [runs[i] for i in shard_indices(len(runs), shard_of)]
-    opts = replace(opts, shard_of=shard_of, sweep_name=opts.name or default_name(opts.preset, opts.config, config))
+    sweep_name = opts.name if opts.name is not None else default_name(opts.preset, opts.config, config)
+    if sweep_name is not None:
+        check_file_name("--name" if opts.name is not None else "the sweep name", sweep_name)
+    opts = replace(opts, shard_of=shard_of, sweep_name=sweep_name)
     return opts, runs
 
 
@@ -238,8 +240,8 @@ def write_summary(path: Path, rows: Sequence[dict]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit 0 when every run finished, 1 when some failed, 2 on bad sweep options, 128 + signal
     number when interrupted (every run saved; rerun the same command to resume)."""
-    argv = sys.argv[1:] if argv is None else argv
-    previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
+    from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
+    previous, stopped = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}, False
     try:
         opts, runs = plan(argv)
         shard = f" (shard {opts.shard})" if opts.shard else ""
@@ -252,22 +254,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for run in runs:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, raise_interrupted)
+        signals.install(raise_interrupted)  # SIGHUP only where it is a stop request (not nohup)
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
         outcomes = run_all(runs, opts.max_parallel)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        print("sweep interrupted; every run saved its progress: rerun the same command to resume", file=sys.stderr)
+        signals.ignore_signals()
+        stopped = True
+        signals.say("sweep interrupted; every run saved its progress: rerun the same command to resume")
         return 128 + int(signum)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-    rows = summary_rows(runs, outcomes)
+        if not (stopped and from_script):  # the script exits with signals ignored
+            signals.restore(previous)
+    rows = scrub(summary_rows(runs, outcomes))
     print_table(rows)
     path = summary_path(opts, runs)
     write_summary(path, rows)

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from .errors import UsageError
+from .safepaths import folder_name, inside, model_folder
 
 FORMAT_VERSION = 1
 CONFIG, TRAIN, TEST, RESULTS, LOG = "config.json", "train.jsonl", "test.jsonl", "results.json", "log.txt"
@@ -61,10 +62,10 @@ def experiment_dir(output_dir, args: dict) -> Path:
     if args["icrl_flip_feedback"]:
         flip += f"_{args['icrl_flip_feedback_prob']}"
     size = args["max_context_examples"]
-    parts = [args["model_name"], args["task_name"], "auto" if size is None else str(size), str(args["icrl"]),
+    parts = [model_folder(args["model_name"]), folder_name(args["task_name"]), "auto" if size is None else str(size), str(args["icrl"]),
              strategy, str(args["context_p_keep"]), str(args["icrl_omit_feedback"]), flip,
              str(args["temperature"]), str(args["training_seed"]), run_folder(args)]
-    return Path(output_dir).joinpath(*parts)
+    return inside(output_dir, *parts)
 
 
 # Identity arguments outside the published path that are named in run_folder only when they
@@ -102,7 +103,7 @@ def _safe(text: str) -> str:
 
 
 def max_context_path(output_dir, model_name: str, task_name: str) -> Path:
-    return Path(output_dir) / model_name / task_name / MAX_CONTEXT_FILE
+    return inside(output_dir, model_folder(model_name), folder_name(task_name), MAX_CONTEXT_FILE)
 
 
 def _temporary(path: Path) -> tuple[int, str]:

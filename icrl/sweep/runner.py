@@ -23,6 +23,7 @@ from ..cli import parse_args
 from ..errors import ArgumentParser, UsageError
 from ..experiment import HANDLED_SIGNALS, Experiment, Interrupted, _raise_interrupted
 from ..records import experiment_dir, inspect_run
+from ..safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
 from .presets import preset_help, preset_runs
@@ -125,7 +126,9 @@ def plan(argv: Sequence[str]) -> tuple[argparse.Namespace, list[Run]]:
         seen[key] = run.index
     opts.shard_of = parse_shard(opts.shard)
     runs = [runs[i] for i in shard_indices(len(runs), opts.shard_of)]
-    opts.sweep_name = opts.name or default_name(opts.preset, opts.config, config)
+    opts.sweep_name = opts.name if opts.name is not None else default_name(opts.preset, opts.config, config)
+    if opts.sweep_name is not None:
+        check_file_name("--name" if opts.name is not None else "the sweep name", opts.sweep_name)
     return opts, runs
 
 

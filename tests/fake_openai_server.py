@@ -1,0 +1,126 @@
+"""A tiny OpenAI-compatible server on 127.0.0.1 (stdlib only) for end-to-end runs of the
+openai backend without a model: /v1/models and /v1/chat/completions, answering the first
+label of the request's JSON-schema enum. ``mode`` makes it misbehave on purpose."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODEL = "org/fake-model"
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, status: int, body) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self):
+        mode = self.server.mode
+        if mode == "404" or not self.path.startswith("/v1/"):
+            return self._send(404, {"error": {"message": "not found"}})
+        if self.path.startswith("/v1/models"):
+            return self._send(200, {"object": "list", "data": [
+                {"id": MODEL, "object": "model", "created": 0, "owned_by": "x"}]})
+        self._send(404, {"error": {"message": "not found"}})
+
+    def do_POST(self):
+        mode = self.server.mode
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        self.server.requests.append((self.path, body))
+        if mode == "404" or not self.path.startswith("/v1/"):
+            return self._send(404, {"error": {"message": "not found"}})
+        if not self.path.startswith("/v1/chat/completions"):
+            return self._send(404, {"error": {"message": "not found"}})
+        if mode == "garbage":
+            return self._send(200, b"\x00\xffnot json at all")
+        if mode == "invalid_json":
+            return self._send(200, b'{"id": "x", "choices": [')
+        if mode == "empty_choices":
+            return self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": MODEL,
+                                    "choices": []})
+        labels = body["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"]
+        content = json.dumps({"label": "not-a-label" if mode == "nonlabel" else labels[0]})
+        self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": MODEL,
+                         "choices": [{"index": 0, "finish_reason": "stop",
+                                      "message": {"role": "assistant", "content": content}}],
+                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+
+
+class FakeOpenAIServer:
+    """``with FakeOpenAIServer() as s: s.base_url`` (http://127.0.0.1:PORT/v1)."""
+
+    def __init__(self, mode: str = "ok"):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.mode = mode
+        self.httpd.requests = []
+        self.port = self.httpd.server_address[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def requests(self):
+        return self.httpd.requests
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class SilentServer:
+    """Accepts connections on 127.0.0.1 and never answers (a hung server)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.base_url = f"http://127.0.0.1:{self.port}/v1"
+        self.conns = []
+        self._stop = threading.Event()
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def _accept(self):
+        self.sock.settimeout(0.2)
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+                self.conns.append(conn)
+            except OSError:
+                continue
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self.thread.join(2)
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+if __name__ == "__main__":  # python tests/fake_openai_server.py [mode]: serve until killed
+    import sys
+    import time
+
+    with FakeOpenAIServer(sys.argv[1] if len(sys.argv) > 1 else "ok") as s:
+        print(s.base_url, flush=True)
+        while True:
+            time.sleep(3600)

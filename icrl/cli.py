@@ -15,6 +15,7 @@ from .backends import BACKEND_CHOICES
 from .backends.embedded import DEFAULT_MODEL
 from .context import SAMPLING_METHODS, STRATEGY_NAMES
 from .errors import ArgumentParser, UsageError
+from .masking import register_args
 from .tasks import parse_task_name
 
 # With no arguments at all, run_experiment.py runs this: SmolLM2 on TREC coarse with
@@ -258,6 +259,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv if argv else DEMO_ARGS)
     args.demo = not argv
+    register_args(args)  # its secrets are masked wherever they would be written or shown
     validate(args)
     return args
 

@@ -36,6 +36,7 @@ from .errors import UsageError
 from .feedback import shown_feedback
 from .prompts import build_messages
 from .lock import DirectoryLock
+from .masking import ScrubFilter, scrub
 from .records import (DamagedRecords, RunRecords, experiment_dir, inspect_run, max_context_path, read_json,
                       remove_leftovers, unresumable, write_json_atomic)
 from .tasks import load_task
@@ -375,7 +376,7 @@ class Experiment:
     def config_record(self) -> dict:
         a, task = self.args, self.task
         args = {k: v for k, v in sorted(vars(a).items()) if k not in SECRET_ARGS}
-        return {
+        return scrub({
             "format_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "args": json.loads(json.dumps(identity(a))), "runtime_args": {k: args[k] for k in RUNTIME_ARGS if k in args},
             "resolved": {"mode": self.mode, "max_context_examples": self.max_examples, "steps": self.steps,
@@ -385,7 +386,7 @@ class Experiment:
             **self.config_record_data(),
             "train_example_ids": [e.id for e in self.train[:self.steps]] if self.mode != "zero_shot" else [],
             "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in self.exemplars],
-        }
+        })
 
     def _check_same_plan(self, config: dict) -> None:
         """A resumed run must continue the plan it started with (e.g. the same context size
@@ -655,6 +656,7 @@ def _attach_log_file(directory: Path) -> logging.Handler:
     handler = logging.FileHandler(directory / "log.txt", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
+    handler.addFilter(ScrubFilter())
     # Only this thread's messages: runs of a sweep in other threads have their own log.txt.
     thread = threading.get_ident()
     handler.addFilter(lambda record: record.thread == thread)
@@ -708,7 +710,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         experiment = Experiment(args)
         summary = experiment.run()
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
@@ -736,6 +738,7 @@ def _console_logging(verbose: bool) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO if verbose else logging.WARNING)
+    handler.addFilter(ScrubFilter())
     logger = logging.getLogger("icrl")
     logger.setLevel(logging.INFO)
     logger.addHandler(handler)

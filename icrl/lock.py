@@ -115,22 +115,9 @@ def _same_file(fd: int, path: Path) -> bool:
     return (st.st_dev, st.st_ino) == (own.st_dev, own.st_ino)
 
 
-SECRET_FLAGS = ("--hf_token", "--api_key")
-
-
 def _command() -> str:
-    """This process's command line, secrets (the values of ``--hf_token`` and ``--api_key``) replaced by ***."""
-    words, hide = [], False
-    for word in sys.argv:
-        if hide:
-            words.append("***")
-            hide = False
-            continue
-        flag, eq, _ = word.partition("=")
-        if flag in SECRET_FLAGS:
-            if eq:
-                word = f"{flag}=***"
-            else:
-                hide = True
-        words.append(word)
-    return " ".join(words)
+    """This process's command line, secrets (every spelling of ``--hf_token`` and ``--api_key``,
+    URL passwords) replaced by *** (icrl.masking)."""
+    from .masking import mask_words
+
+    return " ".join(mask_words(sys.argv))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 MODEL = "org/fake-model"
@@ -42,6 +43,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404, {"error": {"message": "not found"}})
         if not self.path.startswith("/v1/chat/completions"):
             return self._send(404, {"error": {"message": "not found"}})
+        if mode == "slow":
+            time.sleep(0.3)
         if mode == "garbage":
             return self._send(200, b"\x00\xffnot json at all")
         if mode == "invalid_json":
@@ -57,12 +60,18 @@ class _Handler(BaseHTTPRequestHandler):
                          "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
 
 
+class _Quiet(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):  # a client that went away (killed run)
+        pass
+
+
 class FakeOpenAIServer:
     """``with FakeOpenAIServer() as s: s.base_url`` (http://127.0.0.1:PORT/v1)."""
 
     def __init__(self, mode: str = "ok"):
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-        self.httpd.daemon_threads = True
+        self.httpd = _Quiet(("127.0.0.1", 0), _Handler)
         self.httpd.mode = mode
         self.httpd.requests = []
         self.port = self.httpd.server_address[1]
@@ -118,7 +127,6 @@ class SilentServer:
 
 if __name__ == "__main__":  # python tests/fake_openai_server.py [mode]: serve until killed
     import sys
-    import time
 
     with FakeOpenAIServer(sys.argv[1] if len(sys.argv) > 1 else "ok") as s:
         print(s.base_url, flush=True)

@@ -22,6 +22,7 @@ completions endpoint for the model or ignores the constraint.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import logging
@@ -29,6 +30,7 @@ import os
 from typing import Optional, Sequence
 
 from ..errors import UsageError
+from ..masking import register_args, strip_userinfo
 from .chat import load_chat_tokenizer
 from .vllm_backend import choices, max_label_tokens, sampling_kwargs
 
@@ -145,6 +147,8 @@ class OpenAIBackend:
         self.model_name = model_name
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
         self.api_model = api_model or model_name
+        self.url = strip_userinfo(self.base_url)  # shown and recorded: never a user:password@
+        register_args(argparse.Namespace(api_key=api_key, hf_token=hf_token, base_url=self.base_url))
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self.warm_shared_prefix = warm_shared_prefix
         self._openai = openai
@@ -204,7 +208,7 @@ class OpenAIBackend:
 
     def describe(self) -> dict:
         out = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
-               "base_url": self.base_url, "api_mode": self.api_mode,
+               "base_url": self.url, "api_mode": self.api_mode,
                "constraint": self.constraint if self.api_mode == "completions" else "response_format json_schema enum",
                "local_tokenizer": self.chat is not None, "supports_system_role": self.supports_system_role}
         if self.chat is not None:
@@ -247,7 +251,7 @@ class OpenAIBackend:
         return self._loop.run_until_complete(coroutine)
 
     def _fail(self, exc: BaseException) -> UsageError:
-        return server_error(self.base_url, exc, self.max_retries)
+        return server_error(self.url, exc, self.max_retries)
 
     def check_server(self) -> None:
         """The server answers and serves `api_model` (else one line naming the URL)."""
@@ -255,17 +259,17 @@ class OpenAIBackend:
         try:
             served = self._run(self._models())
         except openai.APIConnectionError as exc:
-            raise UsageError(f"no server answers at {self.base_url} ({type(exc).__name__}: {exc}); start it "
+            raise UsageError(f"no server answers at {self.url} ({type(exc).__name__}: {exc}); start it "
                              f"(e.g. vllm serve) or fix --base_url") from None
         except openai.AuthenticationError:
-            raise UsageError(f"the server at {self.base_url} refused the API key: pass --api_key "
+            raise UsageError(f"the server at {self.url} refused the API key: pass --api_key "
                              f"or set OPENAI_API_KEY") from None
         except (openai.NotFoundError, openai.PermissionDeniedError):
             return  # some servers have no model list; the first request will tell
         except openai.APIError as exc:
             raise self._fail(exc) from None
         if served and self.api_model not in served:
-            raise UsageError(f"the server at {self.base_url} does not serve {self.api_model!r} (it serves: "
+            raise UsageError(f"the server at {self.url} does not serve {self.api_model!r} (it serves: "
                              f"{', '.join(sorted(served)[:20])}); pass --api_model NAME")
 
     async def _models(self) -> list[str]:
@@ -289,7 +293,7 @@ class OpenAIBackend:
             if parse_completion(text, labels) is not None:
                 self.constraint = constraint
                 return "completions"
-        log.warning("%s does not constrain completions to a choice: using chat completions", self.base_url)
+        log.warning("%s does not constrain completions to a choice: using chat completions", self.url)
         return "chat"
 
     async def _complete(self, prompt: str, labels, temperature, seed, constraint) -> str:
@@ -328,7 +332,7 @@ class OpenAIBackend:
                 text = await self._complete(prompt, labels, temperature, seed, self.constraint)
                 label = parse_completion(text, labels)
         if label is None:
-            raise UsageError(f"the server at {self.base_url} answered {text!r}, which is not one of the "
+            raise UsageError(f"the server at {self.url} answered {text!r}, which is not one of the "
                              f"{len(labels)} labels: it does not apply the {self.api_mode} constraint; "
                              f"try --api_mode {'chat' if self.api_mode == 'completions' else 'completions'}")
         return label

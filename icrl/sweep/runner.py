@@ -23,6 +23,7 @@ from ..cli import parse_args
 from ..errors import ArgumentParser, UsageError
 from ..experiment import HANDLED_SIGNALS, Experiment, Interrupted, _raise_interrupted
 from ..records import experiment_dir, inspect_run
+from ..masking import mask_words, scrub
 from ..safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
@@ -34,7 +35,6 @@ BACKEND_FLAGS = ("model_name", "backend", "device", "dtype", "batch_size", "hf_t
                  "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
                  "gpu_memory_utilization", "enforce_eager", "rope_scaling", "published_tokenization",
                  "base_url", "api_key", "api_model", "api_mode", "max_concurrency", "timeout", "max_retries")
-SECRET_FLAGS = ("--hf_token", "--api_key")
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
                   "steps_completed", "total_steps", "time_s", "run_dir", "error")
 
@@ -76,14 +76,10 @@ class Run:
             self.args.progress = False  # the sweep has one bar for all runs
             self.out_dir = experiment_dir(self.args.output_dir, vars(self.args))
         except UsageError as exc:
-            self.error = str(exc)
+            self.error = scrub(str(exc))
 
     def command(self) -> str:
-        words, hide = [], False
-        for word in self.words:
-            words.append("***" if hide else word)
-            hide = word in SECRET_FLAGS
-        return shlex.join(["python", "run_experiment.py", *words])
+        return shlex.join(["python", "run_experiment.py", *mask_words(self.words)])
 
     def backend_key(self) -> tuple:
         return tuple((k, getattr(self.args, k, None)) for k in BACKEND_FLAGS)
@@ -307,7 +303,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tic = time.perf_counter()
         outcomes = run_all(runs, opts.max_parallel)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
@@ -316,7 +312,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
-    rows = summary_rows(runs, outcomes)
+    rows = scrub(summary_rows(runs, outcomes))
     print_table(rows)
     path = summary_path(opts, runs)
     write_summary(path, rows)

@@ -3,7 +3,11 @@
 
 import sys
 
-from icrl.sweep.runner import main
+try:
+    from icrl.sweep.runner import main
+except KeyboardInterrupt:  # Ctrl-C while Python loads the package: nothing was written yet
+    print("interrupted while starting; nothing was written", file=sys.stderr)
+    sys.exit(130)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -36,6 +36,7 @@ from .errors import UsageError
 from .feedback import shown_feedback
 from .prompts import build_messages
 from .lock import DirectoryLock
+from . import signals
 from .masking import ScrubFilter, scrub
 from .records import (DamagedRecords, RunRecords, experiment_dir, inspect_run, max_context_path, read_json,
                       remove_leftovers, unresumable, write_json_atomic)
@@ -123,8 +124,9 @@ def environment() -> dict:
 
 
 # -- the run ------------------------------------------------------------------------------------
-class Interrupted(Exception):
-    """SIGTERM or SIGHUP arrived (Ctrl-C arrives as KeyboardInterrupt)."""
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP arrived (Ctrl-C arrives as KeyboardInterrupt). A BaseException like
+    KeyboardInterrupt, so that no ``except Exception`` (in a library's import) swallows it."""
 
     def __init__(self, signum: int):
         super().__init__(signal.Signals(signum).name)
@@ -570,6 +572,7 @@ class Experiment:
         tests = set(self.test_steps)
         bar = _progress(self.steps, start, a.progress, f"{task.name} {a.context_strategy_name or 'zero-shot'}")
         for t in range(start, self.steps):
+            signals.check()  # a stop that arrived inside an import
             tic = time.perf_counter()
             if self.mode == "zero_shot":
                 context, metrics = [], {}
@@ -697,25 +700,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
     from .cli import parse_args
 
-    argv = sys.argv[1:] if argv is None else argv
+    from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
     experiment = None
-    previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
-    for signum in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(signum, _raise_interrupted)
+    previous, stopped = signals.install(_raise_interrupted), False
     try:
         args = parse_args(argv)
         _console_logging(args.verbose)
         if args.demo:
             print("no arguments: running the embedded demo (SmolLM2-135M on trec_coarse, explorative ICRL)")
         experiment = Experiment(args)
+        signals.check()
         summary = experiment.run()
     except UsageError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
+        signals.ignore_all()  # a second signal must not cut the exit short
+        stopped = True
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         step = experiment.steps_done if experiment is not None else 0
-        print(f"interrupted at step {step}; rerun the same command to resume", file=sys.stderr)
+        signals.say(f"interrupted at step {step}; rerun the same command to resume")
         return 128 + int(signum)
     except OSError as exc:
         if exc.errno not in WRITE_ERRORS:
@@ -725,8 +729,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               f"same command to resume", file=sys.stderr)
         return 2
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        if not (stopped and from_script):  # the script exits with signals ignored; callers get theirs back
+            signals.restore(previous)
     acc = summary.get("final_test_accuracy")
     print(f"results: {experiment.out_dir}")
     print(f"final test accuracy {acc:.4f}" if isinstance(acc, float) and not math.isnan(acc) else "no test accuracy",

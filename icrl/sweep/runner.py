@@ -23,6 +23,7 @@ from ..cli import parse_args
 from ..errors import ArgumentParser, UsageError
 from ..experiment import HANDLED_SIGNALS, Experiment, Interrupted, _raise_interrupted
 from ..records import experiment_dir, inspect_run
+from .. import signals
 from ..masking import mask_words, scrub
 from ..safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
@@ -283,8 +284,8 @@ def write_summary(path: Path, rows: Sequence[dict]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit 0 when every run finished, 1 when some failed, 2 on bad sweep options, 128 + signal
     number when interrupted (every run saved; rerun the same command to resume)."""
-    argv = sys.argv[1:] if argv is None else argv
-    previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
+    from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
+    previous, stopped = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}, False
     try:
         opts, runs = plan(argv)
         shard = f" (shard {opts.shard})" if opts.shard else ""
@@ -297,8 +298,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for run in runs:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, _raise_interrupted)
+        signals.install(_raise_interrupted)  # SIGHUP only where it is a stop request (not nohup)
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
         outcomes = run_all(runs, opts.max_parallel)
@@ -307,11 +307,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        print("sweep interrupted; every run saved its progress: rerun the same command to resume", file=sys.stderr)
+        signals.ignore_all()
+        stopped = True
+        signals.say("sweep interrupted; every run saved its progress: rerun the same command to resume")
         return 128 + int(signum)
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        if not (stopped and from_script):  # the script exits with signals ignored
+            signals.restore(previous)
     rows = scrub(summary_rows(runs, outcomes))
     print_table(rows)
     path = summary_path(opts, runs)

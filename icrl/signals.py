@@ -1,0 +1,130 @@
+"""Which signals stop a run, and how the stop is said (issues 25.1, 23.5).
+
+SIGINT (Ctrl-C) and SIGTERM stop a run or a sweep cleanly (finished steps saved, exit
+128 + signal, a resume hint). SIGHUP does too, but only for a run attached to a terminal:
+a process that ignores SIGHUP when it starts (``nohup``, or a parent that set it ignored)
+keeps ignoring it, and so does one running detached (its own session without a terminal,
+e.g. ``setsid``); there a closed terminal or a stray HUP is not a stop request.
+
+``install(handler)`` sets the handlers (main thread only) and returns what to ``restore``;
+a signal that lands inside Python's import machinery (where an exception can be swallowed)
+is delivered again 50 ms later, and raised by ``check()`` at the latest (the run checks
+before each step);
+after a stop, ``ignore_all()`` keeps a second signal from cutting the saving or the exit
+short; ``say(message)`` puts the message on its own line, after any progress bar.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from typing import Callable
+
+HANDLED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def detached() -> bool:
+    """Its own session and no controlling terminal (``setsid``, a daemon): nothing can hang up."""
+    try:
+        if os.getsid(0) != os.getpid():
+            return False
+        fd = os.open("/dev/tty", os.O_RDONLY | getattr(os, "O_NOCTTY", 0))
+    except OSError:
+        return True
+    os.close(fd)
+    return False
+
+
+def hangup_stops(previous) -> bool:
+    """Whether SIGHUP is a stop request for this process (see the module docstring)."""
+    return previous is not signal.SIG_IGN and not detached()
+
+
+_pending: dict = {}  # signum -> handler, for a stop that could not be raised where it arrived
+
+
+def _in_import(frame) -> bool:
+    """Inside Python's import machinery (e.g. its module-lock callback), where an exception
+    may be printed and swallowed ("Exception ignored in ...") instead of stopping the run."""
+    return frame is not None and "importlib._bootstrap" in frame.f_code.co_filename
+
+
+def _stopper(handler: Callable) -> Callable:
+    def on_signal(signum, frame):
+        if _in_import(frame):  # deliver it again in a moment, and at the next check() at the latest
+            _pending[signum] = handler
+            timer = threading.Timer(0.05, os.kill, (os.getpid(), signum))
+            timer.daemon = True
+            timer.start()
+            return
+        _pending.clear()
+        handler(signum, frame)
+    return on_signal
+
+
+def _keyboard_interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def install(handler: Callable) -> dict:
+    """SIGINT -> KeyboardInterrupt, SIGTERM (and SIGHUP where it is a stop request) ->
+    ``handler``; a signal that arrives inside an import is raised at the next ``check()``.
+    Returns the previous handlers for ``restore`` ({} outside the main thread)."""
+    if not _main_thread():
+        return {}
+    previous = {s: signal.getsignal(s) for s in HANDLED}
+    _pending.clear()
+    if previous[signal.SIGINT] is not signal.SIG_IGN:  # a background job of a shell ignores Ctrl-C
+        signal.signal(signal.SIGINT, _stopper(_keyboard_interrupt))
+    signal.signal(signal.SIGTERM, _stopper(handler))
+    if hangup_stops(previous[signal.SIGHUP]):
+        signal.signal(signal.SIGHUP, _stopper(handler))
+    else:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    return previous
+
+
+def check() -> None:
+    """Raise a stop that arrived where it could not be raised (main thread only; once)."""
+    if _pending and _main_thread():
+        signum, handler = _pending.popitem()
+        _pending.clear()
+        handler(signum, None)
+
+
+def ignore_all() -> dict:
+    """Ignore the stop signals (returns the handlers to restore; {} outside the main thread).
+    SIGHUP stays ignored if it was, whatever happens."""
+    if not _main_thread():
+        return {}
+    previous = {s: signal.getsignal(s) for s in HANDLED}
+    for signum in HANDLED:
+        signal.signal(signum, signal.SIG_IGN)
+    return previous
+
+
+def restore(previous: dict) -> None:
+    if not _main_thread():
+        return
+    _pending.clear()
+    for signum, handler in previous.items():
+        signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+
+
+def say(message: str) -> None:
+    """``message`` on stderr on a line of its own: an open progress bar is closed first."""
+    tqdm = sys.modules.get("tqdm")
+    bars = list(getattr(getattr(tqdm, "tqdm", None), "_instances", ()) or ()) if tqdm else []
+    for bar in bars:
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001 - a bar that cannot close must not hide the message
+            pass
+    sys.stderr.flush()
+    print(message, file=sys.stderr, flush=True)

@@ -1,0 +1,105 @@
+"""Unattended runs (issues 25.1, 23.5): signals during start-up, under nohup, detached, twice;
+the stop message on its own line. Runs use the openai backend against a stdlib server on
+127.0.0.1 (tests/fake_openai_server.py), so no model loads."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fake_openai_server import MODEL, FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
+       "--training_seed", "1", "--test_seed", "1", "--backend", "openai", "--model_name", MODEL,
+       "--max_context_examples", "2", "--test_k", "2", "--test_every", "4"]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+
+def start(out: Path, server, *extra, prefix=(), **popen):
+    return subprocess.Popen([*prefix, sys.executable, "run_experiment.py", *RUN, "--base_url", server.base_url,
+                             "--output_dir", str(out), *extra], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, **popen)
+
+
+def wait_for_steps(out: Path, proc, n: int = 1, limit: float = 120) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline and proc.poll() is None:
+        lines = sum(len(p.read_text().splitlines()) for p in out.rglob("train.jsonl"))
+        if lines >= n:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {n} steps: {proc.poll()} {proc.stderr.read() if proc.poll() is not None else ''}")
+
+
+def results(out: Path) -> dict:
+    (path,) = list(out.rglob("results.json"))
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("how", ["nohup", "setsid"])
+def test_sighup_does_not_stop_a_run_under_nohup_or_detached(tmp_path, how):
+    out = tmp_path / "out"
+    with FakeOpenAIServer(mode="slow") as server:
+        if how == "nohup":
+            proc = start(out, server, "--train_k", "8", "--no-progress", prefix=("nohup",))
+        else:
+            proc = start(out, server, "--train_k", "8", "--no-progress", start_new_session=True)
+        wait_for_steps(out, proc)
+        proc.send_signal(signal.SIGHUP)
+        stdout, stderr = proc.communicate(timeout=180)
+    assert proc.returncode == 0, stderr
+    assert results(out)["finished"] and results(out)["steps_completed"] == 8
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_start_up_is_honoured_without_a_traceback(tmp_path, signum):
+    """Sent at several moments of the start (interpreter, imports, parsing, claiming the run)."""
+    with FakeOpenAIServer() as server:
+        for i, delay in enumerate((0.15, 0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.6)):
+            out = tmp_path / f"out{i}"
+            proc = start(out, server, "--train_k", "4", "--no-progress")
+            time.sleep(delay)
+            proc.send_signal(signum)
+            stdout, stderr = proc.communicate(timeout=120)
+            assert proc.returncode in (128 + signum, -signum), (delay, proc.returncode, stderr)
+            assert "Traceback" not in stderr, (delay, stderr)
+            assert len(stderr.strip().splitlines()) <= 1, (delay, stderr)
+            if proc.returncode == 128 + signum:
+                assert stderr.strip().startswith("interrupted"), (delay, stderr)
+            assert not list(out.rglob("train.jsonl")) or not results(out)["finished"], delay
+
+
+def test_a_second_ctrl_c_prints_no_traceback(tmp_path):
+    out = tmp_path / "out"
+    with FakeOpenAIServer(mode="slow") as server:
+        proc = start(out, server, "--train_k", "20", "--no-progress")
+        wait_for_steps(out, proc, 2)
+        for _ in range(30):
+            if proc.poll() is not None:
+                break
+            proc.send_signal(signal.SIGINT)
+            time.sleep(0.01)
+        stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1].startswith("interrupted at step ")
+
+
+def test_the_stop_message_is_on_its_own_line_after_the_progress_bar(tmp_path):
+    out = tmp_path / "out"
+    with FakeOpenAIServer(mode="slow") as server:
+        proc = start(out, server, "--train_k", "20", "--progress")
+        wait_for_steps(out, proc, 2)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 143, stderr
+    last = stderr.rstrip("\n").split("\n")[-1]
+    assert last.startswith("interrupted at step ") and "\r" not in last, repr(stderr[-300:])

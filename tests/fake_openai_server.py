@@ -101,6 +101,7 @@ class SilentServer:
         self.port = self.sock.getsockname()[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.conns = []
+        self.accepted: list = []  # time.monotonic() of each connection
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
 
@@ -110,6 +111,7 @@ class SilentServer:
             try:
                 conn, _ = self.sock.accept()
                 self.conns.append(conn)
+                self.accepted.append(time.monotonic())
             except OSError:
                 continue
 

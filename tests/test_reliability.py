@@ -103,3 +103,46 @@ def test_the_stop_message_is_on_its_own_line_after_the_progress_bar(tmp_path):
     assert proc.returncode == 143, stderr
     last = stderr.rstrip("\n").split("\n")[-1]
     assert last.startswith("interrupted at step ") and "\r" not in last, repr(stderr[-300:])
+
+
+# -- the openai backend against servers that misbehave (issue 25.2) --------------------------------
+def test_a_silent_server_is_said_within_seconds_then_fails_in_one_line_at_the_limit(tmp_path):
+    import threading
+
+    from fake_openai_server import SilentServer
+
+    lines: list = []
+    with SilentServer() as server:
+        proc = start(tmp_path / "out", server, "--train_k", "3", "--no-progress", "--timeout", "12",
+                     "--max_retries", "0")
+
+        def read():
+            for line in proc.stderr:
+                lines.append((time.monotonic(), line.rstrip("\n")))
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        proc.wait(timeout=90)
+        reader.join(5)
+    assert server.accepted, lines
+    lines = [(t - server.accepted[0], line) for t, line in lines]  # from the first request on
+    said = [(t, line) for t, line in lines if server.base_url in line]
+    assert said and said[0][0] < 10 and "waiting" in said[0][1], lines  # on screen within 10 s
+    assert proc.returncode == 2 and lines[-1][1].startswith("error: ") and server.base_url in lines[-1][1], lines
+    assert "Traceback" not in "\n".join(line for _, line in lines)
+    assert lines[-1][0] < 12 + 15, lines  # fails at its limit, not after minutes
+
+
+@pytest.mark.parametrize("mode", ["garbage", "invalid_json", "empty_choices", "nonlabel", "404", "wrongpath"])
+def test_a_server_answering_something_else_is_one_line_naming_it(tmp_path, capsys, mode):
+    from icrl.experiment import main
+
+    with FakeOpenAIServer(mode=mode) as server:
+        url = server.base_url if mode != "wrongpath" else server.base_url.replace("/v1", "/api")
+        code = main([*RUN, "--train_k", "3", "--no-progress", "--base_url", url, "--output_dir", str(tmp_path / "o"),
+                     "--max_retries", "1"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2, err
+    assert len(err.splitlines()) == 1 and err.startswith("error: ") and url in err, err
+    assert not (tmp_path / "o").exists() or not list((tmp_path / "o").rglob("train.jsonl")), "a step was written"
+    if mode in ("404", "wrongpath"):
+        assert "--base_url" in err and "retries" not in err, err

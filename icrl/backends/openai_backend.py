@@ -32,6 +32,7 @@ from typing import Optional, Sequence
 from ..errors import UsageError
 from ..masking import register_args, strip_userinfo
 from .chat import load_chat_tokenizer
+from .server_watch import SilenceWatch, bad_response, server_error
 from .vllm_backend import choices, max_label_tokens, sampling_kwargs
 
 log = logging.getLogger(__name__)
@@ -120,15 +121,6 @@ def shared_text_prefix(prompts: Sequence[str]) -> str:
     return head[:cut + 1] if cut >= 0 else ""
 
 
-def server_error(base_url: str, exc: BaseException, retries: int) -> UsageError:
-    """One line for a request that failed for good (after the client's retries)."""
-    detail = str(exc).splitlines()[0] if str(exc) else ""
-    status = getattr(exc, "status_code", None)
-    what = f"HTTP {status}" if status else type(exc).__name__
-    return UsageError(f"the server at {base_url} failed ({what}: {detail}) after {retries} retries; "
-                      f"finished steps are saved: fix or restart the server and rerun the same command to resume")
-
-
 class OpenAIBackend:
     """The backend protocol (see icrl.backends) over an OpenAI-compatible HTTP server."""
 
@@ -169,6 +161,7 @@ class OpenAIBackend:
             self.chat = None
             log.info("no local tokenizer for %r (%s): chat mode", model_name, exc)
         self._max_model_len = max_model_len
+        self._watch = SilenceWatch(self.url, timeout, max_retries)
         self.stats = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "token_mismatches": 0,
                       "warmup_requests": 0}
         self.check_server()
@@ -248,7 +241,8 @@ class OpenAIBackend:
 
     # -- internals -----------------------------------------------------------------------------
     def _run(self, coroutine):
-        return self._loop.run_until_complete(coroutine)
+        with self._watch:
+            return self._loop.run_until_complete(coroutine)
 
     def _fail(self, exc: BaseException) -> UsageError:
         return server_error(self.url, exc, self.max_retries)
@@ -268,6 +262,10 @@ class OpenAIBackend:
             return  # some servers have no model list; the first request will tell
         except openai.APIError as exc:
             raise self._fail(exc) from None
+        except UsageError:
+            raise
+        except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a model list
+            raise bad_response(self.url, "model list", exc) from None
         if served and self.api_model not in served:
             raise UsageError(f"the server at {self.url} does not serve {self.api_model!r} (it serves: "
                              f"{', '.join(sorted(served)[:20])}); pass --api_model NAME")
@@ -297,16 +295,30 @@ class OpenAIBackend:
         return "chat"
 
     async def _complete(self, prompt: str, labels, temperature, seed, constraint) -> str:
-        response = await self._client.completions.create(
-            **completion_request(self.api_model, prompt, labels, temperature, seed, constraint))
-        self._count(response.usage, prompt)
-        return response.choices[0].text
+        try:
+            response = await self._client.completions.create(
+                **completion_request(self.api_model, prompt, labels, temperature, seed, constraint))
+            self._watch.answered()
+            text = response.choices[0].text
+            self._count(response.usage, prompt)
+        except UsageError:
+            raise
+        except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a completion
+            raise bad_response(self.url, "completions", exc) from None
+        return text
 
     async def _chat(self, messages, labels, temperature, seed) -> str:
-        response = await self._client.chat.completions.create(
-            **chat_request(self.api_model, messages, labels, temperature, seed))
-        self._count(response.usage, None)
-        return response.choices[0].message.content
+        try:
+            response = await self._client.chat.completions.create(
+                **chat_request(self.api_model, messages, labels, temperature, seed))
+            self._watch.answered()
+            text = response.choices[0].message.content
+            self._count(response.usage, None)
+        except UsageError:
+            raise
+        except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a chat completion
+            raise bad_response(self.url, "chat completions", exc) from None
+        return text
 
     def _count(self, usage, prompt: Optional[str]) -> None:
         """Token counts from the server's `usage`, checked against the local tokenizer."""

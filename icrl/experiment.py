@@ -573,6 +573,7 @@ class Experiment:
         bar = _progress(self.steps, start, a.progress, f"{task.name} {a.context_strategy_name or 'zero-shot'}")
         for t in range(start, self.steps):
             signals.check()  # a stop that arrived inside an import
+            self.lock.check()  # still our directory
             tic = time.perf_counter()
             if self.mode == "zero_shot":
                 context, metrics = [], {}

@@ -40,6 +40,7 @@ class DirectoryLock:
         self.directory = Path(directory)
         self.path = self.directory / name
         self._fd: Optional[int] = None
+        self._dir_fd: Optional[int] = None  # the directory itself, locked too (see _lock_directory)
 
     @property
     def held(self) -> bool:
@@ -65,6 +66,11 @@ class DirectoryLock:
             except BaseException:
                 os.close(fd)
                 raise
+        try:
+            self._dir_fd = _lock_directory(self.directory, wait, self.holder_text)
+        except BaseException:
+            os.close(fd)
+            raise
         self._fd = fd
         info = {"pid": os.getpid(), "host": socket.gethostname(), "command": _command(),
                 "since": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
@@ -77,6 +83,9 @@ class DirectoryLock:
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd = None
         try:
             if remove:
                 self.path.unlink(missing_ok=True)
@@ -85,6 +94,13 @@ class DirectoryLock:
         except OSError:
             pass
         os.close(fd)  # closing the descriptor releases the flock
+
+    def check(self) -> None:
+        """Before a write: the locked directory is still the one at its path (not removed or
+        replaced while the run went on), else a UsageError."""
+        if self._dir_fd is not None and not _same_file(self._dir_fd, self.directory):
+            raise UsageError(f"{self.directory} was removed or replaced while this run was writing to it; "
+                             f"stopped (rerun the command to start it again)")
 
     def holder(self) -> dict:
         """What the lock file says about its holder ({} when unreadable)."""
@@ -104,6 +120,22 @@ class DirectoryLock:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _lock_directory(directory: Path, wait: bool, holder_text) -> int:
+    """flock the directory itself: deleting the lock file does not let a second writer in
+    (both locks are taken; a writer holding the file's lock also holds the directory's)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise Locked(f"{directory} is in use by another run ({holder_text()}; its lock file was removed); "
+                     f"wait for it to finish or stop it") from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def _same_file(fd: int, path: Path) -> bool:

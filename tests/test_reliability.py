@@ -146,3 +146,36 @@ def test_a_server_answering_something_else_is_one_line_naming_it(tmp_path, capsy
     assert not (tmp_path / "o").exists() or not list((tmp_path / "o").rglob("train.jsonl")), "a step was written"
     if mode in ("404", "wrongpath"):
         assert "--base_url" in err and "retries" not in err, err
+
+
+# -- the lock (issue 25.4) --------------------------------------------------------------------------
+def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
+    out = tmp_path / "out"
+    with FakeOpenAIServer(mode="slow") as server:
+        first = start(out, server, "--train_k", "12", "--no-progress")
+        wait_for_steps(out, first, 1)
+        for lock in out.rglob(".lock"):
+            lock.unlink()
+        second = subprocess.run([sys.executable, "run_experiment.py", *RUN, "--base_url", server.base_url,
+                                 "--output_dir", str(out), "--train_k", "12", "--no-progress"], cwd=ROOT, env=ENV,
+                                capture_output=True, text=True, timeout=120)
+        stdout, stderr = first.communicate(timeout=180)
+    assert first.returncode == 0, stderr
+    assert second.returncode == 2 and "in use" in second.stderr and len(second.stderr.strip().splitlines()) == 1, \
+        second.stderr
+    (train,) = list(out.rglob("train.jsonl"))
+    steps = [json.loads(line)["step"] for line in train.read_text().splitlines()]
+    assert steps == list(range(12))  # no step written twice
+
+
+def test_a_directory_lock_refuses_a_second_holder_even_without_its_file(tmp_path):
+    from icrl.lock import DirectoryLock, Locked
+
+    held = DirectoryLock(tmp_path).acquire()
+    try:
+        (tmp_path / ".lock").unlink()
+        with pytest.raises(Locked):
+            DirectoryLock(tmp_path).acquire()
+    finally:
+        held.release()
+    DirectoryLock(tmp_path).acquire().release()  # free again once released

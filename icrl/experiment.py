@@ -36,9 +36,9 @@ from .errors import UsageError
 from .feedback import shown_feedback
 from .prompts import build_messages
 from .lock import DirectoryLock
-from . import signals
+from . import signals, verify
 from .masking import ScrubFilter, scrub
-from .records import (DamagedRecords, RunRecords, experiment_dir, inspect_run, max_context_path, read_json,
+from .records import (TRAIN, DamagedRecords, RunRecords, experiment_dir, inspect_run, max_context_path, read_json,
                       remove_leftovers, unresumable, write_json_atomic)
 from .tasks import load_task
 
@@ -203,12 +203,13 @@ class Experiment:
         self.extension = self._check_length(config)
         state = inspect_run(self.out_dir)
         self.steps_done = state.steps_done
-        if state.finished and self.extension is None:
+        contents = None if state.train_problem else verify.needs_repair(config, state.train, state.test, self.out_dir)
+        if state.finished and self.extension is None and not contents:
             return state
         if state.train_problem:
             raise unresumable(self.out_dir, state.train_problem)
-        if state.problems:
-            _say(f"records of {self.out_dir} need repair ({state.damage}); resuming to repair them")
+        if state.problems or contents:
+            _say(f"records of {self.out_dir} need repair ({state.damage or contents}); resuming to repair them")
         return None
 
     def _check_length(self, config: dict) -> Optional[int]:
@@ -460,11 +461,15 @@ class Experiment:
                 current = None
             if current != summary:  # missing, unreadable or stale: it is a function of the records
                 self.records.write_results(summary)
+            if verify.data_at_hand(self.load_data):  # then config.json must match it
+                self._check_same_data(finished.config)
+                verify.check_labels(finished.config, self.task.labels, self.out_dir)
             print(f"already finished: {self.out_dir}")
             return summary
         self.load_data()
         if self.resuming:
             self._check_same_data(self.old_config)
+            verify.check_labels(self.old_config, self.task.labels, self.out_dir)
         task = self.task
         wandb = _wandb_module() if a.wandb else None
         self.load_backend()
@@ -489,6 +494,11 @@ class Experiment:
                      self.mode, self.max_examples, self.steps, self.test_steps)
             config = self.old_config if self.resuming else self.records.config()
             train_recs, test_recs, notes = self.records.load_for_resume(config)
+            train_recs, test_recs, fixes = verify.repair(config, train_recs, test_recs, self.out_dir)
+            if fixes:  # content that follows from the records: rewritten (dropped test steps are recomputed)
+                self.records._rewrite(TRAIN, train_recs)
+                self.records.rewrite_test(test_recs)
+                _say(f"repaired {self.out_dir}: {'; '.join(fixes)}")
             for note in notes:
                 _say(f"warning: {self.out_dir}: dropped {note}")
             history = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"]) for r in train_recs]

@@ -12,6 +12,7 @@ See icrl/maxlen.py for the worst case used.
 import sys
 
 from icrl.maxlen import main
+from icrl.diskfull import guard
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

@@ -9,6 +9,7 @@ See icrl/token_count.py.
 import sys
 
 from icrl.token_count import main
+from icrl.diskfull import guard
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

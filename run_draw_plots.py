@@ -9,6 +9,7 @@ See icrl/plots.py.
 import sys
 
 from icrl.plots import main
+from icrl.diskfull import guard
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

@@ -4,10 +4,11 @@
 import sys
 
 try:
+    from icrl.diskfull import guard
     from icrl.sweep.runner import main
 except KeyboardInterrupt:  # Ctrl-C while Python loads the package: nothing was written yet
     print("interrupted while starting; nothing was written", file=sys.stderr)
     sys.exit(130)
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

@@ -37,6 +37,7 @@ from .feedback import shown_feedback
 from .prompts import build_messages
 from .lock import DirectoryLock
 from . import signals, verify
+from .diskfull import OneLineFileHandler
 from .masking import ScrubFilter, scrub
 from .records import (TRAIN, DamagedRecords, RunRecords, experiment_dir, inspect_run, max_context_path, read_json,
                       remove_leftovers, unresumable, write_json_atomic)
@@ -667,7 +668,7 @@ def _wandb_module():
 
 
 def _attach_log_file(directory: Path) -> logging.Handler:
-    handler = logging.FileHandler(directory / "log.txt", encoding="utf-8")
+    handler = OneLineFileHandler(directory / "log.txt", encoding="utf-8")  # a full disk: one line, once
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     handler.addFilter(ScrubFilter())

@@ -42,6 +42,7 @@ from typing import Callable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from .diskfull import atomic_output
 from .errors import ArgumentParser, UsageError
 from .results import CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, METHODS, Results, model_size
 from .verdict import Verdict, panel_note
@@ -231,7 +232,8 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
     paths = []
     for ext in ("png", "pdf"):
         path = out_dir / f"{name}.{ext}"
-        fig.savefig(path)
+        with atomic_output(path) as tmp:  # whole or not at all (a full disk)
+            fig.savefig(tmp)
         paths.append(path)
     return paths
 
@@ -629,8 +631,10 @@ def draw(args) -> int:
     if results.runs.empty:
         raise UsageError(f"no run under {args.data_dir!r} matches --filter {' '.join(args.filter)}")
     summary = results.summary()
-    summary.to_csv(out_dir / "summary.csv", index=False)
-    results.aggregate().to_csv(out_dir / "summary_by_config.csv", index=False)
+    with atomic_output(out_dir / "summary.csv") as tmp:
+        summary.to_csv(tmp, index=False)
+    with atomic_output(out_dir / "summary_by_config.csv") as tmp:
+        results.aggregate().to_csv(tmp, index=False)
     print(f"read {len(results.runs)} runs from {args.data_dir}; wrote {out_dir / 'summary.csv'} and "
           f"{out_dir / 'summary_by_config.csv'} (mean, std, n over seeds of finished runs)")
     ctx = Context(results, args.smooth, args.explorative_p_keep, [])

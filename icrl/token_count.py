@@ -50,6 +50,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from .diskfull import atomic_output
 from .episode import Episode
 from .errors import ArgumentParser, UsageError
 from .prompts import build_messages
@@ -484,7 +485,8 @@ def _main(args) -> int:
     print()
     print(format_table(table))
     if args.csv:
-        table.to_csv(args.csv, index=False)
+        with atomic_output(args.csv) as tmp:  # whole or not at all (a full disk)
+            table.to_csv(tmp, index=False)
         print(f"wrote {args.csv}")
     elapsed = time.perf_counter() - tic
     print(f"{len(table)} runs ({counted_now} counted now, {len(table) - counted_now} from token_counts.json) in "

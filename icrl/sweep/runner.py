@@ -24,6 +24,7 @@ from ..errors import ArgumentParser, UsageError
 from ..experiment import HANDLED_SIGNALS, Experiment, Interrupted, _raise_interrupted
 from ..records import experiment_dir, inspect_run
 from .. import signals
+from ..diskfull import atomic_output
 from ..masking import mask_words, scrub
 from ..safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
@@ -273,12 +274,10 @@ def summary_path(opts, runs: Sequence[Run]) -> Path:
 
 def write_summary(path: Path, rows: Sequence[dict]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", newline="", encoding="utf-8") as f:
+    with atomic_output(path) as tmp, open(tmp, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=SUMMARY_FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    tmp.replace(path)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

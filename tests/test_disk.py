@@ -1,0 +1,123 @@
+"""A full disk or a read-only folder (issues 23.3, 25.5): one line, exit 2, resumable. The disk
+cases mount a small tmpfs (root only; skipped with the reason elsewhere)."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fake_openai_server import MODEL, FakeOpenAIServer
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
+       "--training_seed", "1", "--test_seed", "1", "--backend", "openai", "--model_name", MODEL,
+       "--max_context_examples", "3", "--test_k", "20", "--test_every", "2", "--train_k", "30", "--no-progress"]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1"}
+TOKENIZER = Path(os.environ.get("ICRL_TOKENIZERS_DIR", "/work/shared/tokenizers")) / "Qwen__Qwen2.5-7B-Instruct"
+
+
+class Full:
+    def write(self, text):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def flush(self):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def test_a_log_file_on_a_full_disk_is_one_line_once(tmp_path, capsys):
+    from icrl.experiment import _attach_log_file
+
+    handler = _attach_log_file(tmp_path)
+    handler.stream.close()
+    handler.stream = Full()
+    try:
+        for i in range(30):
+            logging.getLogger("icrl").info("message %d", i)
+    finally:
+        logging.getLogger("icrl").removeHandler(handler)
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "log" in err and "Traceback" not in err, err
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str):
+    path.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a small tmpfs needs root (to fill a disk for real)")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+def remount(path: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(path)], check=True, capture_output=True)
+
+
+def records_of(out: Path) -> dict:
+    (run_dir,) = [p.parent for p in out.rglob("config.json")]
+    return {n: [{k: v for k, v in json.loads(x).items() if k != "time_s"} for x in (run_dir / n).read_text().splitlines()]
+            for n in ("train.jsonl", "test.jsonl")}
+
+
+def run(server, out, *extra, tool="run_experiment.py"):
+    return subprocess.run([sys.executable, tool, *RUN, "--base_url", server.base_url, "--output_dir", str(out),
+                           *extra], cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
+
+
+def test_a_run_on_a_full_disk_stops_in_one_line_and_resumes_once_there_is_space(tmp_path):
+    with FakeOpenAIServer() as server:
+        reference = run(server, tmp_path / "ref")
+        assert reference.returncode == 0, reference.stderr
+        with tmpfs(tmp_path / "mnt", "40k") as mnt:
+            full = run(server, mnt / "out", "--debug_k", "50")
+            assert full.returncode == 2, full.stderr
+            assert len(full.stderr.strip().splitlines()) == 1 and "rerun" in full.stderr, full.stderr
+            remount(mnt, "size=4m")
+            again = run(server, mnt / "out")
+            assert again.returncode == 0, again.stderr
+            assert records_of(mnt / "out") == records_of(tmp_path / "ref")
+
+
+@pytest.mark.parametrize("state", ["full", "read-only"])
+def test_a_sweep_summary_that_cannot_be_written_is_one_line(tmp_path, state):
+    with FakeOpenAIServer() as server, tmpfs(tmp_path / "mnt", "16k") as mnt:
+        if state == "full":
+            with contextlib.suppress(OSError):
+                (mnt / "filler").write_bytes(b"x" * 64 * 1024)
+        else:
+            remount(mnt, "ro")
+        words = [w for w in RUN if w != "--no-progress"]
+        proc = subprocess.run([sys.executable, "run_sweep.py", *words, "--base_url", server.base_url, "--output_dir",
+                               str(tmp_path / "out"), "--summary", str(mnt / "sweep" / "summary.csv")], cwd=ROOT,
+                              env=ENV, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1].startswith("error: ")
+        assert not [p for p in mnt.rglob("*") if p.is_file() and p.name != "filler"]  # nothing half-written
+
+
+@pytest.mark.skipif(not TOKENIZER.is_dir(), reason="needs the Qwen2.5 tokenizer in $ICRL_TOKENIZERS_DIR")
+def test_token_counts_on_a_full_disk_are_one_line(tmp_path):
+    with FakeOpenAIServer() as server:
+        assert run(server, tmp_path / "out").returncode == 0
+    with tmpfs(tmp_path / "mnt", "16k") as mnt:
+        with contextlib.suppress(OSError):
+            (mnt / "filler").write_bytes(b"x" * 64 * 1024)
+        proc = subprocess.run([sys.executable, "run_count_tokens.py", "--data_dir", str(tmp_path / "out"),
+                               "--tokenizer", str(TOKENIZER), "--csv", str(mnt / "tokens.csv")], cwd=ROOT, env=ENV,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stderr
+        assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1].startswith("error: ")
+        assert not (mnt / "tokens.csv").exists()

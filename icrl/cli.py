@@ -15,6 +15,7 @@ from .backends import BACKEND_CHOICES
 from .backends.embedded import DEFAULT_MODEL
 from .context import SAMPLING_METHODS, STRATEGY_NAMES
 from .errors import ArgumentParser, UsageError
+from . import badinput
 from .masking import register_args
 from .tasks import parse_task_name
 
@@ -141,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def validate(args: argparse.Namespace) -> None:
     """Reject bad combinations with a one-line UsageError (nothing loaded, nothing written)."""
+    badinput.check(args)  # issue 25.6: combinations once accepted silently
     if not args.task_name:
         raise UsageError("--task_name is required (e.g. banking77); run with no arguments for the demo")
     parse_task_name(args.task_name)

@@ -82,6 +82,8 @@ def load_toml(path: str) -> dict:
         raise UsageError(f"--config {path}: cannot read it ({exc.strerror or exc})") from None
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"--config {path} is not valid TOML: {exc}") from None
+    except UnicodeDecodeError:  # a binary file
+        raise UsageError(f"--config {path} is not a text (TOML) file") from None
     unknown = sorted(set(data) - {"name", "base", "grid", "run"})
     if unknown:
         raise UsageError(f"--config {path}: unknown keys {', '.join(unknown)} (use name, [base], [grid], [[run]])")

@@ -171,6 +171,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         ignore_signals()  # a second signal must not cut the exit short
+        # Objects torn down mid-call (an async client whose event loop a signal closed) may
+        # complain as they are collected; the process is stopping, the records are saved.
+        sys.unraisablehook = lambda unraisable: None
         stopped = True
         signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
         step = experiment.steps_done if experiment is not None else 0

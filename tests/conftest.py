@@ -10,6 +10,7 @@ same way; `make test-fast` leaves them out too.
 """
 
 import os
+import functools
 import sys
 from pathlib import Path
 
@@ -56,6 +57,9 @@ def _no_model_unless_marked(request, monkeypatch):
 
     real_init = hf.TransformersBackend.__init__
 
+    # functools.wraps: the stand-ins keep the real signature, from which the backends' typed
+    # options are read (icrl.backends.options_class)
+    @functools.wraps(real_init)
     def init(self, *args, **kwargs):  # its checks run as usual; the weights do not load
         import transformers
 
@@ -70,6 +74,7 @@ def _no_model_unless_marked(request, monkeypatch):
             return real_import()  # a test's fake vllm module, or vLLM made unimportable
         refuse()
 
+    @functools.wraps(real_vllm_init)
     def vllm_init(self, *args, **kwargs):  # a fake engine (test_vllm_mapping) is fine, the real one is not
         monkeypatch.setattr(vllm_backend, "import_vllm", import_vllm)
         try:

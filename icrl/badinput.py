@@ -12,13 +12,13 @@ MAX_WINDOW = 1 << 24  # 16M tokens: above any model's window; a bigger number is
 
 
 def check(args: argparse.Namespace) -> None:
-    from .context import STRATEGY_NAMES
+    from .context import REGISTRY as STRATEGIES  # registered ones included
 
     if not str(args.output_dir).strip():
         raise UsageError("--output_dir is empty; give the results folder (default: data)")
-    if args.context_strategy_name is not None and args.context_strategy_name not in STRATEGY_NAMES:
+    if args.context_strategy_name is not None and args.context_strategy_name not in STRATEGIES:
         raise UsageError(f"unknown --context_strategy_name {args.context_strategy_name!r}; "
-                         f"choose one of: {', '.join(STRATEGY_NAMES)}")
+                         f"choose one of: {', '.join(STRATEGIES)}")
     if args.icrl_flip_feedback_prob is not None and not args.icrl_flip_feedback:
         raise UsageError("--icrl_flip_feedback_prob is set but --icrl_flip_feedback is not: add --icrl_flip_feedback, "
                          "or drop the probability")

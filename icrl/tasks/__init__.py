@@ -249,8 +249,12 @@ def task_folder(name: str) -> str:
     """The folder a task's runs live in under ``<output_dir>/<model>/``: a built-in name as it
     is (the published layout); for a task file, its readable stem and a hash of its resolved
     path, then the suffixes (``my/sst.toml_top2`` -> ``sst-1a2b3c4d_top2``), so the folder
-    stays one path component whatever the path holds. Reads no file."""
-    base, rest, is_file = _split_name(name)
+    stays one path component whatever the path holds. Reads no file. A name that is neither
+    (records written by code for a task of its own) stays as it is."""
+    try:
+        base, rest, is_file = _split_name(name)
+    except UsageError:
+        return name
     if not is_file:
         return name
     resolved = Path(base).expanduser().resolve()

@@ -23,7 +23,7 @@ from ..errors import UsageError
 from .stats import (PAIRED_TEST, PairedComparison, compare_paired, format_p, minimum_detectable_difference,
                     paired_outcomes, seed_summary)
 
-SMALL_MODEL = 1e9  # parameters: below this the paper's in-context learning is not expected (as verdict.py)
+from .verdict import SMALL_MODEL, advice_of, headline_of
 
 
 def compare_runs(results, run_a: str, run_b: str, step: int | str = "last") -> PairedComparison:
@@ -86,17 +86,11 @@ class PairedVerdict:
 
     @property
     def headline(self) -> str:
-        return {"above": f"{self.method} ICRL beat zero-shot", "below": f"{self.method} ICRL fell below zero-shot",
-                "same": f"{self.method} ICRL did not beat zero-shot (no difference beyond noise)"}[self.outcome]
+        return headline_of(self.method, self.outcome)
 
     @property
     def advice(self) -> Optional[str]:
-        if self.outcome == "above":
-            return None
-        if self.model_params < SMALL_MODEL:
-            return ("expected at this size (under 1B parameters): the effect needs a larger model "
-                    "(README: What the demo shows)")
-        return "try more steps, another strategy or a larger model"
+        return advice_of(self.outcome, self.model_params)
 
     def line(self) -> str:
         c = self.comparison

@@ -43,6 +43,22 @@ def compare(accuracy: float, n: int, reference: float, n_reference: int) -> str:
     return "same"
 
 
+def headline_of(method: str, outcome: str) -> str:
+    """The verdict's headline for an outcome ("above", "below" or "same"), Wilson or paired."""
+    return {"above": f"{method} ICRL beat zero-shot", "below": f"{method} ICRL fell below zero-shot",
+            "same": f"{method} ICRL did not beat zero-shot (no difference beyond noise)"}[outcome]
+
+
+def advice_of(outcome: str, model_params: float) -> Optional[str]:
+    """What to try when a method did not beat zero-shot (None when it did)."""
+    if outcome == "above":
+        return None
+    if model_params < SMALL_MODEL:
+        return ("expected at this size (under 1B parameters): the effect needs a larger model "
+                "(README: What the demo shows)")
+    return "try more steps, another strategy or a larger model"
+
+
 @dataclass
 class Verdict:
     model: str
@@ -67,20 +83,11 @@ class Verdict:
 
     @property
     def headline(self) -> str:
-        if self.outcome == "above":
-            return f"{self.method} ICRL beat zero-shot"
-        if self.outcome == "below":
-            return f"{self.method} ICRL fell below zero-shot"
-        return f"{self.method} ICRL did not beat zero-shot (no difference beyond noise)"
+        return headline_of(self.method, self.outcome)
 
     @property
     def advice(self) -> Optional[str]:
-        if self.outcome == "above":
-            return None
-        if self.model_params < SMALL_MODEL:
-            return ("expected at this size (under 1B parameters): the effect needs a larger model "
-                    "(README: What the demo shows)")
-        return "try more steps, another strategy or a larger model"
+        return advice_of(self.outcome, self.model_params)
 
     def line(self) -> str:
         """One console line: model, task, both accuracies with intervals, the verdict."""

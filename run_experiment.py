@@ -13,6 +13,7 @@ for _s, _h in _held.items():
         signal.signal(_s, lambda signum, frame: _stops.append(signum))
 try:
     from icrl.experiment import main
+    import icrl.cli  # noqa: F401  (imported by main; held here too)
 except KeyboardInterrupt:
     _stops.append(signal.SIGINT)
 if _stops:

@@ -153,12 +153,12 @@ class Experiment:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of run_experiment.py: exit 0 on success, 2 on bad input, 128 + signal number
     when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
-    from .cli import parse_args
-
     from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
     experiment, stopped = None, False
     previous = interrupted_by_term()
     try:
+        from .cli import parse_args  # inside the try: a stop during this import is honoured in one line
+
         config = parse_args(argv)
         console_logging(config.options.verbose)
         if config.demo:

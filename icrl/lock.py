@@ -54,18 +54,11 @@ class DirectoryLock:
         self.directory.mkdir(parents=True, exist_ok=True)
         while True:
             fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
-                if _same_file(fd, self.path):
-                    break
-                os.close(fd)  # its holder removed the file before we got it: lock the new one
-            except BlockingIOError:
-                os.close(fd)
-                raise Locked(f"{self.directory} is in use by another run ({self.holder_text()}); "
-                             f"wait for it to finish or stop it") from None
-            except BaseException:
-                os.close(fd)
-                raise
+            _flock(fd, wait, lambda: f"{self.directory} is in use by another run ({self.holder_text()}); "
+                                     f"wait for it to finish or stop it")
+            if _same_file(fd, self.path):
+                break
+            os.close(fd)  # its holder removed the file before we got it: lock the new one
         try:
             self._dir_fd = _lock_directory(self.directory, wait, self.holder_text)
         except BaseException:
@@ -126,16 +119,22 @@ def _lock_directory(directory: Path, wait: bool, holder_text) -> int:
     """flock the directory itself: deleting the lock file does not let a second writer in
     (both locks are taken; a writer holding the file's lock also holds the directory's)."""
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    _flock(fd, wait, lambda: f"{directory} is in use by another run ({holder_text()}; its lock file was "
+                             f"removed); wait for it to finish or stop it")
+    return fd
+
+
+def _flock(fd: int, wait: bool, busy) -> None:
+    """flock ``fd`` exclusively (``wait``: block); when it is held elsewhere, close ``fd`` and
+    raise Locked(``busy()``); on any other failure close ``fd`` and re-raise."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        raise Locked(f"{directory} is in use by another run ({holder_text()}; its lock file was removed); "
-                     f"wait for it to finish or stop it") from None
+        raise Locked(busy()) from None
     except BaseException:
         os.close(fd)
         raise
-    return fd
 
 
 def _same_file(fd: int, path: Path) -> bool:

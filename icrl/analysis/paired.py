@@ -23,7 +23,7 @@ from ..errors import UsageError
 from .stats import (PAIRED_TEST, PairedComparison, compare_paired, format_p, minimum_detectable_difference,
                     paired_outcomes, seed_summary)
 
-from .verdict import SMALL_MODEL, advice_of, headline_of
+from .verdict import SMALL_MODEL, Worded
 
 
 def compare_runs(results, run_a: str, run_b: str, step: int | str = "last") -> PairedComparison:
@@ -68,7 +68,7 @@ def pooled_comparison(runs_a: pd.DataFrame, runs_b: pd.DataFrame, step: int | st
 
 
 @dataclass
-class PairedVerdict:
+class PairedVerdict(Worded):
     """Did a method beat a reference on the same test items? (the paired form of verdict.Verdict)"""
 
     model: str
@@ -83,14 +83,6 @@ class PairedVerdict:
     @property
     def outcome(self) -> str:
         return self.comparison.outcome
-
-    @property
-    def headline(self) -> str:
-        return headline_of(self.method, self.outcome)
-
-    @property
-    def advice(self) -> Optional[str]:
-        return advice_of(self.outcome, self.model_params)
 
     def line(self) -> str:
         c = self.comparison

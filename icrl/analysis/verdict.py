@@ -59,8 +59,21 @@ def advice_of(outcome: str, model_params: float) -> Optional[str]:
     return "try more steps, another strategy or a larger model"
 
 
+class Worded:
+    """The headline and advice of a verdict with ``method``, ``outcome`` and ``model_params``
+    (the Wilson verdict here, the paired one in paired.py)."""
+
+    @property
+    def headline(self) -> str:
+        return headline_of(self.method, self.outcome)
+
+    @property
+    def advice(self) -> Optional[str]:
+        return advice_of(self.outcome, self.model_params)
+
+
 @dataclass
-class Verdict:
+class Verdict(Worded):
     model: str
     task: str
     method: str          # the ICRL method (or its label)
@@ -80,14 +93,6 @@ class Verdict:
         acc, n = (self.reference, self.n_reference) if reference else (self.accuracy, self.n)
         lo, hi = wilson_interval(round(acc * n), n)
         return f"{acc:.3f} [{lo:.3f}, {hi:.3f}]"
-
-    @property
-    def headline(self) -> str:
-        return headline_of(self.method, self.outcome)
-
-    @property
-    def advice(self) -> Optional[str]:
-        return advice_of(self.outcome, self.model_params)
 
     def line(self) -> str:
         """One console line: model, task, both accuracies with intervals, the verdict."""

@@ -28,17 +28,14 @@ def main() -> int:
     all_cases = {**cases.CASES, **({} if a.no_model else cases.MODEL_CASES)}
     chosen = a.names or list(all_cases) + ["help", "dry_run"]
     for name in chosen:
-        if name == "help":
-            cases.HELP.mkdir(parents=True, exist_ok=True)
-            for script in cases.SCRIPTS:
-                (cases.HELP / f"{script}.txt").write_text(cases.help_text(script), encoding="utf-8")
-            print("froze --help of", ", ".join(cases.SCRIPTS))
-            continue
-        if name == "dry_run":
-            cases.DRY_RUN.mkdir(parents=True, exist_ok=True)
-            for preset in cases.PRESET_NAMES:
-                (cases.DRY_RUN / f"{preset}.txt").write_text(cases.dry_run_text(preset), encoding="utf-8")
-            print("froze --dry_run of", ", ".join(cases.PRESET_NAMES))
+        texts = {"help": ("--help", cases.HELP, cases.SCRIPTS, cases.help_text),
+                 "dry_run": ("--dry_run", cases.DRY_RUN, cases.PRESET_NAMES, cases.dry_run_text)}
+        if name in texts:  # a text per script or preset
+            what, folder, keys, text_of = texts[name]
+            folder.mkdir(parents=True, exist_ok=True)
+            for key in keys:
+                (folder / f"{key}.txt").write_text(text_of(key), encoding="utf-8")
+            print(f"froze {what} of", ", ".join(keys))
             continue
         commands = {**cases.CASES, **cases.MODEL_CASES}[name]
         with tempfile.TemporaryDirectory(prefix="icrl-golden-") as tmp:

@@ -17,6 +17,7 @@ from ..config import RunConfig, default_of, help_of
 from .. import badinput
 from ..errors import ArgumentParser
 from ..masking import register_args
+from ..rewards import reward_names
 from .validate import validate
 
 # With no arguments at all, run_experiment.py runs this: SmolLM2 on TREC coarse with
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     pub("test_seed", type=int)
     pub("hf_token")
     pub("verbose", **boolean)
-    for name in ("ucb_alpha", "prob_reset", "p_exploration"):
+    for name in ("ucb_alpha", "prob_reset", "p_exploration"):  # published names, our definitions
         pub(name, type=float)
     ours = _adder(p.add_argument_group("icrl options"))
     ours("backend", choices=BACKEND_CHOICES)
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     ours("published_tokenization", "--published_quirks", action="store_true")
     ours("progress", **boolean)
     ours("wandb", action="store_true")
+    ours("reward", choices=reward_names())
     gpu = _adder(p.add_argument_group("vLLM options"))
     gpu("tensor_parallel_size", type=int)
     gpu("pipeline_parallel_size", type=int)

@@ -124,20 +124,19 @@ class RunSpec:
     # -- beyond the paper (docs/method.md "Beyond the paper: exploration and rewards"); quiet: a
     # run that does not set them records exactly what it recorded before they existed.
     p_exploration: Optional[float] = flag(
-        None, "epsilon-greedy (ours; the published script ignored it): with this probability a training step's "
-              "prediction is a uniformly random label, with no model call (test steps always use the model)",
+        None, "epsilon-greedy: with this probability a training step's prediction is a uniformly random label, "
+              "with no model call (test steps always use the model)",
         folder="epsgreedy", column="p_exploration", quiet=True)
     prob_reset: Optional[float] = flag(
-        None, "ours (the published script ignored it): with this probability, at the start of a step, the strategy "
-              "forgets every earlier episode (approximate strategies: the contexts restart empty)",
+        None, "with this probability, at the start of a step, the strategy forgets every earlier episode "
+              "(approximate strategies: the contexts restart empty)",
         folder="forget", column="prob_reset", quiet=True)
     ucb_alpha: Optional[float] = flag(
-        None, "approximate strategies, ours (the published script ignored it): choose which of the K contexts to "
-              "show by UCB over each context's rewards, mean + ALPHA * sqrt(ln N / n), instead of "
-              "--approximate_context_sampling_method", folder="ctxucb", column="ucb_alpha", quiet=True)
-    reward: str = flag("exact_match", "reward function: exact_match (the paper's) or coarse_credit (ours: 1 for "
-                                      "the right label, 0.5 for a wrong label of the right parent class, 0 "
-                                      "otherwise; tasks with a [hierarchy], e.g. trec_fine)",
+        None, "approximate strategies: choose which of the K contexts to show by UCB over each context's rewards, "
+              "mean + ALPHA * sqrt(ln N / n), instead of --approximate_context_sampling_method", folder="ctxucb", column="ucb_alpha", quiet=True)
+    reward: str = flag("exact_match", "reward function: exact_match (the paper's) or coarse_credit (1 for the right "
+                                      "label, 0.5 for a wrong label of the right parent class, 0 otherwise; "
+                                      "tasks with a [hierarchy], e.g. trec_fine)",
                        folder="reward", column="reward", quiet=True)
 
     def as_record(self) -> dict:

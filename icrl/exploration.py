@@ -114,6 +114,10 @@ def validate(spec) -> None:
             raise UsageError("--ucb_alpha learns from rewards: use --icrl")
         if not (0 <= spec.ucb_alpha < math.inf):
             raise UsageError(f"--ucb_alpha must be a finite number >= 0, got {spec.ucb_alpha}")
+    from .rewards import reward_names
+
+    if spec.reward not in reward_names():
+        raise UsageError(f"unknown --reward {spec.reward!r}; choose one of: {', '.join(reward_names())}")
     if spec.reward != "exact_match" and not spec.icrl:
         raise UsageError(f"--reward {spec.reward} only applies to ICRL; drop it or use --icrl")
 

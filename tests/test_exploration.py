@@ -231,3 +231,16 @@ def test_schema_and_results_table_name_the_new_fields(tmp_path):
     row = Results(tmp_path).runs.iloc[0]
     assert (row["p_exploration"], row["prob_reset"], row["ucb_alpha"], row["reward"]) == (0.3, 0.15, 1.0, "coarse_credit")
     assert row["method"] == "" and "epsilon 0.3" in row["label"] and "UCB 1" in row["label"]
+
+
+def test_token_counts_leave_out_explored_steps(tmp_path):
+    """run_count_tokens.py replays a run's model calls: an explored step made none."""
+    from icrl.analysis.counting import iter_calls
+
+    experiment = run(tmp_path, *NAIVE, "--p_exploration", "0.5")
+    config = json.loads((experiment.out_dir / "config.json").read_text())
+    got = records(experiment.out_dir)
+    calls = list(iter_calls(config, got["train"], got["test"]))
+    assert [step for step, kind, _, _ in calls if kind == "train"] == [r["step"] for r in got["train"]
+                                                                       if not r["explored"]]
+    assert experiment.backend.calls == len({(step, kind) for step, kind, _, _ in calls})

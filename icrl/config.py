@@ -133,7 +133,8 @@ class RunSpec:
         folder="forget", column="prob_reset", quiet=True)
     ucb_alpha: Optional[float] = flag(
         None, "approximate strategies: choose which of the K contexts to show by UCB over each context's rewards, "
-              "mean + ALPHA * sqrt(ln N / n), instead of --approximate_context_sampling_method", folder="ctxucb", column="ucb_alpha", quiet=True)
+              "mean + ALPHA * sqrt(ln N / n), instead of --approximate_context_sampling_method",
+        folder="ctxucb", column="ucb_alpha", quiet=True)
     reward: str = flag("exact_match", "reward function: exact_match (the paper's) or coarse_credit (1 for the right "
                                       "label, 0.5 for a wrong label of the right parent class, 0 otherwise; "
                                       "tasks with a [hierarchy], e.g. trec_fine)",
@@ -142,7 +143,8 @@ class RunSpec:
     def as_record(self) -> dict:
         """config.json "args": every field, sorted by name, as JSON gives it back; a quiet field
         only when it is not at its default."""
-        values = {k: v for k, v in dataclasses.asdict(self).items() if not (k in QUIET_DEFAULTS and v == QUIET_DEFAULTS[k])}
+        values = {k: v for k, v in dataclasses.asdict(self).items()
+                  if not (k in QUIET_DEFAULTS and v == QUIET_DEFAULTS[k])}
         return json.loads(json.dumps(dict(sorted(values.items()))))
 
     @property

@@ -89,7 +89,8 @@ class Exploration:
                 start = t
             strategy.select(history[start:t], np.random.default_rng(seed + t))
             if isinstance(strategy, UCBApproximate) and not train_recs[t].get("explored"):
-                strategy.observe(train_recs[t]["accuracy"] if "reward" not in train_recs[t] else train_recs[t]["reward"])
+                record = train_recs[t]
+                strategy.observe_reward(record["reward"] if "reward" in record else record["accuracy"])
         return strategy
 
 
@@ -109,7 +110,8 @@ def validate(spec) -> None:
     if spec.ucb_alpha is not None:
         if not strategy.startswith("approximate"):
             raise UsageError(f"--ucb_alpha chooses among the K contexts of an approximate strategy, not "
-                             f"{strategy or 'none'}; use --context_strategy_name approximate or approximate_only_positive")
+                             f"{strategy or 'none'}; use --context_strategy_name approximate or "
+                             f"approximate_only_positive")
         if not spec.icrl:
             raise UsageError("--ucb_alpha learns from rewards: use --icrl")
         if not (0 <= spec.ucb_alpha < math.inf):
@@ -133,7 +135,7 @@ class UCBApproximate(Approximate):
     where n_k is the number of steps that showed context k so far, mean_k the mean reward of
     those steps and N the sum of the n_k. A context never shown comes first; ties (among
     untried contexts, or equal scores) go to the lowest index. No draw is made for the index.
-    The reward is the step's reward (``observe``; never flipped), observed only for steps that
+    The reward is the step's reward (``observe_reward``; never flipped), observed only for steps that
     showed the context to the model (not explored steps). A reset (``--prob_reset``) empties
     the contexts but keeps the statistics: they belong to the K slots, not to their episodes.
     """
@@ -162,7 +164,7 @@ class UCBApproximate(Approximate):
         self._scores = scores
         return max(range(self.max_contexts), key=lambda k: (scores[k], -k))
 
-    def observe(self, reward) -> None:
+    def observe_reward(self, reward) -> None:
         """The reward of the step that showed the last chosen context."""
         k = self._last_index
         self.counts[k] += 1

@@ -32,7 +32,8 @@ def feedback_message(prediction: str, feedback) -> str:
     """The user message telling the model whether ``prediction`` was right (1), wrong (0) or,
     with a graded reward (ours, not the paper's), partly right (0.5)."""
     if feedback == PARTIAL_FEEDBACK:
-        return f"The answer '{prediction}' is partly right: the right kind, but not the exact answer. You can do better!"
+        return (f"The answer '{prediction}' is partly right: the right kind, but not the exact answer. "
+                f"You can do better!")
     if feedback not in (0, 1):
         raise ValueError(f"feedback must be 1, 0 or 0.5 to be rendered (got {feedback!r})")
     if feedback:

@@ -226,10 +226,12 @@ def test_schema_and_results_table_name_the_new_fields(tmp_path):
     for record, typed in [(config["args"], schema.RunArgs), (config["runtime_args"], schema.RuntimeArgs),
                           *[(r, schema.TrainLine) for r in got["train"]], *[(r, schema.TestLine) for r in got["test"]]]:
         keys = set(record) - {"time_s"}
-        assert typed.__required_keys__ - {"time_s"} <= keys and keys <= typed.__required_keys__ | typed.__optional_keys__
+        assert typed.__required_keys__ - {"time_s"} <= keys
+        assert keys <= typed.__required_keys__ | typed.__optional_keys__
     assert {"explored", "reset", "reward"} <= set(got["train"][0]) and "reward" in got["test"][0]
     row = Results(tmp_path).runs.iloc[0]
-    assert (row["p_exploration"], row["prob_reset"], row["ucb_alpha"], row["reward"]) == (0.3, 0.15, 1.0, "coarse_credit")
+    flags = (row["p_exploration"], row["prob_reset"], row["ucb_alpha"], row["reward"])
+    assert flags == (0.3, 0.15, 1.0, "coarse_credit")
     assert row["method"] == "" and "epsilon 0.3" in row["label"] and "UCB 1" in row["label"]
 
 

@@ -172,8 +172,8 @@ class Loop:
                 reward, feedback = self.reward(prediction, answer, seed=s.seed, step=t)
                 if not self.reward.same_as_accuracy:
                     extra["reward"] = reward
-                if explored is None and hasattr(self.strategy, "observe"):
-                    self.strategy.observe(reward)  # --ucb_alpha: the shown context's reward
+                if explored is None and hasattr(self.strategy, "observe_reward"):
+                    self.strategy.observe_reward(reward)  # --ucb_alpha: the shown context's reward
                 episode = Episode(prompt, prediction, feedback, answer, int(prediction == answer))
             else:
                 episode = Episode(prompt, None, None, answer, None)
@@ -232,7 +232,8 @@ class Loop:
             {"reward": sum(self.reward.score(p, g) for p, g in zip(predictions, answers)) / len(answers)}
         record = {"step": t, "accuracy": sum(correct) / len(correct),
                   "per_class_accuracy": per_class_accuracy(answers, correct),
-                  "predictions": predictions, **shown, "metrics": metrics, **extra, "time_s": time.perf_counter() - tic}
+                  "predictions": predictions, **shown, "metrics": metrics, **extra,
+                  "time_s": time.perf_counter() - tic}
         log.info("step %d: test accuracy %.4f", t, record["accuracy"])
         return record
 

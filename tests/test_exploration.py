@@ -246,3 +246,11 @@ def test_token_counts_leave_out_explored_steps(tmp_path):
     assert [step for step, kind, _, _ in calls if kind == "train"] == [r["step"] for r in got["train"]
                                                                        if not r["explored"]]
     assert experiment.backend.calls == len({(step, kind) for step, kind, _, _ in calls})
+
+
+def test_extension_continues_the_same_streams(tmp_path):
+    """A finished run extended to more steps (--train_k) trains as a run started that long."""
+    whole = records(run(tmp_path / "whole", *ALL).out_dir)["train"]
+    run(tmp_path / "grown", *ALL, "--train_k", "12")
+    grown = records(run(tmp_path / "grown", *ALL).out_dir)["train"]
+    assert grown == whole

@@ -13,7 +13,10 @@ Each field declares its role once, in its metadata, next to its help text:
 - ``backend``: the loaded backend depends on it (runs of a sweep that agree on every such field
   share one backend, see ``backend_spec``);
 - ``extends``: a larger value continues a recorded run instead of making another one (train_k);
-- ``added``: added after runs were recorded; records without it had the field's default.
+- ``added``: added after runs were recorded; records without it had the field's default;
+- ``quiet``: written to config.json "args" only when set to something other than its default,
+  so that the records of runs that do not use it stay byte for byte as they were (our
+  extensions beyond the paper: exploration, rewards; docs/method.md); implies ``added``.
 
 The lists of names the rest of the package needs (runtime names, secret flags, folder parts,
 result columns, backend options) are derived from this metadata, never written out again.
@@ -33,14 +36,16 @@ _FOLDER_NONE = object()
 
 
 def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
-         extends: bool = False, added: bool = False):
+         extends: bool = False, added: bool = False, quiet: bool = False):
     """A configuration field: its default, help text and roles (see the module docstring)."""
     return field(default=default, metadata={
         "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
-        "backend": backend, "extends": extends, "added": added})
+        "backend": backend, "extends": extends, "added": added or quiet, "quiet": quiet})
 
 
-COMPAT_HELP = "accepted for compatibility with the published script; changes nothing"
+# Our definitions of the three flags the published script parsed and never read (docs/method.md,
+# "Beyond the paper: exploration and rewards"); off by default.
+EXPLORATION_NAMES = ("ucb_alpha", "prob_reset", "p_exploration")
 
 
 @dataclass(frozen=True)
@@ -116,10 +121,31 @@ class RunSpec:
     api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "
                                  "structured-output choice; chat: messages with a JSON-schema enum of the labels; "
                                  "auto: completions when the server supports it", folder="api", backend=True)
+    # -- beyond the paper (docs/method.md "Beyond the paper: exploration and rewards"); quiet: a
+    # run that does not set them records exactly what it recorded before they existed.
+    p_exploration: Optional[float] = flag(
+        None, "epsilon-greedy: with this probability a training step's prediction is a uniformly random label, "
+              "with no model call (test steps always use the model)",
+        folder="epsgreedy", column="p_exploration", quiet=True)
+    prob_reset: Optional[float] = flag(
+        None, "with this probability, at the start of a step, the strategy forgets every earlier episode "
+              "(approximate strategies: the contexts restart empty)",
+        folder="forget", column="prob_reset", quiet=True)
+    ucb_alpha: Optional[float] = flag(
+        None, "approximate strategies: choose which of the K contexts to show by UCB over each context's rewards, "
+              "mean + ALPHA * sqrt(ln N / n), instead of --approximate_context_sampling_method",
+        folder="ctxucb", column="ucb_alpha", quiet=True)
+    reward: str = flag("exact_match", "reward function: exact_match (the paper's) or coarse_credit (1 for the right "
+                                      "label, 0.5 for a wrong label of the right parent class, 0 otherwise; "
+                                      "tasks with a [hierarchy], e.g. trec_fine)",
+                       folder="reward", column="reward", quiet=True)
 
     def as_record(self) -> dict:
-        """config.json "args": every field, sorted by name, as JSON gives it back."""
-        return json.loads(json.dumps(dict(sorted(dataclasses.asdict(self).items()))))
+        """config.json "args": every field, sorted by name, as JSON gives it back; a quiet field
+        only when it is not at its default."""
+        values = {k: v for k, v in dataclasses.asdict(self).items()
+                  if not (k in QUIET_DEFAULTS and v == QUIET_DEFAULTS[k])}
+        return json.loads(json.dumps(dict(sorted(values.items()))))
 
     @property
     def zero_shot(self) -> bool:
@@ -153,9 +179,6 @@ class RunOptions:
     max_concurrency: int = flag(32, "requests in flight at once", backend=True)
     timeout: float = flag(600.0, "seconds per request", backend=True)
     max_retries: int = flag(5, "retries (with backoff) on 429, 5xx, timeouts", backend=True)
-    ucb_alpha: Optional[float] = flag(None, COMPAT_HELP)
-    prob_reset: Optional[float] = flag(None, COMPAT_HELP)
-    p_exploration: Optional[float] = flag(None, COMPAT_HELP)
 
     def as_record(self) -> dict:
         """config.json "runtime_args", sorted by name."""
@@ -194,6 +217,12 @@ class RunConfig:
         """Every field by name (secrets included: never write this)."""
         return {**_shallow(self.spec), **_shallow(self.options), **_shallow(self.secrets)}
 
+    def runtime_record(self) -> dict:
+        """config.json "runtime_args": the options, and, as in every record written before they did
+        anything, ``ucb_alpha``, ``prob_reset`` and ``p_exploration`` (a copy of "args"' values)."""
+        record = {**self.options.as_record(), **{name: getattr(self.spec, name) for name in EXPLORATION_NAMES}}
+        return json.loads(json.dumps(dict(sorted(record.items()))))
+
     def replace(self, **changes) -> "RunConfig":
         """A copy with some fields (of any part) changed."""
         return RunConfig.from_values({**self.values(), **changes}, demo=self.demo)
@@ -221,6 +250,8 @@ RESULT_COLUMNS = {f.name: f.metadata["column"] for f in fields(RunSpec) if f.met
 EXTENDING_NAMES = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("extends"))
 # Fields added after runs were recorded, with the value those runs had.
 ADDED_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("added")}
+# Fields written to "args" only when set (their default otherwise).
+QUIET_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("quiet")}
 
 
 def help_of(name: str) -> str:

@@ -186,7 +186,7 @@ class Approximate(Strategy):
 
     def select(self, history, rng, query=None):
         if not any(self.accept(episode) for episode in history):
-            return self._choose(int(rng.choice(range(self.max_contexts))))
+            return self._choose(self._pick(rng, early=True))
         newest = history[-1]
         if self.accept(newest):
             for k, context in enumerate(self.contexts):
@@ -197,11 +197,14 @@ class Approximate(Strategy):
                     self.log_probs[k] += self._log_keep
                 else:
                     self.log_probs[k] += self._log_drop
-        if self.sampling_method == "exact":
-            k = rng.choice(range(self.max_contexts), p=softmax(self.log_probs))
-        else:
-            k = rng.choice(range(self.max_contexts))
-        return self._choose(int(k))
+        return self._choose(self._pick(rng, early=False))
+
+    def _pick(self, rng, early: bool) -> int:
+        """The index of the context to show (``early``: no episode has passed the filter yet).
+        ``icrl.exploration.UCBApproximate`` overrides it."""
+        if early or self.sampling_method != "exact":
+            return int(rng.choice(range(self.max_contexts)))
+        return int(rng.choice(range(self.max_contexts), p=softmax(self.log_probs)))
 
     def _choose(self, k: int) -> list[Episode]:
         self._last_index = k

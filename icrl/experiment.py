@@ -19,6 +19,7 @@ from .config import RunConfig
 from .context import make_strategy
 from . import verify
 from .errors import UsageError
+from .exploration import with_ucb
 from .masking import scrub
 from .records import RunRecords, experiment_dir, inspect_run
 from .rewards import Reward, make_reward
@@ -44,7 +45,7 @@ class Experiment:
                  reward: Optional[Reward] = None):
         s = config.spec
         self.config, self.backend, self.observers = config, backend, list(observers)
-        self.reward = reward or make_reward(flip=s.icrl_flip_feedback, flip_prob=s.icrl_flip_feedback_prob)
+        self.reward = reward or make_reward(s.reward, flip=s.icrl_flip_feedback, flip_prob=s.icrl_flip_feedback_prob)
         self.out_dir = experiment_dir(config.options.output_dir, s.as_record())
         self.records = RunRecords(self.out_dir)
         self.directory = RunDirectory(self.records, config.options.output_dir)
@@ -78,6 +79,7 @@ class Experiment:
         if decision.kind == "finished":
             return self._report_finished(decision.state)
         data = load_data(cfg)
+        self.reward.bind(data.task)  # a reward the task cannot have: one line, before any model loads
         if decision.resuming:
             check_same_data(out, decision.config, data)
             verify.check_labels(decision.config, data.task.labels, out)
@@ -86,9 +88,9 @@ class Experiment:
                       *self.observers]
         self.load_backend()
         plan = Plan.of(s.icrl, resolve_max_examples(cfg, data, self.backend), len(data.train), s.test_every)
-        strategy = None if plan.mode == "zero_shot" else make_strategy(
+        strategy = None if plan.mode == "zero_shot" else with_ucb(make_strategy(
             s.context_strategy_name, plan.max_examples, s.context_p_keep, s.max_contexts,
-            s.approximate_context_sampling_method)
+            s.approximate_context_sampling_method), s.ucb_alpha)
         recorded = decision.config
         if decision.kind == "extend":
             recorded, plan = extend(cfg, out, self.records, recorded, plan, data)

@@ -25,10 +25,17 @@ SYSTEM_PROMPT_ICL = "You are an useful assistant. Answer the following questions
 MODES = ("icrl", "icl", "zero_shot")
 
 
-def feedback_message(prediction: str, feedback: int) -> str:
-    """The user message telling the model whether ``prediction`` was right (1) or wrong (0)."""
+PARTIAL_FEEDBACK = 0.5  # --reward coarse_credit: a wrong label of the right parent class (ours)
+
+
+def feedback_message(prediction: str, feedback) -> str:
+    """The user message telling the model whether ``prediction`` was right (1), wrong (0) or,
+    with a graded reward (ours, not the paper's), partly right (0.5)."""
+    if feedback == PARTIAL_FEEDBACK:
+        return (f"The answer '{prediction}' is partly right: the right kind, but not the exact answer. "
+                f"You can do better!")
     if feedback not in (0, 1):
-        raise ValueError(f"feedback must be 1 or 0 to be rendered (got {feedback!r})")
+        raise ValueError(f"feedback must be 1, 0 or 0.5 to be rendered (got {feedback!r})")
     if feedback:
         return f"'{prediction}' is the correct answer! Good job!"
     return f"The answer '{prediction}' is wrong! You can do better!"

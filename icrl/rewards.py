@@ -1,5 +1,6 @@
-"""Reward functions: a prediction and the gold label -> the reward (recorded as the step's
-accuracy) and the feedback shown in context.
+"""Reward functions: a prediction and the gold label -> the reward and the feedback shown in
+context. A step's ``accuracy`` is always exact match; a reward that can differ from it
+(``same_as_accuracy = False``) is recorded apart, as the records' ``reward``.
 
     reward = make_reward()                                  # exact match, the published reward
     accuracy, feedback = reward(prediction, answer, seed=seed, step=t)
@@ -7,9 +8,14 @@ accuracy) and the feedback shown in context.
 ``score`` is the reward; ``shown`` turns it into the feedback the prompt shows (1 or 0: the
 prompt says right or wrong), which is then flipped with --icrl_flip_feedback exactly as
 ``icrl.feedback.shown_feedback`` does (its own generator, seeded seed + step), so the published
-runs keep their random streams. Omitting the feedback (--icrl_omit_feedback)
-is a matter of the prompt (``icrl.prompts``), not of the reward. A new reward subclasses
-``Reward`` and is registered with ``register_reward``.
+runs keep their random streams (flipping a partial credit of 0.5 leaves 0.5). Omitting the
+feedback (--icrl_omit_feedback) is a matter of the prompt (``icrl.prompts``), not of the
+reward. A new reward subclasses ``Reward`` and is registered with ``register_reward``;
+``bind(task)`` is called once the task is loaded (a reward that needs the task checks it there).
+
+    exact_match    1 for the gold label, else 0 (the paper's; the default)
+    coarse_credit  ours: 1 for the gold label, 0.5 for another label of the gold label's parent
+                   class (the task's [hierarchy]: trec_fine's coarse classes), else 0
 """
 
 from __future__ import annotations
@@ -24,9 +30,15 @@ class Reward:
     """Scores a prediction against the gold label; ``flip``/``flip_prob``: the feedback ablation."""
 
     name = "reward"
+    same_as_accuracy = False  # True: the reward is the exact-match accuracy, not recorded again
 
     def __init__(self, flip: bool = False, flip_prob: Optional[float] = None):
         self.flip, self.flip_prob = flip, flip_prob
+
+    def bind(self, task) -> "Reward":
+        """Called with the run's task once it is loaded; raise UsageError if the reward cannot
+        apply to it."""
+        return self
 
     def score(self, prediction: str, answer: str):
         """The reward of ``prediction`` (recorded as the step's accuracy)."""
@@ -46,18 +58,50 @@ class ExactMatch(Reward):
     """1 when the predicted label is the gold label, else 0 (the paper's reward)."""
 
     name = "exact_match"
+    same_as_accuracy = True
 
     def score(self, prediction, answer):
         return int(prediction == answer)
 
 
-REWARDS: dict[str, Callable[..., Reward]] = {"exact_match": ExactMatch}
+class CoarseCredit(Reward):
+    """Ours: 1 for the gold label, 0.5 (``PARTIAL``) for a wrong label with the gold label's
+    parent class in the task's ``hierarchy``, else 0. Shown in context as right, partly right
+    (``icrl.prompts.feedback_message``) or wrong."""
+
+    name = "coarse_credit"
+    PARTIAL = 0.5
+
+    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None):
+        super().__init__(flip, flip_prob)
+        self.parent: dict = {}
+
+    def bind(self, task):
+        if not task.hierarchy:
+            raise UsageError(f"--reward coarse_credit needs a task whose labels have parent classes (a [hierarchy] "
+                             f"table, e.g. trec_fine); {task.name} has none")
+        self.parent = dict(task.hierarchy)
+        return self
+
+    def score(self, prediction, answer):
+        if prediction == answer:
+            return 1
+        parent = self.parent.get(answer)
+        return self.PARTIAL if parent is not None and self.parent.get(prediction) == parent else 0
+
+
+REWARDS: dict[str, Callable[..., Reward]] = {"exact_match": ExactMatch, "coarse_credit": CoarseCredit}
 DEFAULT_REWARD = "exact_match"
 
 
 def register_reward(name: str, factory: Callable[..., Reward]) -> None:
     """Make ``make_reward(name)`` build ``factory(flip=..., flip_prob=...)``."""
     REWARDS[name] = factory
+
+
+def reward_names() -> tuple:
+    """The registered rewards' names (the choices of --reward)."""
+    return tuple(REWARDS)
 
 
 def make_reward(name: str = DEFAULT_REWARD, flip: bool = False, flip_prob: Optional[float] = None) -> Reward:

@@ -109,13 +109,16 @@ def test_a_reward_object_scores_training_and_test_steps(tmp_path):
     train, test = read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl")
     answers = json.loads((run_dir / "config.json").read_text())["test_set"]["answers"]
     reward = LetterOverlap()
-    assert [r["accuracy"] for r in train] == [reward.score(r["prediction"], r["answer"]) for r in train]
-    assert [r["feedback"] for r in train] == [int(r["accuracy"] >= 0.5) for r in train]  # no flipping asked
+    # issue 24.3: the reward is recorded apart ("reward"); "accuracy" stays exact match
+    assert [r["reward"] for r in train] == [reward.score(r["prediction"], r["answer"]) for r in train]
+    assert [r["accuracy"] for r in train] == [int(r["prediction"] == r["answer"]) for r in train]
+    assert [r["feedback"] for r in train] == [int(r["reward"] >= 0.5) for r in train]  # no flipping asked
     for record in test:
         scores = [reward.score(p, a) for p, a in zip(record["predictions"], answers)]
-        assert record["accuracy"] == sum(scores) / len(scores)
+        assert record["reward"] == sum(scores) / len(scores)
+        assert record["accuracy"] == sum(p == a for p, a in zip(record["predictions"], answers)) / len(answers)
     assert summary == summarize(train, test, 6, "icrl")
-    assert any(0 < r["accuracy"] < 1 for r in train)  # graded: not exact match
+    assert any(0 < r["reward"] < 1 for r in train)  # graded: not exact match
 
 
 def test_exact_match_is_the_default_reward_and_flips_as_published():

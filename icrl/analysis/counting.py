@@ -85,7 +85,7 @@ def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Ite
     tests = {record["step"]: record for record in test}
     for record in train:
         step = record["step"]
-        if mode == "icrl":
+        if mode == "icrl" and not record.get("explored"):  # --p_exploration: an explored step made no call
             yield step, "train", record["context"], record["prompt"]
         elif mode == "icl":
             yield step, "icl_train", record["context"], record["prompt"]

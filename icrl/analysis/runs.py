@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from .. import config
+from .. import config as config_module  # run_row's ``config`` is a run's config.json
 from ..errors import UsageError
 from ..records import CONFIG, RESULTS, TEST, TRAIN, RunState, read_json
 
@@ -34,7 +35,7 @@ RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "be
 CONFIG_COLUMNS = ("model", "task_base", "unsemantic", "strategy_base", "strategy_filter", "p_keep",
                   "max_context_examples", "auto_size", "icrl", "omit_feedback", "flip", "max_contexts",
                   "sampling_method", "temperature", "exemplars_per_label", "train_k", "test_every",
-                  "test_k", "max_model_len", "mode")
+                  "test_k", "max_model_len", "mode", "p_exploration", "prob_reset", "ucb_alpha", "reward")
 
 INTEGER_COLUMNS = ("max_context_examples", "max_contexts", "exemplars_per_label", "seed", "training_seed",
                    "test_seed", "steps", "total_steps", "best_test_step", "regret", "prompt_tokens",
@@ -124,7 +125,25 @@ def run_label(row) -> str:
         parts.append(f"T={_fmt(row['temperature'])}")
     if row["exemplars_per_label"]:
         parts.append(f"{row['exemplars_per_label']} exemplars/label")
+    for column, text in BEYOND_THE_PAPER.items():
+        if _beyond(row.get(column)):
+            parts.append(text.format(_fmt(row[column])))
     return f"{name} ({', '.join(parts)})"
+
+
+# Our flags beyond the paper (docs/method.md): column -> its part of a run's label.
+BEYOND_THE_PAPER = {"p_exploration": "epsilon {}", "prob_reset": "reset {}", "ucb_alpha": "UCB {}",
+                    "reward": "reward {}"}
+
+
+def beyond_the_paper(row) -> bool:
+    """Whether a run uses any of our exploration flags or a reward other than exact match."""
+    return any(_beyond(row.get(c)) for c in BEYOND_THE_PAPER)
+
+
+def _beyond(value) -> bool:
+    """Set (not None or NaN, and not the paper's exact-match reward)."""
+    return value is not None and value != "exact_match" and not (isinstance(value, float) and math.isnan(value))
 
 
 LABEL_DETAILS = (("total_steps", "{} steps"), ("test_set", "test {}"), ("seed", "seed {}"),
@@ -212,7 +231,7 @@ def apply_filters(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataF
 # -- loading -----------------------------------------------------------------------------------
 def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     run_dir, config = state.directory, state.config
-    args, resolved = config.get("args", {}), config.get("resolved", {})
+    args, resolved = {**config_module.ADDED_DEFAULTS, **config.get("args", {})}, config.get("resolved", {})
     row = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
     for arg, column in ARG_COLUMNS.items():
         row[column] = args.get(arg)
@@ -232,6 +251,8 @@ def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     row["task_base"] = task.replace("_unsemantic", "")
     row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)
     row["paper_method"] = paper_method_of(row, explorative_p_keep)
+    if beyond_the_paper(row):  # our exploration flags or reward: none of the paper's methods
+        row["method"] = row["paper_method"] = ""
     try:
         results = read_json(run_dir / RESULTS) if (run_dir / RESULTS).is_file() else {}
     except (OSError, ValueError):

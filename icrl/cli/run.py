@@ -66,8 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
     pub("test_seed", type=int)
     pub("hf_token")
     pub("verbose", **boolean)
-    for name in ("ucb_alpha", "prob_reset", "p_exploration"):
-        pub(name, type=float)
+    beyond = _adder(p.add_argument_group(
+        "beyond the paper (our definitions, off by default: docs/method.md; the published script parses the first "
+        "three and ignores them)"))
+    for name in ("p_exploration", "prob_reset", "ucb_alpha"):
+        beyond(name, type=float)
+    beyond("reward")  # checked by validate: rewards registered in code are choices too
     ours = _adder(p.add_argument_group("icrl options"))
     ours("backend", choices=BACKEND_CHOICES)
     ours("data_dir")

@@ -10,6 +10,7 @@ from typing import Optional
 from ..config import RunConfig
 from ..context import REGISTRY, SAMPLING_METHODS
 from ..errors import UsageError
+from ..exploration import validate as validate_exploration
 from ..tasks import parse_task_name
 
 
@@ -71,6 +72,7 @@ def validate(config: RunConfig) -> None:
     if not s.icrl and (strategy or "").endswith(("_only_positive", "_only_negative")):
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
+    validate_exploration(s)
     validate_backend_flags(config)
     if s.backend not in ("openai", "fake"):  # the fake loads no model: any name is a label
         validate_model_path(s.model_name)

@@ -47,6 +47,11 @@ class RunArgs(_RunArgs, total=False):
     a run is resumed; never the HF token or the API key."""
 
     published_tokenization: bool  # absent from runs recorded before it existed (= False)
+    # Beyond the paper (docs/method.md): present only when set (absent = None / "exact_match").
+    p_exploration: float
+    prob_reset: float
+    ucb_alpha: float
+    reward: str
 
 
 class RuntimeArgs(TypedDict, total=False):
@@ -65,8 +70,8 @@ class RuntimeArgs(TypedDict, total=False):
     distributed_executor_backend: Optional[str]
     gpu_memory_utilization: Optional[float]
     enforce_eager: Optional[bool]
-    ucb_alpha: Optional[float]
-    prob_reset: Optional[float]
+    ucb_alpha: Optional[float]      # a copy of args' value (null when unset), as recorded since the
+    prob_reset: Optional[float]     # published script, which parsed these three and ignored them
     p_exploration: Optional[float]
     base_url: Optional[str]
     max_concurrency: int
@@ -162,8 +167,7 @@ class ConfigRecord(_ConfigRecord, total=False):
 
 
 # -- train.jsonl and test.jsonl ---------------------------------------------------------------
-class TrainLine(TypedDict):
-    """One line of train.jsonl: one training step (the step is complete once this is on disk)."""
+class _TrainLine(TypedDict):
 
     step: int
     example_id: int
@@ -174,12 +178,21 @@ class TrainLine(TypedDict):
     accuracy: Optional[int]     # 1 if the prediction is the answer; None in ICL
     context_size: int
     context: List[int]          # steps whose episodes were in the context, in context order
-    metrics: dict               # the strategy's metrics (approximate: context_index, context_lengths)
+    metrics: dict               # the strategy's metrics (approximate: context_index, context_lengths;
+                                # --ucb_alpha: ucb {score, counts, means})
     time_s: float               # the whole step, its test included
 
 
-class TestLine(TypedDict):
-    """One line of test.jsonl: every test prompt predicted with that step's context and seed."""
+class TrainLine(_TrainLine, total=False):
+    """One line of train.jsonl: one training step (the step is complete once this is on disk).
+    The optional fields are written only with their flag (docs/method.md, beyond the paper)."""
+
+    explored: bool              # --p_exploration: a random label, no model call
+    reset: bool                 # --prob_reset: the strategy forgot the steps before this one
+    reward: float               # --reward other than exact_match: the step's reward (accuracy stays exact)
+
+
+class _TestLine(TypedDict):
 
     step: int
     accuracy: float
@@ -189,6 +202,12 @@ class TestLine(TypedDict):
     context: List[int]
     metrics: dict
     time_s: float
+
+
+class TestLine(_TestLine, total=False):
+    """One line of test.jsonl: every test prompt predicted with that step's context and seed."""
+
+    reward: float  # --reward other than exact_match: the mean reward (accuracy stays exact match)
 
 
 # -- results.json -----------------------------------------------------------------------------

@@ -12,6 +12,12 @@ A query-aware strategy (``strategy.query_aware``) sees the input it chooses a co
 training input in 1, and in 3 each test input gets its own context, drawn with
 ``query_rng(seed, t, i)``; the test record then holds ``contexts`` (one list of episode
 indices per test input). Zero-shot is one test at step 0 with no context.
+
+Beyond the paper (``icrl.exploration``, each off by default and drawing nothing when off):
+before 1, ``--prob_reset`` may make the strategy forget the history so far; in 2,
+``--p_exploration`` may replace the model's training prediction by a random label (no model
+call); ``--ucb_alpha`` is told each step's reward. The training record's ``accuracy`` is always
+exact match; a reward other than exact match is recorded apart (``reward``).
 """
 
 from __future__ import annotations
@@ -23,8 +29,8 @@ from typing import Sequence
 import numpy as np
 
 from ..config import RunConfig
-from ..context import replay
 from ..episode import Episode
+from ..exploration import Exploration
 from ..errors import UsageError
 from ..prompts import build_messages
 from .. import verify
@@ -60,6 +66,8 @@ class Loop:
         self.test_recs: list = []
         self.history: list = []
         self.index_of: dict = {}
+        self.explore = Exploration.of(config.spec)
+        self.visible_from = 0  # --prob_reset: the first step whose episode a context may hold
 
     @property
     def zero_shot(self) -> bool:
@@ -103,11 +111,12 @@ class Loop:
                 raise UsageError(f"{out_dir}: step {r['step']} used example {r['example_id']}, the data "
                                  f"now gives {example.id}; the dataset changed, pass --overwrite")
         if not self.zero_shot:
-            replay(self.strategy, history, self.seed)
+            self.explore.replay(self.strategy, history, train_recs, self.seed)
         self.train_recs, self.test_recs, self.history = train_recs, test_recs, history
         self.index_of = {id(e): i for i, e in enumerate(history)}
         start = len(train_recs) if not self.zero_shot else len(test_recs)
         self.steps_done = start
+        self.visible_from = self.explore.last_reset(self.seed, start - 1)
         if resuming:
             say(f"resuming {out_dir} at step {start} of {self.plan.steps}")
         missing = [t for t in self.plan.test_steps if t < start and t not in {r["step"] for r in test_recs}]
@@ -116,7 +125,7 @@ class Loop:
             for t in missing:
                 ids = train_recs[t]["context"]
                 test_recs.append(self.test_step(t, [history[i] for i in ids], ids, train_recs[t]["metrics"],
-                                                history[:t], report=False))
+                                                history[self.explore.last_reset(self.seed, t):t], report=False))
             test_recs.sort(key=lambda r: r["step"])
             self.records.rewrite_test(test_recs)
             self.records.write_results(summarize(train_recs, test_recs, self.plan.steps, self.plan.mode))
@@ -135,11 +144,19 @@ class Loop:
         s, task = self.config.spec, self.task
         tic = time.perf_counter()
         example = None if self.zero_shot else self.data.train[t]
+        extra: dict = {}  # record fields of the flags beyond the paper, only when they are set
+        visible = self.history
         if self.zero_shot:
             context, metrics = [], {}
         else:
+            if self.explore.prob_reset is not None:
+                extra["reset"] = self.explore.resets_at(self.seed, t)
+                if extra["reset"]:
+                    getattr(self.strategy, "reset_history", self.strategy.reset)()
+                    self.visible_from = t
+                visible = self.history[self.visible_from:]
             query = {"query": task.prompt(example)} if self.query_aware else {}
-            context = self.strategy.select(self.history, np.random.default_rng(self.seed + t), **query)
+            context = self.strategy.select(visible, np.random.default_rng(self.seed + t), **query)
             metrics = self.strategy.metrics()
         context_ids = [self.index_of[id(e)] for e in context]
 
@@ -147,14 +164,22 @@ class Loop:
         if example is not None:
             prompt, answer = task.prompt(example), task.answer(example)
             if self.plan.mode == "icrl":
-                prediction = self.predict([self.render(context, prompt)], self.seed + t)[0]
-                accuracy, feedback = self.reward(prediction, answer, seed=s.seed, step=t)
-                episode = Episode(prompt, prediction, feedback, answer, accuracy)
+                explored = self.explore.explored_label(self.seed, t, task.labels)
+                if self.explore.p_exploration is not None:
+                    extra["explored"] = explored is not None
+                prediction = explored if explored is not None else \
+                    self.predict([self.render(context, prompt)], self.seed + t)[0]
+                reward, feedback = self.reward(prediction, answer, seed=s.seed, step=t)
+                if not self.reward.same_as_accuracy:
+                    extra["reward"] = reward
+                if explored is None and hasattr(self.strategy, "observe_reward"):
+                    self.strategy.observe_reward(reward)  # --ucb_alpha: the shown context's reward
+                episode = Episode(prompt, prediction, feedback, answer, int(prediction == answer))
             else:
                 episode = Episode(prompt, None, None, answer, None)
 
         if t in self.plan.test_steps:
-            record = self.test_step(t, context, context_ids, metrics, self.history)
+            record = self.test_step(t, context, context_ids, metrics, visible)
             self.records.append_test(record)
             self.test_recs.append(record)
             self._emit("on_test", t, record)
@@ -164,7 +189,7 @@ class Loop:
                       "prediction": episode.prediction, "feedback": episode.feedback,
                       "answer": episode.answer, "accuracy": episode.accuracy,
                       "context_size": len(context), "context": context_ids, "metrics": metrics,
-                      "time_s": time.perf_counter() - tic}
+                      **extra, "time_s": time.perf_counter() - tic}
             self.records.append_train(record)
             self.train_recs.append(record)
             self.index_of[id(episode)] = len(self.history)
@@ -194,7 +219,7 @@ class Loop:
             progress(0)
         if self.query_aware:
             contexts = [self.strategy.select(history, query_rng(self.seed, t, i), query=p) for i, p in enumerate(prompts)]
-            index_of = {id(e): i for i, e in enumerate(history)}
+            index_of = self.index_of  # steps of the whole history (a reset hides the older ones)
             rendered = [self.render(c, p) for c, p in zip(contexts, prompts)]
             shown = {"context_size": [len(c) for c in contexts],
                      "contexts": [[index_of[id(e)] for e in c] for c in contexts]}
@@ -202,10 +227,13 @@ class Loop:
             rendered = [self.render(context, p) for p in prompts]
             shown = {"context_size": len(context), "context": list(context_ids)}
         predictions = self.predict(rendered, self.seed + t, progress)
-        correct = [self.reward.score(p, g) for p, g in zip(predictions, answers)]
+        correct = [int(p == g) for p, g in zip(predictions, answers)]  # test accuracy: always exact match
+        extra = {} if self.reward.same_as_accuracy else \
+            {"reward": sum(self.reward.score(p, g) for p, g in zip(predictions, answers)) / len(answers)}
         record = {"step": t, "accuracy": sum(correct) / len(correct),
                   "per_class_accuracy": per_class_accuracy(answers, correct),
-                  "predictions": predictions, **shown, "metrics": metrics, "time_s": time.perf_counter() - tic}
+                  "predictions": predictions, **shown, "metrics": metrics, **extra,
+                  "time_s": time.perf_counter() - tic}
         log.info("step %d: test accuracy %.4f", t, record["accuracy"])
         return record
 

@@ -52,7 +52,7 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
             f"has an unreadable config.json ({exc})"
         raise DamagedRecords(f"{out_dir} {why}; restore it, or pass --overwrite to start again") from None
     old = {**ADDED_DEFAULTS, **recorded.get("args", {})}  # records written before an argument existed
-    new = config.spec.as_record()
+    new = {**ADDED_DEFAULTS, **config.spec.as_record()}  # quiet fields are written only when set
     # train_k is compared through the plan below: a larger one extends the run
     differing = sorted(k for k in set(old) | set(new)
                        if k not in RUNTIME_NAMES and k not in EXTENDING_NAMES and old.get(k) != new.get(k))
@@ -102,7 +102,7 @@ def config_record(config: RunConfig, plan: Plan, data: RunData, backend) -> dict
     task = data.task
     return scrub({
         "format_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "args": config.spec.as_record(), "runtime_args": config.options.as_record(),
+        "args": config.spec.as_record(), "runtime_args": config.runtime_record(),
         "resolved": {"mode": plan.mode, "max_context_examples": plan.max_examples, "steps": plan.steps,
                      "test_steps": list(plan.test_steps), "num_exemplars": len(data.exemplars),
                      "train_examples": len(data.train), "test_examples": len(data.test)},

@@ -1,0 +1,161 @@
+"""--reward: exact match (the paper's, the default) and coarse_credit (ours: partial credit for a
+wrong label of the right parent class, trec_fine's coarse classes), on the fake backend."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from icrl.backends.fake import INTERRUPT_ENV
+from icrl.cli import parse_args
+from icrl.episode import Episode
+from icrl.experiment import Experiment, main
+from icrl.prompts import build_messages, feedback_message
+from icrl.rewards import CoarseCredit, make_reward
+from icrl.tasks import load_task
+
+BASE = ["--backend", "fake", "--model_name", "fake", "--train_k", "30", "--test_every", "10", "--test_k", "20",
+        "--seed", "3", "--training_seed", "3", "--test_seed", "3", "--no-progress", "--icrl",
+        "--max_context_examples", "4", "--context_strategy_name", "random_biased_end"]
+FINE = ["--task_name", "trec_fine"]
+
+
+@pytest.fixture(autouse=True)
+def data_env(data_dir, monkeypatch):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+
+def argv(root: Path, *words) -> list:
+    return [*BASE, "--output_dir", str(root), *words]
+
+
+def run(root: Path, *words) -> Experiment:
+    experiment = Experiment(parse_args(argv(root, *words)))
+    experiment.run()
+    return experiment
+
+
+def records(run_dir: Path) -> dict:
+    out = {}
+    for name in ("train", "test"):
+        lines = [json.loads(line) for line in (run_dir / f"{name}.jsonl").read_text().splitlines()]
+        out[name] = [{k: v for k, v in r.items() if k != "time_s"} for r in lines]
+    return out
+
+
+@pytest.fixture
+def fine(data_dir):
+    return load_task("trec_fine", data_dir)
+
+
+def test_coarse_credit_scores(fine):
+    reward = make_reward("coarse_credit").bind(fine)
+    assert reward.score("location city", "location city") == 1
+    assert reward.score("location country", "location city") == 0.5  # right coarse class
+    assert reward.score("numeric date", "location city") == 0
+    # every fine label's coarse class is the word before its space, as the task file maps them
+    assert all(fine.hierarchy[label] == label.split()[0] for label in fine.labels)
+
+
+def test_coarse_credit_needs_a_hierarchy(tmp_path, capsys):
+    assert main(argv(tmp_path, "--task_name", "trec_coarse", "--reward", "coarse_credit")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "coarse_credit" in err and "trec_coarse" in err
+    assert not any(tmp_path.rglob("config.json"))
+
+
+def test_partial_feedback_text():
+    text = feedback_message("location country", 0.5)
+    assert text == ("The answer 'location country' is partly right: the right kind, but not the exact answer. "
+                    "You can do better!")
+    task = type("T", (), {"prediction_prefix": "Type:", "description": ""})()
+    context = [Episode("Question: a?", "location country", 0.5, "location city", 0)]
+    messages, _ = build_messages(task, context, "Question: b?", "icrl")
+    assert messages[-1]["content"].startswith(text)
+    messages, _ = build_messages(task, context, "Question: b?", "icrl", omit_feedback=True)
+    assert not any("partly right" in m["content"] for m in messages)  # --icrl_omit_feedback shows none
+
+
+def test_run_records_reward_apart_from_exact_accuracy(tmp_path):
+    experiment = run(tmp_path, *FINE, "--reward", "coarse_credit")
+    assert experiment.out_dir.name.endswith("_rewardcoarse-credit")
+    got = records(experiment.out_dir)
+    parent = experiment.loop.task.hierarchy
+    for r in got["train"]:
+        exact = int(r["prediction"] == r["answer"])
+        assert r["accuracy"] == exact
+        want = 1 if exact else 0.5 if parent[r["prediction"]] == parent[r["answer"]] else 0
+        assert r["reward"] == want and r["feedback"] == want
+    assert any(r["reward"] == 0.5 for r in got["train"])
+    answers = [experiment.loop.task.answer(e) for e in experiment.loop.data.test]
+    for r in got["test"]:  # test accuracy stays the fraction of exact matches; reward: the mean reward
+        assert r["accuracy"] == sum(p == a for p, a in zip(r["predictions"], answers)) / len(answers)
+        scores = [1 if p == a else 0.5 if parent[p] == parent[a] else 0 for p, a in zip(r["predictions"], answers)]
+        assert r["reward"] == pytest.approx(sum(scores) / len(scores))
+    results = json.loads((experiment.out_dir / "results.json").read_text())
+    assert results["regret"] == sum(1 - r["accuracy"] for r in got["train"])  # regret: exact match
+
+
+def test_exact_match_is_the_default_and_adds_nothing(tmp_path):
+    plain = run(tmp_path / "a", *FINE)
+    explicit = run(tmp_path / "b", *FINE, "--reward", "exact_match")
+    assert plain.out_dir.relative_to(tmp_path / "a") == explicit.out_dir.relative_to(tmp_path / "b")
+    got = records(plain.out_dir)
+    assert got == records(explicit.out_dir)
+    assert not any("reward" in r for r in got["train"] + got["test"])
+    assert "reward" not in json.loads((plain.out_dir / "config.json").read_text())["args"]
+
+
+def test_graded_reward_changes_the_run(tmp_path):
+    """The 0.5 feedback is shown in later prompts, so the model's samples differ."""
+    plain = records(run(tmp_path / "a", *FINE).out_dir)["train"]
+    graded = records(run(tmp_path / "b", *FINE, "--reward", "coarse_credit").out_dir)["train"]
+    assert [r["prediction"] for r in plain] != [r["prediction"] for r in graded]
+
+
+def test_flip_leaves_partial_credit_and_accuracy(tmp_path):
+    got = records(run(tmp_path, *FINE, "--reward", "coarse_credit", "--icrl_flip_feedback",
+                      "--icrl_flip_feedback_prob", "1").out_dir)["train"]
+    for r in got:
+        assert r["feedback"] == (0.5 if r["reward"] == 0.5 else 1 - r["reward"])
+        assert r["accuracy"] == int(r["prediction"] == r["answer"])
+
+
+def test_omit_feedback_runs(tmp_path):
+    got = records(run(tmp_path, *FINE, "--reward", "coarse_credit", "--icrl_omit_feedback").out_dir)["train"]
+    assert any(r["reward"] == 0.5 for r in got)
+
+
+def test_only_positive_keeps_full_credit_only(tmp_path):
+    words = [w if w != "random_biased_end" else "random_biased_end_only_positive" for w in BASE]
+    experiment = Experiment(parse_args([*words, "--output_dir", str(tmp_path), *FINE, "--reward", "coarse_credit"]))
+    experiment.run()
+    got = records(experiment.out_dir)["train"]
+    for r in got:
+        assert all(got[i]["feedback"] == 1 for i in r["context"])
+
+
+def test_resume_equals_an_uninterrupted_run(tmp_path, monkeypatch):
+    words = [*FINE, "--reward", "coarse_credit"]
+    whole = records(run(tmp_path / "whole", *words).out_dir)
+    monkeypatch.setenv(INTERRUPT_ENV, "7")
+    assert main(argv(tmp_path / "cut", *words)) == 130
+    monkeypatch.delenv(INTERRUPT_ENV)
+    assert main(argv(tmp_path / "cut", *words)) == 0
+    (cut,) = [p.parent for p in (tmp_path / "cut").rglob("config.json")]
+    assert records(cut) == whole
+
+
+def test_reward_names_are_checked(tmp_path, capsys):
+    from icrl.cli import build_parser
+
+    assert "coarse_credit" in build_parser().format_help()
+    assert isinstance(make_reward("coarse_credit"), CoarseCredit)
+    assert main(argv(tmp_path, *FINE, "--reward", "nope")) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown --reward 'nope'" in err and "coarse_credit" in err
+    assert main(argv(tmp_path, *FINE, "--reward", "coarse_credit", "--no-icrl")) == 2
+    assert "only applies to ICRL" in capsys.readouterr().err

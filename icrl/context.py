@@ -189,10 +189,12 @@ class Approximate(Strategy):
         self._last_index: Optional[int] = None
 
     def select(self, history, rng, query=None):
-        accepted = [episode for episode in history if self.accept(episode)] if self.reoffer else None
-        if not (accepted if self.reoffer else any(self.accept(episode) for episode in history)):
+        if self.reoffer:  # the newest episode that passes the filter, as published
+            newest = next((episode for episode in reversed(history) if self.accept(episode)), None)
+        else:
+            newest = history[-1] if any(self.accept(episode) for episode in history) else None
+        if newest is None:
             return self._choose(int(rng.choice(range(self.max_contexts))))
-        newest = accepted[-1] if self.reoffer else history[-1]
         if self.accept(newest):
             for k, context in enumerate(self.contexts):
                 if len(context) >= self.max_examples:

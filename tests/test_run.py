@@ -228,7 +228,7 @@ def test_wandb_observer_logs_what_the_loop_did(tmp_path, monkeypatch):
     assert calls[-1] == ("finish",) and Run.summary["final_test_accuracy"] == summary["final_test_accuracy"]
 
 
-def test_published_quirks_make_approximate_only_positive_re_offer_as_published(tmp_path):
+def test_published_quirks_make_approximate_only_positive_re_offer_as_published(tmp_path, monkeypatch):
     """By default a wrong newest episode changes no approximate_only_positive context; with
     --published_quirks the last right one is offered again, as the published code does, so the
     run shows the contexts the published run_count_tokens.py rebuilds from its records (and
@@ -249,3 +249,12 @@ def test_published_quirks_make_approximate_only_positive_re_offer_as_published(t
         assert (contexts[name] == rebuilt) == (name == "published"), name
     assert any(len(set(c)) < len(c) for c in contexts["published"])  # an episode offered twice
     assert all(len(set(c)) == len(c) for c in contexts["ours"])
+    # killed mid-run, it resumes to the same contexts (the re-offering state is replayed)
+    resumed = [*argv, "--published_quirks", "--output_dir", str(tmp_path / "resumed")]
+    monkeypatch.setenv(INTERRUPT_ENV, "17")
+    assert main(resumed) != 0
+    run_dir = next((tmp_path / "resumed").rglob("config.json")).parent
+    assert 0 < len(read_jsonl(run_dir / "train.jsonl")) < 30
+    monkeypatch.delenv(INTERRUPT_ENV)
+    assert main(resumed) == 0
+    assert [r["context"] for r in read_jsonl(run_dir / "train.jsonl")] == contexts["published"]

@@ -166,7 +166,10 @@ class Approximate(Strategy):
     Difference from the published code: there, ``approximate_only_positive`` filters the
     whole history and offers the LAST POSITIVE episode, so when the newest episode is
     negative the most recent positive one is offered again (and can be appended twice, with
-    extra log-probability terms). Here a filtered-out newest episode changes nothing.
+    extra log-probability terms). Here a filtered-out newest episode changes nothing, unless
+    ``reoffer`` is set (``--published_quirks``; the token counter sets it to rebuild the
+    contexts the published ``run_count_tokens.py`` counts): then the newest episode that
+    passes the filter is offered, with the draws above, as published.
     """
 
     stateful = True
@@ -175,6 +178,7 @@ class Approximate(Strategy):
         super().__init__(max_examples, p_keep, accept)
         self.max_contexts = max_contexts
         self.sampling_method = sampling_method
+        self.reoffer = False  # the published re-offer of the last accepted episode (see above)
         self._log_keep = float(np.log(p_keep))
         self._log_drop = float(np.log(1 - p_keep)) if p_keep < 1 else -np.inf  # never drawn at p_keep = 1
         self.reset()
@@ -185,9 +189,12 @@ class Approximate(Strategy):
         self._last_index: Optional[int] = None
 
     def select(self, history, rng, query=None):
-        if not any(self.accept(episode) for episode in history):
+        if self.reoffer:  # the newest episode that passes the filter, as published
+            newest = next((episode for episode in reversed(history) if self.accept(episode)), None)
+        else:
+            newest = history[-1] if any(self.accept(episode) for episode in history) else None
+        if newest is None:
             return self._choose(self._pick(rng, early=True))
-        newest = history[-1]
         if self.accept(newest):
             for k, context in enumerate(self.contexts):
                 if len(context) >= self.max_examples:
@@ -267,10 +274,12 @@ def _is_int(value) -> bool:
 
 
 def make_strategy(name: str, max_examples: int, p_keep: float = 1.0, max_contexts: int = -1,
-                  sampling_method: Optional[str] = None) -> Strategy:
+                  sampling_method: Optional[str] = None, published_quirks: bool = False) -> Strategy:
     """Build the strategy registered as ``name``; bad names/options raise UsageError.
 
     max_contexts and sampling_method are used (and required) by the approximate family only.
+    ``published_quirks``: an approximate strategy re-offers the last accepted episode when
+    the newest one is filtered out, as the published code does (``Approximate``).
     """
     if name not in REGISTRY:
         raise UsageError(f"unknown context strategy {name!r}; choose one of: {', '.join(REGISTRY)}")
@@ -279,6 +288,8 @@ def make_strategy(name: str, max_examples: int, p_keep: float = 1.0, max_context
     if not isinstance(p_keep, (int, float, np.floating)) or isinstance(p_keep, bool) or not 0 < p_keep <= 1:
         raise UsageError(f"p_keep must be in (0, 1] (got {p_keep!r})")
     strategy = REGISTRY[name](max_examples, float(p_keep), max_contexts, sampling_method)
+    if published_quirks and isinstance(strategy, Approximate):
+        strategy.reoffer = True
     if strategy.query_aware and strategy.stateful:
         raise UsageError(f"{name}: a query-aware strategy must be stateless (it chooses one context per test input)")
     return strategy

@@ -90,7 +90,7 @@ class Experiment:
         plan = Plan.of(s.icrl, resolve_max_examples(cfg, data, self.backend), len(data.train), s.test_every)
         strategy = None if plan.mode == "zero_shot" else with_ucb(make_strategy(
             s.context_strategy_name, plan.max_examples, s.context_p_keep, s.max_contexts,
-            s.approximate_context_sampling_method), s.ucb_alpha)
+            s.approximate_context_sampling_method, published_quirks=s.published_tokenization), s.ucb_alpha)
         recorded = decision.config
         if decision.kind == "extend":
             recorded, plan = extend(cfg, out, self.records, recorded, plan, data)

@@ -234,6 +234,32 @@ def test_approximate_only_positive_ignores_negative_newest_no_reoffer():
     assert rng.bit_generator.state == ref.bit_generator.state
 
 
+def test_approximate_only_positive_reoffers_with_published_quirks():
+    """--published_quirks (and the token counter's reconstruction): as the published code, a
+    negative newest episode makes the last positive one offered again, with its draws."""
+    history = episodes([1, 0, 0])
+    s = make_strategy("approximate_only_positive", 10, 1.0, max_contexts=2, sampling_method="uniform",
+                      published_quirks=True)
+    for t in range(3):
+        s.select(history[:t], np.random.default_rng(t))
+    assert [positions(c) for c in s.contexts] == [[0, 0], [0, 0]]  # q0 offered at t=1 and again at t=2
+    rng, ref = np.random.default_rng(3), np.random.default_rng(3)
+    assert positions(s.select(history, rng)) == [0, 0, 0]
+    assert s.log_probs == [0.0, 0.0]  # log(p_keep = 1) per append
+    ref.binomial(1, 1.0), ref.binomial(1, 1.0), ref.choice(range(2))
+    assert rng.bit_generator.state == ref.bit_generator.state
+    # plain approximate is unchanged by the switch: the newest episode always passes
+    for name in ("approximate", "approximate_only_positive"):
+        for method in ("uniform", "exact"):
+            a = make_strategy(name, 10, 0.5, max_contexts=3, sampling_method=method)
+            b = make_strategy(name, 10, 0.5, max_contexts=3, sampling_method=method, published_quirks=True)
+            hist = episodes([1, 1, 0, 1])
+            got = [(positions(a.select(hist[:t], np.random.default_rng(t))),
+                    positions(b.select(hist[:t], np.random.default_rng(t)))) for t in range(len(hist) + 1)]
+            same = all(x == y for x, y in got) and a.log_probs == b.log_probs
+            assert same == (name == "approximate"), (name, method)
+
+
 def test_approximate_only_positive_before_any_positive():
     history = episodes([0, 0])
     s = approximate("approximate_only_positive", 3, 10, 0.5, "exact")

@@ -229,3 +229,35 @@ def test_wandb_observer_logs_what_the_loop_did(tmp_path, monkeypatch):
     assert logged == [(0, ["test/accuracy"]), (0, ["train/accuracy", "train/context_size"]),
                       (1, ["test/accuracy"]), (1, ["train/accuracy", "train/context_size"])]
     assert calls[-1] == ("finish",) and Run.summary["final_test_accuracy"] == summary["final_test_accuracy"]
+
+
+def test_published_quirks_make_approximate_only_positive_re_offer_as_published(tmp_path, monkeypatch):
+    """By default a wrong newest episode changes no approximate_only_positive context; with
+    --published_quirks the last right one is offered again, as the published code does, so the
+    run shows the contexts the published run_count_tokens.py rebuilds from its records (and
+    they differ from the default run's)."""
+    from icrl.analysis.counting import Replay
+
+    argv = [*BASE, "--context_strategy_name", "approximate_only_positive", "--context_p_keep", "0.5",
+            "--max_contexts", "2", "--approximate_context_sampling_method", "uniform", "--train_k", "30",
+            "--test_every", "10", "--max_context_examples", "20"]
+    contexts = {}
+    for name, extra in (("ours", []), ("published", ["--published_quirks"])):
+        assert main([*argv, *extra, "--output_dir", str(tmp_path / name)]) == 0
+        run_dir = next((tmp_path / name).rglob("config.json")).parent
+        config, train = json.loads((run_dir / "config.json").read_text()), read_jsonl(run_dir / "train.jsonl")
+        assert sum(r["feedback"] == 0 for r in train) >= 5  # wrong answers: the case that differs
+        rebuilt = Replay(config, train, [], chat=None).published
+        contexts[name] = [r["context"] for r in train]
+        assert (contexts[name] == rebuilt) == (name == "published"), name
+    assert any(len(set(c)) < len(c) for c in contexts["published"])  # an episode offered twice
+    assert all(len(set(c)) == len(c) for c in contexts["ours"])
+    # killed mid-run, it resumes to the same contexts (the re-offering state is replayed)
+    resumed = [*argv, "--published_quirks", "--output_dir", str(tmp_path / "resumed")]
+    monkeypatch.setenv(INTERRUPT_ENV, "17")
+    assert main(resumed) != 0
+    run_dir = next((tmp_path / "resumed").rglob("config.json")).parent
+    assert 0 < len(read_jsonl(run_dir / "train.jsonl")) < 30
+    monkeypatch.delenv(INTERRUPT_ENV)
+    assert main(resumed) == 0
+    assert [r["context"] for r in read_jsonl(run_dir / "train.jsonl")] == contexts["published"]

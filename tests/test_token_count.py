@@ -70,23 +70,55 @@ def independent_prompts(run_dir: Path, chat) -> list[str]:
     return prompts
 
 
-def published_processed_tokens(run_dir: Path, chat):
+def published_approximate_contexts(config: dict, train: list) -> list:
+    """Each step's context (step indices) as the published approximate generators build it, which
+    the published run_count_tokens.py runs again over the recorded episodes: K contexts; at step t
+    (rng seeded seed + t) the LAST episode of the whole history that passes the filter (feedback 1
+    for _only_positive: so a negative newest episode re-offers the last positive one) joins each
+    non-full context with probability p_keep, adding log p_keep or log(1 - p_keep) to its score;
+    then a context is drawn, uniformly or with probabilities softmax(score) ("exact"). With no
+    episode passing the filter yet, an empty context."""
+    args, contexts = config["args"], []
+    k_contexts, size, p = args["max_contexts"], config["resolved"]["max_context_examples"], args["context_p_keep"]
+    stored, score = [[] for _ in range(k_contexts)], np.zeros(k_contexts)
+    for t in range(len(train)):
+        rng = np.random.default_rng(args["seed"] + t)
+        offered = [i for i in range(t) if args["context_strategy_name"] == "approximate" or train[i]["feedback"] == 1]
+        if not offered:
+            contexts.append([])
+            continue
+        for k in range(k_contexts):
+            if len(stored[k]) < size:
+                keep = rng.binomial(1, p)
+                stored[k] += [offered[-1]] if keep else []
+                score[k] += np.log(p if keep else 1 - p)
+        exact = args["approximate_context_sampling_method"] == "exact"
+        contexts.append(list(stored[rng.choice(range(k_contexts), p=np.exp(score - np.logaddexp.reduce(score)) if exact else None)]))
+    return contexts
+
+
+def published_processed_tokens(run_dir: Path, chat, as_run: bool = False):
     """The published run_count_tokens.py's figure, recomputed here the way it computes it: every
     step's training prompt (ICRL: the prompt sent; supervised ICL: the step's context with gold
     answers and the training input, never sent), tokenized to token strings, counted less its
     longest prefix in a trie of every prefix of the earlier training prompts; test prompts take
-    no part. None for a zero-shot run (the published script has no training step to count)."""
+    no part. Each step's context is the published strategy's over the recorded episodes (for the
+    approximate strategies rebuilt above; the others' recorded contexts are the published ones,
+    tests/test_golden.py), or with ``as_run`` the recorded one. None for a zero-shot run (the
+    published script has no training step to count)."""
     config = read_json(run_dir / "config.json")
     mode = config["resolved"]["mode"]
     if mode == "zero_shot":
         return None
     train = read_jsonl(run_dir / "train.jsonl")
+    rebuild = not as_run and config["args"].get("context_strategy_name", "").startswith("approximate")
+    contexts = published_approximate_contexts(config, train) if rebuild else [r["context"] for r in train]
     task = prompt_format(config["args"]["task_name"])
     episodes = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"]) for r in train]
     exemplars = [(e["prompt"], e["answer"]) for e in config["exemplars"]]
     trie, total = {}, 0
-    for record in train:
-        messages, prefix = build_messages(task, [episodes[i] for i in record["context"]], record["prompt"], mode,
+    for record, context in zip(train, contexts):
+        messages, prefix = build_messages(task, [episodes[i] for i in context], record["prompt"], mode,
                                           omit_feedback=config["args"]["icrl_omit_feedback"], exemplars=exemplars,
                                           supports_system_role=chat.supports_system_role)
         tokens = chat.tokenizer.tokenize(chat.render(messages, prefix))
@@ -389,10 +421,53 @@ def test_processed_tokens_count_an_icl_runs_steps_by_hand(tmp_path):
     assert summary["prompt_tokens"] == 12
 
 
+@pytest.mark.parametrize("quirks", [False, True])
+def test_processed_tokens_of_a_hand_counted_approximate_run(tmp_path, quirks):
+    """approximate_only_positive with one context, p_keep 1 (no chance involved), counted by hand
+    with one token per word. Episodes: q0 "Query: a b" right, q1 "Query: c d" wrong, q2 "Query:
+    e f" right, q3 "Query: g h". A right episode in a context is 14 tokens (its 3 query words,
+    <assistant> Type: X, <user> and 8 feedback words); a prompt is <system> <user>, the context,
+    the query's 3 words and Type:.
+
+    Our run shows [], [q0], [q0], [q0 q2]: a wrong newest episode changes nothing. The published
+    code (which its run_count_tokens.py runs again over the records) re-offers the last right
+    episode when the newest is wrong: [], [q0], [q0 q0], [q0 q0 q2].
+    published contexts: 6 | 20, shares 5: 15 | 34, shares 17 (through q0 and "Query:"): 17 |
+                        48, shares 33 (through q0 q0 and "Query: e f"): 15       processed 53
+    our contexts:       6 | 15 | 20, shares 17: 3 | 34, shares 19: 15           as run    39
+    A run made with --published_quirks shows the published contexts: both counts are 53."""
+    contexts = [[], [0], [0, 0], [0, 0, 2]] if quirks else [[], [0], [0], [0, 2]]
+    train = [{"step": t, "prompt": prompt, "prediction": pred, "feedback": int(pred == "X"), "answer": "X",
+              "accuracy": int(pred == "X"), "context": contexts[t]}
+             for t, (prompt, pred) in enumerate([("Query: a b", "X"), ("Query: c d", "Y"), ("Query: e f", "X"),
+                                                 ("Query: g h", "X")])]
+    run = _write_run(tmp_path / "approximate", "icrl", train, {3: contexts[3]}, ["Query: z"])
+    config = json.loads((run / "config.json").read_text())
+    config["args"].update({"context_strategy_name": "approximate_only_positive", "context_p_keep": 1.0,
+                           "max_contexts": 1, "approximate_context_sampling_method": "uniform", "seed": 3,
+                           "published_tokenization": quirks})
+    config["resolved"]["max_context_examples"] = 10
+    (run / "config.json").write_text(json.dumps(config))
+    summary, rows = count_run(run, WordChat())
+    assert [r["processed_tokens"] for r in rows if r["kind"] == "train"] == [6, 15, 17, 15]
+    assert summary["processed_tokens"] == 53
+    assert summary["processed_tokens_as_run"] == (53 if quirks else 39)
+    assert summary["rebuilt_contexts"] == (0 if quirks else 2)
+    assert summary["train_prompt_tokens"] == (6 + 20 + 34 + 48 if quirks else 6 + 20 + 20 + 34)  # as sent
+
+
 @pytest.mark.parametrize("tokenizer", ["smollm2-135m", "meta-llama/Meta-Llama-3.1-8B-Instruct"])
 def test_processed_tokens_equal_the_published_computation(tmp_path, tokenizer, smollm2_chat):
-    """Naive, naive+, explorative, approximate and ICL records of two tasks: the headline equals
-    the published script's computation (recomputed independently above) on the same records."""
+    """Naive, naive+, explorative, approximate (both filters, both sampling methods) and ICL records
+    of two tasks: the headline equals the published script's computation (recomputed independently
+    above, contexts included) on the same records; processed_tokens_as_run is that count over the
+    recorded contexts. The published counting loop (run_count_tokens.py's main, lil-lab/icrl
+    ab1d465) run on these records outside the repository, with its unmodified context generators
+    and VLLMModelTokenizerOnlyWrapper (only the Gemini, vLLM and pytz imports stubbed, and
+    ucb_alpha/prob_reset/p_exploration=None added to its load_context_generator call, which at
+    that commit lacks them), gives the same figures with the Llama-3.1 tokenizer: banking77
+    approximate_only_positive uniform 1,777 (as run 1,511), exact 1,112 (1,047), approximate
+    uniform 1,838, exact 965; clinic150 1,457 (1,261), 924 (871), 1,518, 798."""
     data_dir = datasets_dir()
     if data_dir is None:
         pytest.skip("raw dataset files not found")
@@ -403,6 +478,9 @@ def test_processed_tokens_equal_the_published_computation(tmp_path, tokenizer, s
                "naive+": dict(strategy="random_biased_end_only_positive", p_keep=1.0, temperature=2.0),
                "explorative": dict(strategy="random_unbiased_only_positive", p_keep=0.1),
                "approximate": dict(strategy="approximate_only_positive", p_keep=0.1, max_contexts=8),
+               "approximate exact": dict(strategy="approximate_only_positive", p_keep=0.1, max_contexts=8,
+                                         sampling_method="exact"),
+               "approximate unfiltered": dict(strategy="approximate", p_keep=0.1, max_contexts=8),
                "ICL": dict(strategy="random_unbiased", p_keep=1.0, icrl=False)}
     residual = 0
     for task_name in ("banking77", "clinic150"):
@@ -412,7 +490,12 @@ def test_processed_tokens_equal_the_published_computation(tmp_path, tokenizer, s
             summary, _ = count_run(run_dir, chat)
             expected = published_processed_tokens(run_dir, chat)
             assert summary["processed_tokens"] == expected > 0, (task_name, method)
-            residual += summary["processed_tokens"] - summary["train_uncached_tokens"]
+            as_run = published_processed_tokens(run_dir, chat, as_run=True)
+            assert summary["processed_tokens_as_run"] == as_run, (task_name, method)
+            # only approximate_only_positive's published contexts differ from ours (negative newest episodes)
+            differs = kw["strategy"] == "approximate_only_positive"
+            assert (as_run != expected) == (summary["rebuilt_contexts"] > 0) == differs, (task_name, method)
+            residual += summary["processed_tokens_as_run"] - summary["train_uncached_tokens"]
             if method == "ICL":
                 # as published: an ICL run stops at the first test step with a full context (step 9)
                 assert summary["train_prompt_tokens"] == 0 and summary["icl_train_calls"] == 10

@@ -15,7 +15,14 @@ The numbers per run:
   are neither counted nor remembered). A supervised-ICL run makes no training call, but
   the published script counts one per step as if it did (the step's context with gold
   answers, then the step's training input, in the ICL prompt): those ``icl_train`` calls
-  are rendered for this figure only.
+  are rendered for this figure only. Like the published script, it rebuilds each step's
+  context from the recorded episodes and the seed with the published strategy code instead of
+  reading it: for ``approximate_only_positive``, whose published code re-offers the last
+  positive episode when the newest is negative (``icrl.context.Approximate``, not done by our
+  runs unless ``--published_quirks``), those contexts differ from the ones our run showed;
+  ``processed_tokens_as_run`` is the same count over the contexts the run really showed
+  (equal to ``processed_tokens`` for every other strategy: their contexts are the published
+  ones, see tests/test_golden.py).
 - prompt tokens: the tokens of every prompt actually sent, split into training calls
   ("train tokens") and test calls ("test tokens");
 - uncached tokens: what a perfect prefix cache would still compute over every call sent:
@@ -55,6 +62,7 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from ..context import make_strategy
 from ..episode import Episode
 from ..prompts import build_messages
 from ..records import CONFIG, TEST, TRAIN, read_json, read_jsonl
@@ -106,15 +114,40 @@ class Replay:
         self.exemplars = [(e["prompt"], e["answer"]) for e in config.get("exemplars", [])]
         self.history = [Episode(r["prompt"], r.get("prediction"), r.get("feedback"), r["answer"], r.get("accuracy"))
                         for r in train]
+        self.published = published_contexts(config, self.history)
 
     def calls(self):
         return iter_calls(self.config, self.train, self.test)
+
+    def published_context(self, step: int, kind: str, context: Sequence[int]) -> Optional[list]:
+        """The context the published counter rebuilds for this call, None when it is ``context``."""
+        if kind == "test" or self.published is None or self.published[step] == list(context):
+            return None
+        return self.published[step]
 
     def render(self, context: Sequence[int], prompt: str) -> str:
         messages, prefix = build_messages(
             self.task, [self.history[i] for i in context], prompt, self.mode, omit_feedback=self.omit_feedback,
             exemplars=self.exemplars, supports_system_role=self.chat.supports_system_role)
         return self.chat.render(messages, prefix)
+
+
+REBUILT = ("approximate_only_positive",)  # strategies whose published contexts our runs do not show
+
+
+def published_contexts(config: dict, history: Sequence[Episode]) -> Optional[list[list[int]]]:
+    """Each step's context as the published run_count_tokens.py rebuilds it (its strategy code,
+    seeded with seed + step, over the recorded episodes), for the strategies in REBUILT; None
+    for the others, whose recorded contexts are the published ones."""
+    args = config["args"]
+    if args.get("context_strategy_name") not in REBUILT or config["resolved"]["mode"] == "zero_shot":
+        return None
+    strategy = make_strategy(args["context_strategy_name"], config["resolved"]["max_context_examples"],
+                             args["context_p_keep"], args["max_contexts"], args["approximate_context_sampling_method"],
+                             published_quirks=True)
+    index = {id(episode): i for i, episode in enumerate(history)}
+    return [[index[id(e)] for e in strategy.select(history[:t], np.random.default_rng(args["seed"] + t))]
+            for t in range(len(history))]
 
 
 # -- tokenization -------------------------------------------------------------------------------
@@ -273,6 +306,7 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
     n = len(calls)
     every = max(1, n // verify) if verify > 0 else 0
     tree, paper_tree = PrefixTree(), PrefixTree()
+    run_tree = PrefixTree() if replay.published is not None else None  # the as-run count, when it can differ
     per_step: dict = {}
     verified = 0
     render_s = encode_s = tree_s = 0.0
@@ -280,8 +314,13 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
         batch = calls[lo:lo + chunk]
         tic = time.perf_counter()
         texts = [replay.render(context, prompt) for _, _, context, prompt in batch]
+        rebuilt = [(j, replay.published_context(step, kind, context)) for j, (step, kind, context, _) in enumerate(batch)]
+        rebuilt = [(j, c) for j, c in rebuilt if c is not None]
+        extra = [replay.render(c, batch[j][3]) for j, c in rebuilt]
         tic2 = time.perf_counter()
-        ids = encoder.encode(texts)
+        ids = encoder.encode(texts + extra)
+        paper_ids = dict(zip([j for j, _ in rebuilt], ids[len(texts):]))
+        ids = ids[:len(texts)]
         if encoder.incremental:
             check = [j for j in range(len(batch)) if lo + j < 8 or (every and (lo + j) % every == every - 1)]
             if check:
@@ -292,22 +331,27 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
                         raise IncrementalMismatch(f"segment-wise ids differ from whole-prompt ids at step {step} ({kind})")
                 verified += len(check)
         tic3 = time.perf_counter()
-        for (step, kind, _, _), x in zip(batch, ids):
+        for j, ((step, kind, _, _), x) in enumerate(zip(batch, ids)):
             row = per_step.get((step, kind))
             if row is None:
-                row = per_step[(step, kind)] = [0, 0, 0, 0]
+                row = per_step[(step, kind)] = [0, 0, 0, 0, 0]
             row[0] += 1
             row[1] += len(x)
             if kind != "icl_train":  # sent: the cache of every call
                 row[2] += len(x) - tree.insert(x)
             if kind != "test":  # the published count: training prompts against training prompts
-                row[3] += len(x) - paper_tree.insert(x)
+                paper = paper_ids.get(j, x)  # in the context the published counter rebuilds
+                row[3] += len(paper) - paper_tree.insert(paper)
+                if run_tree is not None:  # in the context the run showed
+                    row[4] += len(x) - run_tree.insert(x)
         tic4 = time.perf_counter()
         render_s, encode_s, tree_s = render_s + tic2 - tic, encode_s + tic3 - tic2, tree_s + tic4 - tic3
     rows, cum_p, cum_u, cum_q = [], 0, 0, 0
-    totals = {kind: [0, 0, 0, 0] for kind in KINDS}
+    totals = {kind: [0, 0, 0, 0, 0] for kind in KINDS}
     for (step, kind), values in per_step.items():
-        calls_, p, u, q = values
+        if run_tree is None:  # every context is the published one
+            values[4] = values[3]
+        calls_, p, u, q, _ = values
         if kind != "icl_train":
             cum_p, cum_u = cum_p + p, cum_u + u
         cum_q += q
@@ -321,6 +365,9 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
     prompt_tokens = train[1] + test[1]
     summary = {
         "processed_tokens": train[3] + icl[3] if replay.mode != "zero_shot" else None,
+        "processed_tokens_as_run": train[4] + icl[4] if replay.mode != "zero_shot" else None,
+        "rebuilt_contexts": sum(1 for t, r in enumerate(replay.train) if replay.published is not None
+                                and replay.published[t] != list(r["context"])),
         "calls": train[0] + test[0], "prompt_tokens": prompt_tokens, "uncached_tokens": train[2] + test[2],
         "train_calls": train[0], "train_prompt_tokens": train[1], "train_uncached_tokens": train[2],
         "test_calls": test[0], "test_prompt_tokens": test[1], "test_uncached_tokens": test[2],
@@ -328,7 +375,7 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
         "steps": len(replay.train) if replay.mode != "zero_shot" else len(replay.test),
         "tokenization": "incremental" if encoder.incremental else "full",
         "verified_prompts": verified, "cached_segments": encoder.cached_segments,
-        "tree_nodes": tree.nodes + paper_tree.nodes,
+        "tree_nodes": tree.nodes + paper_tree.nodes + (run_tree.nodes if run_tree is not None else 0),
         "seconds": seconds, "render_s": render_s, "encode_s": encode_s, "prefix_tree_s": tree_s,
         "tokens_per_s": (prompt_tokens + icl[1]) / seconds if seconds > 0 else None,
     }

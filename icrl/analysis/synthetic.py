@@ -58,7 +58,8 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
         "test_set": {"ids": [e.id for e in test_examples], "prompts": [task.prompt(e) for e in test_examples],
                      "answers": [task.answer(e) for e in test_examples]},
         "exemplars": []})
-    strat = make_strategy(strategy, max_examples, p_keep, max_contexts, sampling_method)
+    strat = make_strategy(strategy, max_examples, p_keep, max_contexts, sampling_method,
+                          published_quirks=bool(extra_args.get("published_tokenization")))
     history: list[Episode] = []
     index_of: dict = {}
     tests = set(test_steps)

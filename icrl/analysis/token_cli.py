@@ -20,7 +20,8 @@ from .counting import count_run
 from .results import Results
 from .runs import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, distinct_labels, records_stamp
 
-COUNTER_VERSION = 2  # 2: processed_tokens (the published count), ICL runs' training steps
+COUNTER_VERSION = 3  # 2: processed_tokens (the published count), ICL runs' training steps;
+# 3: approximate_only_positive's processed_tokens over the published counter's rebuilt contexts
 
 
 # -- tokenizers and the per-run cache -----------------------------------------------------------
@@ -178,11 +179,13 @@ def _main(args) -> int:
                      "strategy": run["strategy"], "mode": run["mode"], "steps": summary["steps"],
                      "test_set": run["test_set"],
                      "calls": summary["calls"], "processed_tokens": summary["processed_tokens"],
+                     "processed_tokens_as_run": summary["processed_tokens_as_run"],
                      "train_prompt_tokens": summary["train_prompt_tokens"],
                      "test_prompt_tokens": summary["test_prompt_tokens"], "prompt_tokens": summary["prompt_tokens"],
                      "uncached_tokens": summary["uncached_tokens"], "tokenizer": name, "run_id": run["run_id"]})
     table = pd.DataFrame(rows)
-    table["processed_tokens"] = table["processed_tokens"].astype("Int64")  # blank for zero-shot runs
+    for column in ("processed_tokens", "processed_tokens_as_run"):
+        table[column] = table[column].astype("Int64")  # blank for zero-shot runs
     table = _add_ratios(table)
     print()
     print(format_table(table))

@@ -13,7 +13,10 @@ Each field declares its role once, in its metadata, next to its help text:
 - ``backend``: the loaded backend depends on it (runs of a sweep that agree on every such field
   share one backend, see ``backend_spec``);
 - ``extends``: a larger value continues a recorded run instead of making another one (train_k);
-- ``added``: added after runs were recorded; records without it had the field's default.
+- ``added``: added after runs were recorded; records without it had the field's default;
+- ``optional``: a group name; the group's fields are written in config.json "args" only when one
+  of them differs from its default (opt-in settings that leave the records of every run without
+  them as they were; implies ``added``).
 
 The lists of names the rest of the package needs (runtime names, secret flags, folder parts,
 result columns, backend options) are derived from this metadata, never written out again.
@@ -33,11 +36,11 @@ _FOLDER_NONE = object()
 
 
 def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
-         extends: bool = False, added: bool = False):
+         extends: bool = False, added: bool = False, optional: str = ""):
     """A configuration field: its default, help text and roles (see the module docstring)."""
     return field(default=default, metadata={
         "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
-        "backend": backend, "extends": extends, "added": added})
+        "backend": backend, "extends": extends, "added": added or bool(optional), "optional": optional})
 
 
 COMPAT_HELP = "accepted for compatibility with the published script; changes nothing"
@@ -116,10 +119,25 @@ class RunSpec:
     api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "
                                  "structured-output choice; chat: messages with a JSON-schema enum of the labels; "
                                  "auto: completions when the server supports it", folder="api", backend=True)
+    # Agents that are not LLMs (icrl.agents): opt-in, absent from the records of every LLM run.
+    agent: str = flag("llm", "llm: an LLM with a context strategy (the paper); linucb, epsilon_greedy: a "
+                             "contextual-bandit learner on text features, one arm per label, learning from the "
+                             "reward; supervised: the same ridge learner given the gold label (upper bound)",
+                      optional="agent")
+    features: str = flag("tfidf", "a learner's text features: tfidf (fitted on the training inputs, no labels; "
+                                  "64-dim SVD) or minilm (all-MiniLM-L6-v2 embeddings)", optional="agent")
+    bandit_alpha: float = flag(1.0, "--agent linucb: the exploration bonus alpha", folder="alpha", optional="agent")
+    bandit_epsilon: float = flag(0.1, "--agent epsilon_greedy: the probability of a random arm", folder="eps",
+                                 optional="agent")
 
     def as_record(self) -> dict:
-        """config.json "args": every field, sorted by name, as JSON gives it back."""
-        return json.loads(json.dumps(dict(sorted(dataclasses.asdict(self).items()))))
+        """config.json "args": every field (an ``optional`` group only when one of its fields is set),
+        sorted by name, as JSON gives it back."""
+        set_groups = {f.metadata["optional"] for f in fields(self)
+                      if f.metadata.get("optional") and getattr(self, f.name) != f.default}
+        values = {f.name: getattr(self, f.name) for f in fields(self)
+                  if not f.metadata.get("optional") or f.metadata["optional"] in set_groups}
+        return json.loads(json.dumps(dict(sorted(values.items()))))
 
     @property
     def zero_shot(self) -> bool:

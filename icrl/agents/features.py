@@ -1,0 +1,59 @@
+"""Text -> feature vectors for the bandit learners, computed once per run, never from labels.
+
+- ``tfidf``: a TF-IDF vocabulary (unigrams and bigrams, sublinear tf) fitted on the inputs of
+  the task's training split (its texts only, never a label and never a test item), reduced to
+  ``TFIDF_DIM`` dimensions with a truncated SVD fitted on the same texts (seeded), so that
+  LinUCB's per-arm d x d matrices stay small. It is transductive on the unlabelled training
+  inputs, as a fixed feature map decided before the first step; what the learner learns comes
+  only from the rewards (or the gold labels, for the supervised learner).
+- ``minilm``: all-MiniLM-L6-v2 sentence embeddings (384 dimensions, unit length), through
+  ``icrl.embeddings``; no fitting at all.
+
+Every vector gets a constant 1 appended (the intercept of each arm's ridge model).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from .naming import FEATURES
+TFIDF_DIM = 64
+
+
+def featurize(kind: str, fit_texts: Sequence[str], train_texts: Sequence[str], test_texts: Sequence[str],
+              seed: int) -> tuple:
+    """(training matrix, test matrix), rows unit length then a constant 1 appended. ``fit_texts``:
+    the texts TF-IDF and its SVD are fitted on (the task's whole training split, inputs only, so
+    that a longer run, --train_k, sees the same features as the shorter one it extends)."""
+    if kind == "tfidf":
+        train, test = _tfidf(fit_texts, train_texts, test_texts, seed)
+    elif kind == "minilm":
+        from ..embeddings import embed  # noqa: PLC0415 (sentence-transformers loads only when used)
+
+        train, test = embed(list(train_texts)), embed(list(test_texts))
+    else:
+        raise ValueError(f"unknown features {kind!r}; choose one of: {', '.join(FEATURES)}")
+    return _finish(train), _finish(test)
+
+
+def _tfidf(fit_texts, train_texts, test_texts, seed):
+    from sklearn.decomposition import TruncatedSVD
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    fitted = vectorizer.fit_transform(fit_texts)
+    train, test = vectorizer.transform(train_texts), vectorizer.transform(test_texts)
+    dim = min(TFIDF_DIM, fitted.shape[1] - 1, fitted.shape[0] - 1)
+    if dim < 1:  # too few texts to reduce: the raw TF-IDF columns
+        return train.toarray(), test.toarray()
+    svd = TruncatedSVD(n_components=dim, random_state=seed).fit(fitted)
+    return svd.transform(train), svd.transform(test)
+
+
+def _finish(X) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    X = X / np.where(norms > 0, norms, 1.0)
+    return np.hstack([X, np.ones((len(X), 1))])

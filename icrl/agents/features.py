@@ -1,6 +1,7 @@
 """Text -> feature vectors for the bandit learners, computed once per run, never from labels.
 
-- ``tfidf``: a TF-IDF vocabulary (unigrams and bigrams, sublinear tf) fitted on the inputs of
+- ``tfidf``: a TF-IDF vocabulary (the 5,000 most frequent unigrams and bigrams that occur in at
+  least two inputs, sublinear tf) fitted on the inputs of
   the task's training split (its texts only, never a label and never a test item), reduced to
   ``TFIDF_DIM`` dimensions with a truncated SVD fitted on the same texts (seeded), so that
   LinUCB's per-arm d x d matrices stay small. It is transductive on the unlabelled training
@@ -20,6 +21,7 @@ import numpy as np
 
 from .naming import FEATURES
 TFIDF_DIM = 64
+TFIDF_VOCABULARY = 5000  # the most frequent unigrams and bigrams seen in at least two inputs
 
 
 def featurize(kind: str, fit_texts: Sequence[str], train_texts: Sequence[str], test_texts: Sequence[str],
@@ -42,13 +44,14 @@ def _tfidf(fit_texts, train_texts, test_texts, seed):
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import TfidfVectorizer
 
-    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True)
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), sublinear_tf=True, min_df=2 if len(fit_texts) >= 100 else 1,
+                                 max_features=TFIDF_VOCABULARY)
     fitted = vectorizer.fit_transform(fit_texts)
     train, test = vectorizer.transform(train_texts), vectorizer.transform(test_texts)
-    dim = min(TFIDF_DIM, fitted.shape[1] - 1, fitted.shape[0] - 1)
+    dim = min(TFIDF_DIM, fitted.shape[1] - 1, fitted.shape[0] - 1) if fitted.shape[0] > 1 else 0
     if dim < 1:  # too few texts to reduce: the raw TF-IDF columns
         return train.toarray(), test.toarray()
-    svd = TruncatedSVD(n_components=dim, random_state=seed).fit(fitted)
+    svd = TruncatedSVD(n_components=dim, n_iter=3, random_state=seed).fit(fitted)
     return svd.transform(train), svd.transform(test)
 
 

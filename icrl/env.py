@@ -2,6 +2,7 @@
 
     from icrl.env import ClassificationEnv
     env = ClassificationEnv("trec_coarse", training_seed=100, train_k=300)
+    # or gymnasium.make("icrl/Classification-v0", task_name="trec_coarse", ...) once icrl.env is imported
     text, info = env.reset()
     while True:
         text, reward, terminated, truncated, info = env.step(action)   # action: a label index
@@ -92,3 +93,8 @@ class ClassificationEnv(gym.Env):
         if self.t >= len(self.stream):
             return {"step": self.t}
         return {"step": self.t, "example_id": self.stream[self.t].id}
+
+
+ENV_ID = "icrl/Classification-v0"
+if ENV_ID not in gym.registry:  # gymnasium.make("icrl/Classification-v0", task_name=..., ...)
+    gym.register(id=ENV_ID, entry_point="icrl.env:ClassificationEnv")

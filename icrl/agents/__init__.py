@@ -55,7 +55,7 @@ class Agent:
         """The agent of a run (``icrl.run.data.RunData``): features of its training stream and test items."""
         task = data.task
         features = featurize(spec.features, [task.prompt(e) for e in task.train], [task.prompt(e) for e in data.train],
-                             [task.prompt(e) for e in data.test], spec.seed)
+                             [task.prompt(e) for e in data.test])
         return cls(spec, task.labels, features)
 
     def _learner(self):

@@ -45,7 +45,12 @@ def test_config_record_parts_are_sorted_and_hold_no_secret():
     cfg = parse_args(BASE + ["--hf_token", "hf_SECRET", "--api_key", "sk-SECRET"])
     args, runtime = cfg.spec.as_record(), cfg.options.as_record()
     assert list(args) == sorted(args) and list(runtime) == sorted(runtime)
-    assert not set(args) & set(runtime) and set(args) | set(runtime) | config.SECRET_NAMES == set(config.FIELDS)
+    assert not set(args) & set(runtime)
+    # an optional group (the learners' settings) is written only when set
+    assert set(args) | set(runtime) | config.SECRET_NAMES | set(config.ADDED_DEFAULTS) == set(config.FIELDS)
+    learner = cfg.spec.__class__(task_name="trec_coarse", agent="linucb").as_record()
+    assert {k: learner[k] for k in ("agent", "features", "bandit_alpha", "bandit_epsilon")} == \
+        {"agent": "linucb", "features": "tfidf", "bandit_alpha": 1.0, "bandit_epsilon": 0.1}
     assert "SECRET" not in json.dumps([args, runtime]) and "SECRET" not in repr(cfg)
     assert cfg.secrets.hf_token == "hf_SECRET" and config.SECRET_FLAGS == ("--hf_token", "--api_key")
 
@@ -61,8 +66,10 @@ def test_roles_come_from_the_fields():
     assert config.RUNTIME_NAMES == {f.name for f in dataclasses.fields(RunOptions)}
     assert [name for name, _, _ in config.FOLDER_FIELDS] == [
         "max_model_len", "backend", "device", "dtype", "rope_scaling", "eot_token", "published_tokenization",
-        "api_model", "api_mode"]
-    assert config.EXTENDING_NAMES == {"train_k"} and config.ADDED_DEFAULTS == {"published_tokenization": False}
+        "api_model", "api_mode", "bandit_alpha", "bandit_epsilon"]
+    assert config.EXTENDING_NAMES == {"train_k"} and config.ADDED_DEFAULTS == {
+        "published_tokenization": False, "agent": "llm", "features": "tfidf", "bandit_alpha": 1.0,
+        "bandit_epsilon": 0.1}
     assert config.RESULT_COLUMNS["context_strategy_name"] == "strategy"
     assert {"hf_token", "api_key", "batch_size", "max_model_len"} <= set(config.BACKEND_NAMES)
     assert "seed" not in config.BACKEND_NAMES and "output_dir" not in config.BACKEND_NAMES

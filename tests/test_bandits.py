@@ -213,3 +213,13 @@ def test_minilm_features_come_from_the_embedder(tmp_path, data_dir, monkeypatch)
     train = records(run_dir)["train.jsonl"]
     config = json.loads((run_dir / "config.json").read_text())
     assert seen == [r["prompt"] for r in train] + config["test_set"]["prompts"]
+
+
+def test_a_longer_train_k_extends_a_learners_run(tmp_path, data_dir):
+    """The features depend on the task alone, so an extended run's training records are those of a
+    run started with the larger --train_k."""
+    assert run(tmp_path / "grown", "--agent", "linucb", "--train_k", "25") == 0
+    assert run(tmp_path / "grown", "--agent", "linucb") == 0
+    assert run(tmp_path / "direct", "--agent", "linucb") == 0
+    grown, direct = (records(find_runs(tmp_path / name)[0]) for name in ("grown", "direct"))
+    assert len(grown["train.jsonl"]) == 40 and grown["train.jsonl"] == direct["train.jsonl"]

@@ -223,3 +223,14 @@ def test_a_longer_train_k_extends_a_learners_run(tmp_path, data_dir):
     assert run(tmp_path / "direct", "--agent", "linucb") == 0
     grown, direct = (records(find_runs(tmp_path / name)[0]) for name in ("grown", "direct"))
     assert len(grown["train.jsonl"]) == 40 and grown["train.jsonl"] == direct["train.jsonl"]
+
+
+def test_token_counts_leave_learners_out(tmp_path, data_dir, capsys):
+    from icrl.analysis.token_cli import main as count_tokens
+
+    assert run(tmp_path, "--agent", "supervised") == 0
+    capsys.readouterr()
+    assert count_tokens(["--data_dir", str(tmp_path)]) == 2  # nothing left to count, and not a crash
+    out = capsys.readouterr()
+    assert "1 run(s) of learners that are not LLMs have no tokens to count" in out.out
+    assert "no finished run" in out.err and "unknown model" not in out.err

@@ -14,9 +14,10 @@ Each field declares its role once, in its metadata, next to its help text:
   share one backend, see ``backend_spec``);
 - ``extends``: a larger value continues a recorded run instead of making another one (train_k);
 - ``added``: added after runs were recorded; records without it had the field's default;
-- ``quiet``: written to config.json "args" only when set to something other than its default,
-  so that the records of runs that do not use it stay byte for byte as they were (our
-  extensions beyond the paper: exploration, rewards; docs/method.md); implies ``added``.
+- ``optional``: a group name; the group's fields are written in config.json "args" only when one
+  of them differs from its default (opt-in settings beyond the paper: exploration, rewards,
+  agents; the records of every run without them stay byte for byte as they were; implies
+  ``added``).
 
 The lists of names the rest of the package needs (runtime names, secret flags, folder parts,
 result columns, backend options) are derived from this metadata, never written out again.
@@ -36,11 +37,11 @@ _FOLDER_NONE = object()
 
 
 def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
-         extends: bool = False, added: bool = False, quiet: bool = False):
+         extends: bool = False, added: bool = False, optional: str = ""):
     """A configuration field: its default, help text and roles (see the module docstring)."""
     return field(default=default, metadata={
         "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
-        "backend": backend, "extends": extends, "added": added or quiet, "quiet": quiet})
+        "backend": backend, "extends": extends, "added": added or bool(optional), "optional": optional})
 
 
 # Our definitions of the three flags the published script parsed and never read (docs/method.md,
@@ -121,30 +122,43 @@ class RunSpec:
     api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "
                                  "structured-output choice; chat: messages with a JSON-schema enum of the labels; "
                                  "auto: completions when the server supports it", folder="api", backend=True)
-    # -- beyond the paper (docs/method.md "Beyond the paper: exploration and rewards"); quiet: a
-    # run that does not set them records exactly what it recorded before they existed.
+    # -- beyond the paper (docs/method.md "Beyond the paper: exploration and rewards"); optional: a
+    # run that does not set one records exactly what it recorded before it existed.
     p_exploration: Optional[float] = flag(
         None, "epsilon-greedy: with this probability a training step's prediction is a uniformly random label, "
               "with no model call (test steps always use the model)",
-        folder="epsgreedy", column="p_exploration", quiet=True)
+        folder="epsgreedy", column="p_exploration", optional="p_exploration")
     prob_reset: Optional[float] = flag(
         None, "with this probability, at the start of a step, the strategy forgets every earlier episode "
               "(approximate strategies: the contexts restart empty)",
-        folder="forget", column="prob_reset", quiet=True)
+        folder="forget", column="prob_reset", optional="prob_reset")
     ucb_alpha: Optional[float] = flag(
         None, "approximate strategies: choose which of the K contexts to show by UCB over each context's rewards, "
               "mean + ALPHA * sqrt(ln N / n), instead of --approximate_context_sampling_method",
-        folder="ctxucb", column="ucb_alpha", quiet=True)
+        folder="ctxucb", column="ucb_alpha", optional="ucb_alpha")
     reward: str = flag("exact_match", "reward function: exact_match (the paper's) or coarse_credit (1 for the right "
                                       "label, 0.5 for a wrong label of the right parent class, 0 otherwise; "
                                       "tasks with a [hierarchy], e.g. trec_fine)",
-                       folder="reward", column="reward", quiet=True)
+                       folder="reward", column="reward", optional="reward")
+
+    # Agents that are not LLMs (icrl.agents): opt-in, absent from the records of every LLM run.
+    agent: str = flag("llm", "llm: an LLM with a context strategy (the paper); linucb, epsilon_greedy: a "
+                             "contextual-bandit learner on text features, one arm per label, learning from the "
+                             "reward; supervised: the same ridge learner given the gold label (upper bound)",
+                      optional="agent")
+    features: str = flag("tfidf", "a learner's text features: tfidf (fitted on the training inputs, no labels; "
+                                  "64-dim SVD) or minilm (all-MiniLM-L6-v2 embeddings)", optional="agent")
+    bandit_alpha: float = flag(1.0, "--agent linucb: the exploration bonus alpha", folder="alpha", optional="agent")
+    bandit_epsilon: float = flag(0.1, "--agent epsilon_greedy: the probability of a random arm", folder="eps",
+                                 optional="agent")
 
     def as_record(self) -> dict:
-        """config.json "args": every field, sorted by name, as JSON gives it back; a quiet field
-        only when it is not at its default."""
-        values = {k: v for k, v in dataclasses.asdict(self).items()
-                  if not (k in QUIET_DEFAULTS and v == QUIET_DEFAULTS[k])}
+        """config.json "args": every field (an ``optional`` group only when one of its fields is set),
+        sorted by name, as JSON gives it back."""
+        set_groups = {f.metadata["optional"] for f in fields(self)
+                      if f.metadata.get("optional") and getattr(self, f.name) != f.default}
+        values = {f.name: getattr(self, f.name) for f in fields(self)
+                  if not f.metadata.get("optional") or f.metadata["optional"] in set_groups}
         return json.loads(json.dumps(dict(sorted(values.items()))))
 
     @property
@@ -251,7 +265,8 @@ EXTENDING_NAMES = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("e
 # Fields added after runs were recorded, with the value those runs had.
 ADDED_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("added")}
 # Fields written to "args" only when set (their default otherwise).
-QUIET_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("quiet")}
+# the defaults of the fields config.json "args" leaves out while they are at them (role ``optional``)
+OPTIONAL_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("optional")}
 
 
 def help_of(name: str) -> str:

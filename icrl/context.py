@@ -307,3 +307,6 @@ def replay(strategy: Strategy, history: Sequence[Episode], seed: int) -> Strateg
         for t in range(len(history)):
             strategy.select(history[:t], np.random.default_rng(seed + t))
     return strategy
+
+
+from icrl import retrieval as _retrieval  # noqa: E402,F401  registers the knn_* strategies (beyond the paper)

@@ -15,6 +15,8 @@ import signal
 import sys
 from typing import Optional, Sequence
 
+from .agents import Agent
+from .agents.naming import is_learner
 from .config import RunConfig
 from .context import make_strategy
 from . import verify
@@ -84,11 +86,14 @@ class Experiment:
             check_same_data(out, decision.config, data)
             verify.check_labels(decision.config, data.task.labels, out)
         observers = [Wandb(s.as_record(), out, str(out.relative_to(cfg.options.output_dir)))] if cfg.options.wandb else []
-        observers += [ProgressBar(cfg.options.progress, f"{data.task.name} {s.context_strategy_name or 'zero-shot'}"),
+        what = s.agent if is_learner(s.agent) else s.context_strategy_name or "zero-shot"
+        observers += [ProgressBar(cfg.options.progress, f"{data.task.name} {what}"),
                       *self.observers]
         self.load_backend()
-        plan = Plan.of(s.icrl, resolve_max_examples(cfg, data, self.backend), len(data.train), s.test_every)
-        strategy = None if plan.mode == "zero_shot" else with_ucb(make_strategy(
+        learner = is_learner(s.agent)  # icrl.agents: no context, no model
+        size = None if learner else resolve_max_examples(cfg, data, self.backend)
+        plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
+        strategy = None if plan.mode == "zero_shot" or learner else with_ucb(make_strategy(
             s.context_strategy_name, plan.max_examples, s.context_p_keep, s.max_contexts,
             s.approximate_context_sampling_method, published_quirks=s.published_tokenization), s.ucb_alpha)
         recorded = decision.config
@@ -103,10 +108,11 @@ class Experiment:
         handler = attach_log_file(out)
         try:
             log.info("arguments: %s", json.dumps(s.as_record()))
-            log.info("mode %s, %d context episodes, %d steps, test steps %s",
+            log.info("mode %s, %s context episodes, %d steps, test steps %s",
                      plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
+            agent = Agent.of_run(s, data) if learner else None
             self.loop = Loop(cfg, data, plan, self.backend, strategy, self.reward, self.records, observers,
-                             check_directory=self.directory.lock.check)
+                             check_directory=self.directory.lock.check, agent=agent)
             self.loop.run(self.loop.restore(recorded, out, decision.resuming))
             summary = summarize(self.loop.train_recs, self.loop.test_recs, plan.steps, plan.mode)
             self.records.write_results(summary)

@@ -46,11 +46,16 @@ def test_config_record_parts_are_sorted_and_hold_no_secret():
     args, runtime = cfg.spec.as_record(), cfg.options.as_record()
     assert list(args) == sorted(args) and list(runtime) == sorted(runtime)
     assert not set(args) & set(runtime)
-    # a quiet field (beyond the paper) is in "args" only when set
-    assert set(args) | set(runtime) | config.SECRET_NAMES | set(config.QUIET_DEFAULTS) == set(config.FIELDS)
-    assert set(config.QUIET_DEFAULTS) == {"p_exploration", "prob_reset", "ucb_alpha", "reward"}
+    # an optional field or group (beyond the paper) is in "args" only when set
+    assert set(args) | set(runtime) | config.SECRET_NAMES | set(config.OPTIONAL_DEFAULTS) == set(config.FIELDS)
+    assert set(config.OPTIONAL_DEFAULTS) == {"p_exploration", "prob_reset", "ucb_alpha", "reward", "agent",
+                                             "features", "bandit_alpha", "bandit_epsilon"}
     # runtime_args keeps the three exploration names, as every record before they did anything
     assert set(cfg.runtime_record()) == set(runtime) | {"p_exploration", "prob_reset", "ucb_alpha"}
+    learner = cfg.spec.__class__(task_name="trec_coarse", agent="linucb").as_record()
+    assert {k: learner[k] for k in ("agent", "features", "bandit_alpha", "bandit_epsilon")} == \
+        {"agent": "linucb", "features": "tfidf", "bandit_alpha": 1.0, "bandit_epsilon": 0.1}
+    assert "p_exploration" not in learner  # each exploration flag is its own group
     assert "SECRET" not in json.dumps([args, runtime]) and "SECRET" not in repr(cfg)
     assert cfg.secrets.hf_token == "hf_SECRET" and config.SECRET_FLAGS == ("--hf_token", "--api_key")
 
@@ -66,10 +71,12 @@ def test_roles_come_from_the_fields():
     assert config.RUNTIME_NAMES == {f.name for f in dataclasses.fields(RunOptions)}
     assert [name for name, _, _ in config.FOLDER_FIELDS] == [
         "max_model_len", "backend", "device", "dtype", "rope_scaling", "eot_token", "published_tokenization",
-        "api_model", "api_mode", "p_exploration", "prob_reset", "ucb_alpha", "reward"]
+        "api_model", "api_mode", "p_exploration", "prob_reset", "ucb_alpha", "reward", "bandit_alpha",
+        "bandit_epsilon"]
     assert config.EXTENDING_NAMES == {"train_k"}
     assert config.ADDED_DEFAULTS == {"published_tokenization": False, "p_exploration": None, "prob_reset": None,
-                                     "ucb_alpha": None, "reward": "exact_match"}
+                                     "ucb_alpha": None, "reward": "exact_match", "agent": "llm", "features": "tfidf",
+                                     "bandit_alpha": 1.0, "bandit_epsilon": 0.1}
     assert config.RESULT_COLUMNS["context_strategy_name"] == "strategy"
     assert {"hf_token", "api_key", "batch_size", "max_model_len"} <= set(config.BACKEND_NAMES)
     assert "seed" not in config.BACKEND_NAMES and "output_dir" not in config.BACKEND_NAMES

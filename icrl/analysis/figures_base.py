@@ -16,8 +16,11 @@ from .runs import model_size
 COLORS = {  # Okabe-Ito, colour-blind safe; one colour per method in every figure
     "naive": "#E69F00", "naive+": "#56B4E9", "explorative": "#009E73", "approximate": "#D55E00",
     "zero-shot": "#555555", "ICL": "#000000", "zero-shot run": "#999999", "chance": "#BBBBBB",
+    # learners that are not LLMs (icrl.agents), drawn with --other_runs
+    "LinUCB": "#0072B2", "epsilon-greedy": "#CC79A7", "online supervised": "#7F5F00",
 }
-MARKERS = {"naive": "s", "naive+": "v", "explorative": "o", "approximate": "^"}
+MARKERS = {"naive": "s", "naive+": "v", "explorative": "o", "approximate": "^",
+           "LinUCB": "D", "epsilon-greedy": "P", "online supervised": "X"}
 VALUE_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "h"]
 BASELINE_STYLE = {"zero-shot": (0, (4, 3)), "ICL": (0, (1.5, 2)), "zero-shot run": (0, (1, 1)),
                   "chance": (0, (0.8, 1.6))}

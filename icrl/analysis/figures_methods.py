@@ -115,6 +115,8 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
                 label = _other_label(group.iloc[0])
                 draw_panel(ax, group, group["method"].iloc[0], label=label, other=True)
                 drawn[label] = group
+            for label, group in _learners(ctx, runs, here, task):  # only with --other_runs
+                draw_panel(ax, group, group["learner"].iloc[0], label=label, other=True)
             if baselines:
                 zero_ref = _zero_shot_reference(ctx, here, m_ref)
                 _baseline(ax, zero_ref[0] if zero_ref else None, "zero-shot")
@@ -154,6 +156,28 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
         fig.set_size_inches(width, height + 0.13 * sum(lines))
     _legend_below(fig, axes)
     return fig
+
+
+def _learners(ctx: Context, runs: pd.DataFrame, here: pd.DataFrame, task: str) -> list:
+    """(label, runs) of the learners that are not LLMs (icrl.agents) on ``task``, drawn in every
+    model's panel of that task (they use no model) when ``ctx.other_runs``, on the panel's test set
+    and length; without it, a note says they were left out."""
+    if "learner" not in runs.columns:
+        return []
+    learners = runs[runs["learner"].notna() & (runs["task"] == task)]
+    icrl = here[here["method"].isin(METHODS)]
+    if len(icrl):
+        learners = learners[learners["test_set"].isin(set(icrl["test_set"])) &
+                            learners["total_steps"].isin(set(icrl["total_steps"]))]
+    if learners.empty:
+        return []
+    if not ctx.other_runs:
+        note = (f"method figures: {len(learners)} run(s) of learners that are not LLMs on {task} not drawn "
+                f"({', '.join(sorted(set(learners['model'])))}); --other_runs draws them as dashed lines")
+        if note not in ctx.notes:
+            ctx.notes.append(note)
+        return []
+    return list(learners.groupby("model", sort=True))
 
 
 def _zero_shot_reference(ctx: Context, here: pd.DataFrame, m_ref) -> Optional[tuple[float, int]]:
@@ -235,12 +259,17 @@ def _note(verdicts: list) -> str:
     return paired_note(verdicts) if paired else panel_note(verdicts)
 
 
+def _layer(method: str, other: bool) -> int:
+    """The drawing layer of a method's curve (a learner's after the paper's methods)."""
+    return (METHODS.index(method) if method in METHODS else len(METHODS)) + 4 * other
+
+
 def fig_main_results(ctx: Context):
     test = ctx.results.test()
 
     def panel(ax, chosen, method, label=None, other=False):
         _plot_curve(ax, _mean_curve(test, chosen["run_id"], "accuracy"), COLORS[method], label or METHOD_NOTES[method],
-                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    marker=MARKERS[method], layer=_layer(method, other),
                     linestyle="--" if other else "-")
 
     return _method_grid(ctx, "main_results", panel, "Test accuracy", baselines=True, unit_range=True,
@@ -252,7 +281,7 @@ def fig_regret(ctx: Context):
 
     def panel(ax, chosen, method, label=None, other=False):
         _plot_curve(ax, _mean_curve(regret, chosen["run_id"], "regret"), COLORS[method], label or METHOD_NOTES[method],
-                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    marker=MARKERS[method], layer=_layer(method, other),
                     linestyle="--" if other else "-")
 
     return _method_grid(ctx, "regret", panel, "Regret (wrong predictions)", baselines=False, unit_range=False)
@@ -263,7 +292,7 @@ def fig_train_accuracy(ctx: Context):
 
     def panel(ax, chosen, method, label=None, other=False):
         _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method], label or METHOD_NOTES[method],
-                    marker=MARKERS[method], layer=METHODS.index(method) + 4 * other,
+                    marker=MARKERS[method], layer=_layer(method, other),
                     linestyle="--" if other else "-")
 
     train = ctx.results.train()

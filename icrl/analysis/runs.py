@@ -18,6 +18,7 @@ import pandas as pd
 
 from .. import config
 from .. import config as config_module  # run_row's ``config`` is a run's config.json
+from ..agents.naming import NAMES as LEARNER_NAMES, label_of_args
 from ..errors import UsageError
 from ..records import CONFIG, RESULTS, TEST, TRAIN, RunState, read_json
 
@@ -110,6 +111,8 @@ def run_label(row) -> str:
     """A short human name for one run: method (or strategy) and the settings that matter."""
     if row["mode"] == "zero_shot":
         return "zero-shot"
+    if row.get("learner"):
+        return row["model"]  # e.g. "LinUCB (tfidf)"
     name = row["method"] or row["strategy"]
     parts = []
     if row["mode"] == "icl" or row["method"] not in ("naive", "naive+"):
@@ -249,6 +252,11 @@ def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     task = row["task"] or ""
     row["unsemantic"] = "_unsemantic" in task
     row["task_base"] = task.replace("_unsemantic", "")
+    # A learner that is not an LLM (icrl.agents): its label stands in the model's column.
+    row["agent"] = args.get("agent", "llm")
+    row["learner"] = LEARNER_NAMES.get(row["agent"])
+    if row["learner"]:
+        row["model"] = label_of_args(args)
     row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)
     row["paper_method"] = paper_method_of(row, explorative_p_keep)
     if beyond_the_paper(row):  # our exploration flags or reward: none of the paper's methods

@@ -154,6 +154,10 @@ def _main(args) -> int:
     for note in results.notes:
         print(f"note: {note}")
     runs = select_runs(results, args.model, args.task, args.strategy)
+    if len(runs) and "learner" in runs and runs["learner"].notna().any():  # icrl.agents: no model, no prompt
+        print(f"note: {int(runs['learner'].notna().sum())} run(s) of learners that are not LLMs have no tokens "
+              f"to count: left out")
+        runs = runs[runs["learner"].isna()]
     if runs.empty:
         raise UsageError(f"no finished run under {args.data_dir!r} matches the filters")
     tokenizers = Tokenizers(args.tokenizer)

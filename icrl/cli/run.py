@@ -11,11 +11,12 @@ from __future__ import annotations
 import argparse
 from typing import Optional, Sequence
 
+from ..agents.naming import AGENTS, FEATURES, is_learner
 from ..backends import BACKEND_CHOICES
 from ..backends.embedded import DEFAULT_MODEL
 from ..config import RunConfig, default_of, help_of
 from .. import badinput
-from ..errors import ArgumentParser
+from ..errors import ArgumentParser, UsageError
 from ..masking import register_args
 from .validate import validate
 
@@ -100,6 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
     api("max_concurrency", type=int)
     api("timeout", type=float)
     api("max_retries", type=int)
+    agents = _adder(p.add_argument_group("agents that are not LLMs (docs/method.md, \"Beyond the paper\")"))
+    agents("agent", choices=list(AGENTS))
+    agents("features", choices=list(FEATURES))
+    agents("bandit_alpha", type=float)
+    agents("bandit_epsilon", type=float)
     return p
 
 
@@ -111,6 +117,17 @@ def parse_args(argv: Optional[Sequence[str]]) -> RunConfig:
     badinput.check(argparse.Namespace(**values))  # issue 25.6: combinations once accepted silently
     if values["max_context_examples"] == 0:
         values["context_strategy_name"] = None  # zero-shot has no context: any strategy is the same run
+    if is_learner(values["agent"]):
+        learner_values(values)
     config = RunConfig.from_values(values, demo=not argv)
     validate(config)
     return config
+
+
+def learner_values(values: dict) -> None:
+    """A learner's run (--agent other than llm) has no model and is an ICRL run (rewards)."""
+    if values["model_name"] != default_of("model_name"):
+        raise UsageError(f"--agent {values['agent']} is a learner, not a model: drop --model_name")
+    if values["icrl"] is False:
+        raise UsageError(f"--agent {values['agent']} learns online from the stream: drop --no-icrl")
+    values["model_name"], values["icrl"] = None, True

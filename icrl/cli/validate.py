@@ -7,7 +7,8 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from ..config import RunConfig
+from ..agents.naming import is_learner
+from ..config import RunConfig, default_of
 from ..context import REGISTRY, SAMPLING_METHODS
 from ..errors import UsageError
 from ..exploration import validate as validate_exploration
@@ -20,12 +21,13 @@ def validate(config: RunConfig) -> None:
     if not s.task_name:
         raise UsageError("--task_name is required (e.g. banking77); run with no arguments for the demo")
     parse_task_name(s.task_name)
+    validate_agent(config)
     strategy = s.context_strategy_name
     if s.max_context_examples == 0:
         if strategy is not None:
             raise UsageError("a zero-shot run (--max_context_examples 0) has no context strategy; "
                              "drop --context_strategy_name")  # parse_args clears it before building
-    elif not strategy:
+    elif not strategy and not is_learner(s.agent):
         raise UsageError(f"--context_strategy_name is required; choose one of: {', '.join(REGISTRY)}")
     if strategy is not None and strategy not in REGISTRY:
         raise UsageError(f"unknown --context_strategy_name {strategy!r}; "
@@ -74,7 +76,7 @@ def validate(config: RunConfig) -> None:
                          "use an unfiltered strategy such as random_unbiased")
     validate_exploration(s)
     validate_backend_flags(config)
-    if s.backend not in ("openai", "fake"):  # the fake loads no model: any name is a label
+    if s.backend not in ("openai", "fake") and not is_learner(s.agent):  # the fake loads no model: any name is a label
         validate_model_path(s.model_name)
         validate_device(s.device)
 
@@ -132,3 +134,32 @@ def validate_device(device: Optional[str]) -> None:
     from ..backends.hf import _check_device
 
     _check_device(torch, device)
+
+
+LLM_ONLY = ("context_strategy_name", "context_p_keep", "max_context_examples", "max_contexts",
+            "approximate_context_sampling_method", "exemplars_per_label", "icrl_omit_feedback", "icrl_flip_feedback",
+            "temperature", "max_model_len", "backend", "p_exploration", "prob_reset", "ucb_alpha")
+
+
+def validate_agent(config: RunConfig) -> None:
+    """A learner (--agent linucb|epsilon_greedy|supervised) takes none of an LLM's settings, and an
+    LLM none of a learner's."""
+    s = config.spec
+    if not is_learner(s.agent):
+        given = [f"--{n}" for n in ("features", "bandit_alpha", "bandit_epsilon") if getattr(s, n) != default_of(n)]
+        if given:
+            raise UsageError(f"{', '.join(given)} only apply to a learner (--agent linucb, epsilon_greedy or "
+                             f"supervised); drop them for an LLM run")
+        return
+    given = [f"--{n}" for n in LLM_ONLY if getattr(s, n) != default_of(n)]
+    if given:
+        raise UsageError(f"{', '.join(given)} only apply to an LLM; --agent {s.agent} is a learner on text "
+                         f"features: drop them")
+    if s.bandit_alpha != default_of("bandit_alpha") and s.agent != "linucb":
+        raise UsageError("--bandit_alpha is LinUCB's: use it with --agent linucb")
+    if s.bandit_epsilon != default_of("bandit_epsilon") and s.agent != "epsilon_greedy":
+        raise UsageError("--bandit_epsilon is epsilon-greedy's: use it with --agent epsilon_greedy")
+    if not (math.isfinite(s.bandit_alpha) and s.bandit_alpha >= 0):
+        raise UsageError(f"--bandit_alpha must be a finite number >= 0, got {s.bandit_alpha}")
+    if not 0 <= s.bandit_epsilon <= 1:
+        raise UsageError(f"--bandit_epsilon must be in [0, 1], got {s.bandit_epsilon}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..agents.naming import agent_folder
 from ..config import FOLDER_FIELDS
 from ..safepaths import folder_name, inside, model_folder
 from ..tasks import task_folder
@@ -15,7 +16,9 @@ MAX_CONTEXT_FILE = "maximum_context_length.json"
 
 
 def experiment_dir(output_dir, args: dict) -> Path:
-    """The published directory layout for one experiment's arguments, plus ``run_folder``."""
+    """The published directory layout for one experiment's arguments, plus ``run_folder``; a
+    learner's run (``--agent`` other than llm) has ``agent+<agent>+<features>`` in place of the
+    model's folder (no model folder holds a '+', so it is distinct from every LLM run's)."""
     strategy = args["context_strategy_name"] or "none"
     if args["max_context_examples"] == 0:
         strategy = "none"  # zero-shot has no context to pick
@@ -27,7 +30,8 @@ def experiment_dir(output_dir, args: dict) -> Path:
     if args["icrl_flip_feedback"]:
         flip += f"_{args['icrl_flip_feedback_prob']}"
     size = args["max_context_examples"]
-    parts = [model_folder(args["model_name"]), folder_name(task_folder(args["task_name"])), "auto" if size is None else str(size), str(args["icrl"]),
+    first = agent_folder(args) if args.get("agent", "llm") != "llm" else model_folder(args["model_name"])
+    parts = [first, folder_name(task_folder(args["task_name"])), "auto" if size is None else str(size), str(args["icrl"]),
              strategy, str(args["context_p_keep"]), str(args["icrl_omit_feedback"]), flip,
              str(args["temperature"]), str(args["training_seed"]), run_folder(args)]
     return inside(output_dir, *parts)

@@ -11,6 +11,7 @@ import threading
 from pathlib import Path
 
 from .. import __version__
+from ..agents.naming import is_learner
 from ..config import BACKEND_NAMES, RunConfig
 from ..diskfull import OneLineFileHandler
 from ..masking import ScrubFilter
@@ -51,6 +52,8 @@ def backend_spec_of(config: RunConfig, engine: bool = True):
     engine seed is unused by seeded requests, so runs of any seed share one engine."""
     from ..backends import backend_spec
 
+    if is_learner(config.spec.agent):
+        return ("no model",)  # a learner loads no backend (icrl.agents.NoModel): one group
     values = config.values()
     spec = backend_spec(config.spec.model_name, config.spec.backend, {k: values[k] for k in BACKEND_NAMES})
     return spec.with_engine(seed=config.spec.seed, verbose=config.options.verbose) if engine else spec
@@ -59,6 +62,10 @@ def backend_spec_of(config: RunConfig, engine: bool = True):
 def load_backend_of(config: RunConfig):
     from ..backends import load_spec
 
+    if is_learner(config.spec.agent):
+        from ..agents import NoModel
+
+        return NoModel()
     return load_spec(backend_spec_of(config))
 
 

@@ -18,6 +18,11 @@ before 1, ``--prob_reset`` may make the strategy forget the history so far; in 2
 ``--p_exploration`` may replace the model's training prediction by a random label (no model
 call); ``--ucb_alpha`` is told each step's reward. The training record's ``accuracy`` is always
 exact match; a reward other than exact match is recorded apart (``reward``).
+
+A learner that is not an LLM (``agent``, icrl.agents: LinUCB, epsilon-greedy, online supervised)
+takes the place of 1 and the model call in 2 and 3: it plays the step's label (no context, no
+model call), the reward function scores it as in 2, it learns once the episode joins the
+history (4), and a test step asks it for its greedy labels.
 """
 
 from __future__ import annotations
@@ -52,11 +57,12 @@ class Loop:
     """Runs the steps of one run on its records; ``observers`` hear its events."""
 
     def __init__(self, config: RunConfig, data, plan, backend, strategy, reward, records,
-                 observers: Sequence[Observer] = (), check_directory=lambda: None):
+                 observers: Sequence[Observer] = (), check_directory=lambda: None, agent=None):
         self.config, self.data, self.plan = config, data, plan
         self.check_directory = check_directory  # before each step: still the directory we locked
         self.backend, self.strategy, self.reward, self.records = backend, strategy, reward, records
         self.observers = list(observers)
+        self.agent = agent  # a learner (icrl.agents) in place of the strategy and the model, or None
         self.seed = config.spec.seed
         self.task = data.task
         self.exemplar_pairs = data.exemplar_pairs
@@ -110,7 +116,9 @@ class Loop:
             if r["example_id"] != example.id:
                 raise UsageError(f"{out_dir}: step {r['step']} used example {r['example_id']}, the data "
                                  f"now gives {example.id}; the dataset changed, pass --overwrite")
-        if not self.zero_shot:
+        if self.agent is not None:
+            self.agent.replay(train_recs)
+        elif not self.zero_shot:
             self.explore.replay(self.strategy, history, train_recs, self.seed)
         self.train_recs, self.test_recs, self.history = train_recs, test_recs, history
         self.index_of = {id(e): i for i, e in enumerate(history)}
@@ -124,8 +132,10 @@ class Loop:
             say(f"recomputing test steps {missing}, missing from {out_dir / 'test.jsonl'}")
             for t in missing:
                 ids = train_recs[t]["context"]
+                learner = self.agent.replayed(train_recs[:t]) if self.agent is not None else None  # as at step t
                 test_recs.append(self.test_step(t, [history[i] for i in ids], ids, train_recs[t]["metrics"],
-                                                history[self.explore.last_reset(self.seed, t):t], report=False))
+                                                history[self.explore.last_reset(self.seed, t):t], report=False,
+                                                learner=learner))
             test_recs.sort(key=lambda r: r["step"])
             self.records.rewrite_test(test_recs)
             self.records.write_results(summarize(train_recs, test_recs, self.plan.steps, self.plan.mode))
@@ -146,7 +156,7 @@ class Loop:
         example = None if self.zero_shot else self.data.train[t]
         extra: dict = {}  # record fields of the flags beyond the paper, only when they are set
         visible = self.history
-        if self.zero_shot:
+        if self.zero_shot or self.agent is not None:
             context, metrics = [], {}
         else:
             if self.explore.prob_reset is not None:
@@ -163,7 +173,13 @@ class Loop:
         episode = None
         if example is not None:
             prompt, answer = task.prompt(example), task.answer(example)
-            if self.plan.mode == "icrl":
+            if self.agent is not None:
+                prediction, metrics = self.agent.act(t), self.agent.metrics()
+                reward, feedback = self.reward(prediction, answer, seed=s.seed, step=t)
+                if not self.reward.same_as_accuracy:
+                    extra["reward"] = reward
+                episode = Episode(prompt, prediction, feedback, answer, int(prediction == answer))
+            elif self.plan.mode == "icrl":
                 explored = self.explore.explored_label(self.seed, t, task.labels)
                 if self.explore.p_exploration is not None:
                     extra["explored"] = explored is not None
@@ -194,16 +210,20 @@ class Loop:
             self.train_recs.append(record)
             self.index_of[id(episode)] = len(self.history)
             self.history.append(episode)
+            if self.agent is not None:
+                self.agent.learn(t, episode.prediction, record.get("reward", episode.accuracy), episode.answer)
             self._emit("on_train", t, record)
         self.steps_done = t + 1
         if t in self.plan.test_steps:
             self.records.write_results(summarize(self.train_recs, self.test_recs, self.plan.steps, self.plan.mode))
         self._emit("on_step", t, self)
 
-    def test_step(self, t: int, context, context_ids, metrics, history, report: bool = True) -> dict:
+    def test_step(self, t: int, context, context_ids, metrics, history, report: bool = True,
+                  learner=None) -> dict:
         """Predict every test prompt with step t's context (query-aware: each its own, chosen from
         ``history``) and seed; return the record. ``report``: tell the observers that want it how
-        many test prompts are done (not while resuming, before the loop starts)."""
+        many test prompts are done (not while resuming, before the loop starts). A learner's run:
+        ``learner`` (default: the loop's agent) predicts greedily, without a context."""
         task, test = self.task, self.data.test
         answers = [task.answer(e) for e in test]
         prompts = [task.prompt(e) for e in test]
@@ -217,7 +237,10 @@ class Loop:
                 self._emit("on_test_progress", done[0], len(test))
 
             progress(0)
-        if self.query_aware:
+        learner = learner or self.agent
+        if learner is not None:
+            rendered, shown = None, {"context_size": 0, "context": []}
+        elif self.query_aware:
             contexts = [self.strategy.select(history, query_rng(self.seed, t, i), query=p) for i, p in enumerate(prompts)]
             index_of = self.index_of  # steps of the whole history (a reset hides the older ones)
             rendered = [self.render(c, p) for c, p in zip(contexts, prompts)]
@@ -226,7 +249,12 @@ class Loop:
         else:
             rendered = [self.render(context, p) for p in prompts]
             shown = {"context_size": len(context), "context": list(context_ids)}
-        predictions = self.predict(rendered, self.seed + t, progress)
+        if learner is not None:
+            predictions = learner.predict_test()
+            if progress is not None:
+                progress(len(predictions))
+        else:
+            predictions = self.predict(rendered, self.seed + t, progress)
         correct = [int(p == g) for p, g in zip(predictions, answers)]  # test accuracy: always exact match
         extra = {} if self.reward.same_as_accuracy else \
             {"reward": sum(self.reward.score(p, g) for p, g in zip(predictions, answers)) / len(answers)}

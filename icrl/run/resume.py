@@ -52,7 +52,7 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
             f"has an unreadable config.json ({exc})"
         raise DamagedRecords(f"{out_dir} {why}; restore it, or pass --overwrite to start again") from None
     old = {**ADDED_DEFAULTS, **recorded.get("args", {})}  # records written before an argument existed
-    new = {**ADDED_DEFAULTS, **config.spec.as_record()}  # quiet fields are written only when set
+    new = {**ADDED_DEFAULTS, **config.spec.as_record()}  # an optional field at its default is not written
     # train_k is compared through the plan below: a larger one extends the run
     differing = sorted(k for k in set(old) | set(new)
                        if k not in RUNTIME_NAMES and k not in EXTENDING_NAMES and old.get(k) != new.get(k))

@@ -62,7 +62,8 @@ class Run:
 
     def label(self) -> str:
         a = self.args
-        return f"#{self.index} {a.spec.task_name} {a.spec.context_strategy_name} seed {a.spec.seed}"
+        what = a.spec.context_strategy_name if a.spec.agent == "llm" else f"agent {a.spec.agent}"
+        return f"#{self.index} {a.spec.task_name} {what} seed {a.spec.seed}"
 
 
 def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:

@@ -1,0 +1,122 @@
+"""Classical contextual-bandit learners on feature vectors, one arm per label.
+
+All three keep a ridge regression per arm (``A = lam*I + sum x x^T``, ``b = sum r x``, kept as
+the inverse ``A^-1`` with Sherman-Morrison updates, so a step costs O(d^2) per updated arm):
+
+- ``LinUCB`` (Li et al. 2010, disjoint model): plays ``argmax_a theta_a.x + alpha*sqrt(x^T A_a^-1 x)``
+  and learns the played arm from its reward (bandit feedback).
+- ``EpsilonGreedy``: with probability ``epsilon`` a uniformly random arm, else ``argmax_a
+  theta_a.x``; learns the played arm from its reward.
+- ``Supervised``: the same ridge model given the gold label (full information): every arm
+  learns each step, target 1 for the gold arm and 0 for the others (one-vs-rest ridge). It plays
+  greedily; its reward is recorded but not what it learns from. The bandits' upper bound.
+
+Randomness (tie breaks, exploration) comes from ``default_rng((seed, step))`` alone, so a learner
+rebuilt by replaying a run's records acts exactly as the one that wrote them. ``greedy`` (test
+steps) is ``argmax theta_a.x`` with ties to the lowest label index; it changes nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class RidgeArms:
+    """Ridge regression per arm, inverse covariance kept up to date (Sherman-Morrison)."""
+
+    def __init__(self, n_arms: int, dim: int, lam: float = 1.0):
+        self.A_inv = np.repeat(np.eye(dim)[None] / lam, n_arms, axis=0)
+        self.b = np.zeros((n_arms, dim))
+
+    def update(self, arm: int, x: np.ndarray, reward: float) -> None:
+        Ax = self.A_inv[arm] @ x
+        self.A_inv[arm] -= np.outer(Ax, Ax) / (1.0 + x @ Ax)
+        self.b[arm] += reward * x
+
+    def means(self, x: np.ndarray) -> np.ndarray:
+        theta = np.einsum("kij,kj->ki", self.A_inv, self.b)
+        return theta @ x
+
+    def widths(self, x: np.ndarray) -> np.ndarray:
+        return np.sqrt(np.maximum(np.einsum("i,kij,j->k", x, self.A_inv, x), 0.0))
+
+
+def _argmax(scores: np.ndarray, rng: np.random.Generator) -> int:
+    """The best arm, ties broken uniformly with ``rng``."""
+    best = np.flatnonzero(np.isclose(scores, scores.max(), rtol=0, atol=1e-12))
+    return int(best[0] if len(best) == 1 else rng.choice(best))
+
+
+class Learner:
+    """One arm per label. ``act`` (training step), ``learn`` (after the reward), ``greedy`` (test)."""
+
+    name = "learner"
+    uses_gold = False  # True: learns from the gold label instead of the reward
+
+    def __init__(self, n_arms: int, dim: int, seed: int, lam: float = 1.0):
+        self.n_arms, self.seed = n_arms, seed
+        self.model = RidgeArms(n_arms, dim, lam)
+        self.last_metrics: dict = {}
+
+    def rng(self, step: int) -> np.random.Generator:
+        return np.random.default_rng((self.seed, step))
+
+    def act(self, x: np.ndarray, step: int) -> int:
+        raise NotImplementedError
+
+    def learn(self, x: np.ndarray, arm: int, reward: float, gold: int) -> None:
+        self.model.update(arm, x, reward)
+
+    def greedy(self, X: np.ndarray) -> np.ndarray:
+        theta = np.einsum("kij,kj->ki", self.model.A_inv, self.model.b)
+        return np.argmax(X @ theta.T, axis=1)
+
+
+class LinUCB(Learner):
+    name = "linucb"
+
+    def __init__(self, n_arms: int, dim: int, seed: int, alpha: float = 1.0, lam: float = 1.0):
+        super().__init__(n_arms, dim, seed, lam)
+        self.alpha = alpha
+
+    def act(self, x, step):
+        self.last_metrics = {}
+        return _argmax(self.model.means(x) + self.alpha * self.model.widths(x), self.rng(step))
+
+
+class EpsilonGreedy(Learner):
+    name = "epsilon_greedy"
+
+    def __init__(self, n_arms: int, dim: int, seed: int, epsilon: float = 0.1, lam: float = 1.0):
+        super().__init__(n_arms, dim, seed, lam)
+        self.epsilon = epsilon
+
+    def act(self, x, step):
+        rng = self.rng(step)
+        explored = bool(rng.random() < self.epsilon)
+        self.last_metrics = {"explored": explored}
+        return int(rng.integers(self.n_arms)) if explored else _argmax(self.model.means(x), rng)
+
+
+class Supervised(Learner):
+    """One-vs-rest ridge on the gold label: every arm shares one covariance, so it is kept once."""
+
+    name = "supervised"
+    uses_gold = True
+
+    def __init__(self, n_arms: int, dim: int, seed: int, lam: float = 1.0):
+        self.n_arms, self.seed = n_arms, seed
+        self.A_inv = np.eye(dim) / lam
+        self.B = np.zeros((dim, n_arms))
+        self.last_metrics = {}
+
+    def act(self, x, step):
+        return _argmax(x @ self.A_inv @ self.B, self.rng(step))
+
+    def learn(self, x, arm, reward, gold):
+        Ax = self.A_inv @ x
+        self.A_inv -= np.outer(Ax, Ax) / (1.0 + x @ Ax)
+        self.B[:, gold] += x
+
+    def greedy(self, X):
+        return np.argmax(X @ (self.A_inv @ self.B), axis=1)

@@ -1,0 +1,170 @@
+"""Retrieval contexts (beyond the paper, opt-in): the k past episodes most similar to the input.
+
+Strategies ``knn_lexical`` and ``knn_embedding``, each also with the filters of
+:mod:`icrl.context` (``knn_lexical_only_positive``, ``knn_embedding_only_negative``, ...).
+They are query-aware and stateless: ``select(history, rng, query=prompt)`` is called for each
+step's training input and, at a test step, for each test input.
+
+One select, with k = max_examples (``--max_context_examples``, or the automatic size):
+
+1. the pool: the history's episodes that pass the filter, in step order;
+2. ``rng.binomial(1, p_keep, size=len(pool))`` keeps each with probability ``--context_p_keep``
+   (the draw is made even at p_keep = 1, where it keeps all; the default);
+3. each kept episode's prompt is scored against the query (the same task prompt format):
+
+   * ``knn_lexical``: BM25 (bm25s, Lucene variant, k1 = 1.5, b = 0.75) over the kept prompts,
+     tokenised by ``bm25s.tokenize``: lower-cased, tokens of two or more word characters
+     (``(?u)\\b\\w\\w+\\b``), English stop words removed, no stemming; the index is built over the
+     kept episodes (document frequencies are those of the pool the context is drawn from);
+   * ``knn_embedding``: cosine similarity of all-MiniLM-L6-v2 sentence embeddings
+     (:class:`icrl.embeddings.Embedder`: each prompt embedded once, cached on disk);
+
+4. the k best by score, ties broken by recency (the newer episode wins), so when nothing
+   matches (all scores 0) the context is the k most recent kept episodes;
+5. the context is ordered by increasing score: the most similar episode stands last, nearest
+   the input.
+
+``metrics()`` after a select: ``knn_scores``, the chosen episodes' scores in context order
+(rounded to 6 digits). The scores are pure functions of the texts, so a run is reproducible and
+resumes exactly; caches (tokens, vectors, the BM25 index of the last pool) only save time.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from icrl.context import FILTERS, Strategy, _any, register_strategy
+from icrl.episode import Episode
+
+BM25_STOPWORDS = "english"
+SCORE_DIGITS = 6
+
+
+class Similarity:
+    """Scores documents (episode prompts) against a query; higher is more similar."""
+
+    name = ""
+
+    def scores(self, query: str, documents: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+
+class _LastPool:
+    """The value computed for the last list of documents (same texts, same order), reused while
+    the documents are unchanged: at a test step every test input is scored against one pool."""
+
+    def __init__(self, build: Callable[[Sequence[str]], object]):
+        self.build = build
+        self.documents: Optional[tuple] = None
+        self.value = None
+        self.builds = 0
+
+    def __call__(self, documents: Sequence[str]):
+        documents = tuple(documents)
+        if documents != self.documents:
+            self.value, self.documents = self.build(documents), documents
+            self.builds += 1
+        return self.value
+
+
+class Lexical(Similarity):
+    """BM25 through bm25s (see the module docstring for the tokenisation)."""
+
+    name = "lexical"
+
+    def __init__(self):
+        self._tokens: dict[str, list[str]] = {}
+        self._index = _LastPool(self._build)
+
+    def tokens(self, text: str) -> list[str]:
+        tokens = self._tokens.get(text)
+        if tokens is None:
+            import bm25s
+            tokens = bm25s.tokenize([text], return_ids=False, stopwords=BM25_STOPWORDS, show_progress=False)[0]
+            self._tokens[text] = tokens
+        return tokens
+
+    def _build(self, documents: tuple):
+        corpus = [self.tokens(text) for text in documents]
+        if not any(corpus):
+            return None  # no document has a token: every score is 0
+        import bm25s
+        index = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+        index.index(corpus, show_progress=False)
+        return index
+
+    def scores(self, query, documents):
+        if not documents:
+            return np.zeros(0)
+        index, tokens = self._index(documents), self.tokens(query)
+        if index is None or not tokens:
+            return np.zeros(len(documents))
+        return np.asarray(index.get_scores(tokens), dtype=np.float64)
+
+
+class Embedding(Similarity):
+    """Cosine similarity of sentence embeddings (:class:`icrl.embeddings.Embedder`)."""
+
+    name = "embedding"
+
+    def __init__(self, embedder=None):
+        self._embedder = embedder
+        self._matrix = _LastPool(lambda documents: self.embedder.embed(documents))
+
+    @property
+    def embedder(self):
+        if self._embedder is None:
+            from icrl.embeddings import Embedder
+            self._embedder = Embedder()
+        return self._embedder
+
+    def scores(self, query, documents):
+        if not documents:
+            return np.zeros(0)
+        vectors = self._matrix(documents)
+        return (vectors @ self.embedder.embed_one(query)).astype(np.float64)
+
+
+SIMILARITIES: dict[str, Callable[[], Similarity]] = {"lexical": Lexical, "embedding": Embedding}
+
+
+class Knn(Strategy):
+    """The k kept episodes most similar to the query, the most similar last (module docstring)."""
+
+    query_aware = True
+
+    def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any,
+                 *, similarity: Similarity):
+        super().__init__(max_examples, p_keep, accept)
+        self.similarity = similarity
+        self._last_scores: list[float] = []
+
+    def select(self, history, rng, query=None):
+        if query is None:
+            raise ValueError("knn strategies choose a context for an input: call select(..., query=prompt)")
+        pool = [episode for episode in history if self.accept(episode)]
+        keep = rng.binomial(1, self.p_keep, size=len(pool))
+        kept = [episode for episode, k in zip(pool, keep) if k == 1]
+        scores = self.similarity.scores(query, [episode.prompt for episode in kept])
+        order = np.lexsort((-np.arange(len(kept)), -scores))[: self.max_examples]  # best first, newer on ties
+        chosen = order[::-1]  # most similar last
+        self._last_scores = [round(float(scores[i]), SCORE_DIGITS) for i in chosen]
+        return [kept[i] for i in chosen]
+
+    def metrics(self):
+        return {"knn_scores": list(self._last_scores)}
+
+
+def _knn_factory(similarity: str, accept):
+    def make(max_examples, p_keep, max_contexts, sampling_method):
+        return Knn(max_examples, p_keep, accept, similarity=SIMILARITIES[similarity]())
+    return make
+
+
+KNN_NAMES: tuple[str, ...] = tuple(f"knn_{similarity}{suffix}" for similarity in SIMILARITIES for suffix in FILTERS)
+
+for _similarity in SIMILARITIES:
+    for _suffix, _accept in FILTERS.items():
+        register_strategy(f"knn_{_similarity}{_suffix}", _knn_factory(_similarity, _accept))

@@ -7,11 +7,15 @@
   "--- Logging error ---" traceback for every message.
 - ``guard(main)``: runs a tool's ``main`` and turns a write error that escaped it into one
   line and exit code 2 (the tools' own files are written atomically, records.write_atomic, so a rerun resumes).
+- ``os_error_line(exc, rerun)``: that line for any file error a user can fix (a full or
+  read-only disk, a file that cannot be read, a folder where a file belongs), else None.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import sys
 from typing import Callable
 
@@ -23,10 +27,32 @@ def is_write_error(exc: BaseException) -> bool:
     return isinstance(exc, OSError) and exc.errno in WRITE_ERRORS
 
 
-def write_error_line(exc: OSError) -> str:
+def write_error_line(exc: OSError, rerun: str = "rerun the same command") -> str:
     where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
-    return (f"error: cannot write{where}: {exc.strerror or exc}; free space or fix permissions, then rerun the "
-            f"same command")
+    return f"error: cannot write{where}: {exc.strerror or exc}; free space or fix permissions, then {rerun}"
+
+
+def _unreadable(filename) -> bool:
+    """An existing file this process may not read (a permission error on it was a read)."""
+    try:
+        return os.path.isfile(filename) and not os.access(filename, os.R_OK)
+    except (TypeError, ValueError):
+        return False
+
+
+def os_error_line(exc: BaseException, rerun: str = "rerun the same command") -> "str | None":
+    """One line for a file error the user can fix, or None (a bug: let it show its traceback)."""
+    if not isinstance(exc, OSError):
+        return None
+    name = getattr(exc, "filename", None)
+    if exc.errno in (errno.EISDIR, errno.ENOTDIR) and name:
+        what = "a folder where a file belongs" if exc.errno == errno.EISDIR else "a path through a file"
+        return f"error: {name} is {what}; move it away, then {rerun}"
+    if exc.errno in (errno.EACCES, errno.EPERM) and name and _unreadable(name):
+        return f"error: cannot read {name}: {exc.strerror}; fix its permissions (chmod u+r), then {rerun}"
+    if exc.errno in WRITE_ERRORS:
+        return write_error_line(exc, rerun)
+    return None
 
 
 class OneLineFileHandler(logging.FileHandler):
@@ -54,7 +80,8 @@ def guard(main: Callable[[], int]) -> int:
     try:
         return main()
     except OSError as exc:
-        if not is_write_error(exc):
+        line = os_error_line(exc)
+        if line is None:
             raise
-        print(write_error_line(exc), file=sys.stderr)
+        print(line, file=sys.stderr)
         return 2

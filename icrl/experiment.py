@@ -32,7 +32,8 @@ from .run.loop import Loop
 from .run.observers import Observer, ProgressBar, Wandb
 from .run.plan import Plan, plan_steps, summarize  # noqa: F401  (plan_steps: part of this module's API)
 from .run.resume import check_same_plan, config_record, decide, extend
-from .run.signals import WRITE_ERRORS, Interrupted, check, ignore_signals, interrupted_by_term, restore, say
+from .diskfull import os_error_line
+from .run.signals import Interrupted, check, ignore_signals, interrupted_by_term, restore, say
 from .run.size import resolve_max_examples
 
 log = logging.getLogger("icrl")
@@ -188,11 +189,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         say(f"interrupted at step {step}; rerun the same command to resume")
         return 128 + int(signum)
     except OSError as exc:
-        if exc.errno not in WRITE_ERRORS:
+        line = os_error_line(exc, "rerun the same command to resume")
+        if line is None:
             raise
-        where = f" {exc.filename}" if exc.filename else ""
-        print(f"error: cannot write{where}: {exc.strerror}; free space or fix permissions, then rerun the "
-              f"same command to resume", file=sys.stderr)
+        print(scrub(line), file=sys.stderr)
         return 2
     finally:
         if not (stopped and from_script):  # the script exits with signals ignored; callers get theirs back

@@ -121,3 +121,66 @@ def test_token_counts_on_a_full_disk_are_one_line(tmp_path):
         assert proc.returncode == 2, proc.stderr
         assert "Traceback" not in proc.stderr and proc.stderr.strip().splitlines()[-1].startswith("error: ")
         assert not (mnt / "tokens.csv").exists()
+
+
+def _fake_runs(out: Path) -> None:
+    proc = subprocess.run([sys.executable, "run_experiment.py", *FAKE_RUN, "--output_dir", str(out)], cwd=ROOT,
+                          env=ENV, capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+
+
+FAKE_RUN = [w for w in RUN if w not in ("openai", MODEL)]
+FAKE_RUN[FAKE_RUN.index("--backend") + 1:FAKE_RUN.index("--backend") + 1] = ["fake"]
+FAKE_RUN[FAKE_RUN.index("--model_name") + 1:FAKE_RUN.index("--model_name") + 1] = ["smollm2-135m"]
+
+
+def _half_written(folder: Path) -> list:
+    """Temporary files of an atomic write (``.<name>.<random>``) left behind."""
+    return [p for p in folder.rglob(".*") if p.is_file()]
+
+
+@pytest.mark.parametrize("state", ["full", "read-only"])
+def test_figures_on_a_full_or_read_only_disk_are_one_line_and_drawn_once_there_is_room(tmp_path, state):
+    _fake_runs(tmp_path / "runs")
+    with tmpfs(tmp_path / "mnt", "16k") as mnt:
+        if state == "full":
+            with contextlib.suppress(OSError):
+                (mnt / "filler").write_bytes(b"x" * 64 * 1024)
+        else:
+            remount(mnt, "ro")
+        draw = [sys.executable, "run_draw_plots.py", "--data_dir", str(tmp_path / "runs"), "--out_dir",
+                str(mnt / "plots"), "--only", "main_results"]
+        proc = subprocess.run(draw, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stderr
+        err = proc.stderr.strip()
+        assert "Traceback" not in err and len(err.splitlines()) == 1 and err.startswith("error: "), err
+        assert not _half_written(mnt)
+        remount(mnt, "rw,size=16m")
+        with contextlib.suppress(FileNotFoundError):
+            (mnt / "filler").unlink()
+        again = subprocess.run(draw, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0, again.stderr
+        assert (mnt / "plots" / "summary.csv").is_file() and (mnt / "plots" / "diagnostics.png").is_file()
+
+
+@pytest.mark.model  # converts the embedded model's GGUF (about 20 s, 520 MB of tmpfs)
+def test_window_search_on_a_full_model_cache_is_one_line_and_leaves_no_partial_model(tmp_path):
+    from icrl.backends.embedded import gguf_path
+
+    try:
+        gguf_path("smollm2-135m")
+    except Exception as exc:  # noqa: BLE001 - the package is an optional extra
+        pytest.skip(f"the embedded model is not installed: {exc}")
+    search = [sys.executable, "find_max_examples_given_max_window.py", "--model_name", "smollm2-135m", "--task_name",
+              "trec_coarse", "--max_window_tokens", "2048"]
+    with tmpfs(tmp_path / "cache", "2m") as cache:
+        env = {**ENV, "ICRL_CACHE_DIR": str(cache)}
+        proc = subprocess.run(search, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 2, proc.stderr
+        last = proc.stderr.strip().splitlines()[-1]
+        assert "Traceback" not in proc.stderr and last.startswith("error: cannot write the converted"), proc.stderr
+        assert [p.name for p in cache.rglob("*") if p.is_file()] in ([], [".lock-smollm2-135m"])  # no partial model
+        remount(cache, "size=800m")
+        again = subprocess.run(search, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+        assert again.returncode == 0 and again.stdout.strip().isdigit(), again.stderr
+        assert (cache / "models" / "smollm2-135m" / "config.json").is_file()

@@ -35,7 +35,9 @@ def test_every_argument_that_changes_results_gets_its_own_directory(tmp_path):
             "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--max_context_examples", "8"]
     other_model = tmp_path / "models" / "other"  # a local model folder: no Hub lookup offline
     other_model.mkdir(parents=True)
-    (other_model / "config.json").write_text("{}")
+    (other_model / "config.json").write_text('{"model_type": "llama"}')
+    for file in ("tokenizer.json", "model.safetensors"):  # a model folder holds a tokenizer and weights
+        (other_model / file).write_text("{}")
     changes = {"model_name": ["--model_name", str(other_model)], "task_name": ["--task_name", "trec_fine"],
                "context_strategy_name": ["--context_strategy_name", "random_biased_end"],
                "temperature": ["--temperature", "0.5"], "context_p_keep": ["--context_p_keep", "0.5"],

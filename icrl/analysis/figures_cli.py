@@ -104,10 +104,9 @@ def draw(args) -> int:
     if unknown:
         raise UsageError(f"unknown --only {unknown[0]!r}; choose from: {', '.join(names)}")
     out_dir = Path(args.out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--out_dir {args.out_dir!r} cannot be a folder of figures: {exc.strerror or exc}") from None
+    blocked = next((p for p in (out_dir, *out_dir.parents) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        raise UsageError(f"--out_dir {args.out_dir!r} cannot be a folder of figures: {str(blocked)!r} is a file")
     results = Results(args.data_dir, args.filter, args.explorative_p_keep)
     for note in results.notes:
         print(f"note: {note}")
@@ -115,6 +114,10 @@ def draw(args) -> int:
         raise UsageError(f"no runs under {args.data_dir!r} (run_experiment.py writes them there with --output_dir)")
     if results.runs.empty:
         raise UsageError(f"no run under {args.data_dir!r} matches --filter {' '.join(args.filter)}")
+    try:  # only now: a refusal above leaves no empty folder behind
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out_dir {args.out_dir!r} cannot be a folder of figures: {exc.strerror or exc}") from None
     summary = results.summary()
     write_atomic(out_dir / "summary.csv", lambda f: summary.to_csv(f, index=False), newline="")
     write_atomic(out_dir / "summary_by_config.csv", lambda f: results.aggregate().to_csv(f, index=False), newline="")

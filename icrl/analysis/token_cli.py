@@ -137,6 +137,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = build_parser().parse_args(argv)
         if args.verify < 0:
             raise UsageError(f"--verify must be >= 0, got {args.verify}")
+        if not 0 < args.explorative_p_keep <= 1:  # nan and inf too
+            raise UsageError(f"--explorative_p_keep must be in (0, 1], got {args.explorative_p_keep}")
         return _main(args)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -148,6 +150,9 @@ def _main(args) -> int:
 
     if args.csv:
         folder = Path(args.csv).parent
+        if Path(args.csv).is_dir():
+            raise UsageError(f"--csv {args.csv!r} is a folder; give a file name, e.g. "
+                             f"{str(Path(args.csv) / 'tokens.csv')!r}")
         if not folder.is_dir() or not os.access(folder, os.W_OK) or Path(args.csv).is_dir():
             raise UsageError(f"--csv {args.csv!r}: the folder {str(folder)!r} does not exist or is not writable")
     results = Results(args.data_dir, explorative_p_keep=args.explorative_p_keep)

@@ -89,8 +89,15 @@ def _convert(model_name: str, target: Path) -> Path:
         model.hf_quantizer = None
         if hasattr(model.config, "quantization_config"):
             del model.config.quantization_config
-        tokenizer.save_pretrained(tmp)
-        model.save_pretrained(tmp)
+        try:
+            tokenizer.save_pretrained(tmp)
+            model.save_pretrained(tmp)
+        except Exception as exc:  # tokenizers and safetensors report a full disk as a plain Exception
+            why = _write_failure(exc)
+            if why is None:
+                raise
+            raise UsageError(f"cannot write the converted {model_name} under {target.parent} ({why}); free about "
+                             f"600 MB there or set ICRL_CACHE_DIR to a folder with room, then rerun") from None
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)
@@ -98,3 +105,17 @@ def _convert(model_name: str, target: Path) -> Path:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _write_failure(exc: BaseException) -> "str | None":
+    """Why a save failed when it is the disk (full, read-only, no permission), else None."""
+    import errno
+
+    if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS,
+                                                  errno.EACCES, errno.EPERM):
+        return exc.strerror or str(exc)
+    text = str(exc)
+    for code in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES):
+        if f"os error {code})" in text:  # Rust's io::Error, as tokenizers and safetensors print it
+            return os.strerror(code)
+    return None

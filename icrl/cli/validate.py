@@ -99,9 +99,14 @@ def validate_model_path(name: str) -> None:
     path = Path(name).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return
+    if path.is_file():
+        raise UsageError(f"--model_name {name!r} is a file; give the model's folder (with config.json, the "
+                         f"tokenizer and the weights) or a .gguf file")
     if path.is_dir():
         if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
             raise UsageError(f"--model_name {name!r} is a folder without a model (no config.json in it)")
+        if (path / "config.json").is_file():
+            check_model_folder(name, path)
         return
     from .. import hub
     from ..backends.chat import looks_like_path
@@ -123,6 +128,31 @@ def validate_model_path(name: str) -> None:
         if why is not None:
             raise UsageError(f"cannot download --model_name {name!r} from the Hugging Face Hub ({why}); go online, "
                              f"or give a local directory")
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt")
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt", "*.pth", "*.gguf", "*.safetensors.index.json")
+
+
+def check_model_folder(name: str, path: Path) -> None:
+    """A local model folder must have a readable config.json, a tokenizer and weights: else
+    transformers fails deep inside its loaders with a traceback or a misleading hint."""
+    import json
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise UsageError(f"--model_name {name!r}: its config.json is not valid JSON ({type(exc).__name__}); "
+                         f"replace it with the model's original config.json") from None
+    if not isinstance(config, dict) or not config.get("model_type"):
+        raise UsageError(f"--model_name {name!r}: its config.json has no model_type; replace it with the "
+                         f"model's original config.json")
+    if not any((path / file).is_file() for file in TOKENIZER_FILES):
+        raise UsageError(f"--model_name {name!r} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                         f"copy the model's tokenizer files into it")
+    if not any(any(path.glob(pattern)) for pattern in WEIGHT_PATTERNS):
+        raise UsageError(f"--model_name {name!r} has no weights (no *.safetensors or *.bin file); copy the "
+                         f"model's weights into it")
 
 
 def validate_device(device: Optional[str]) -> None:

@@ -60,7 +60,13 @@ def automatic_size(config: RunConfig, data: RunData, backend) -> int:
         return fit
 
     log.info("finding how many episodes fit %d tokens (%s; cached in %s)", window, keys[0], path)
-    fit = find_max_examples(backend.chat, data.task, window, icrl=s.icrl)
+    try:
+        fit = find_max_examples(backend.chat, data.task, window, icrl=s.icrl)
+    except UsageError as exc:
+        if s.max_model_len is None:
+            raise
+        raise UsageError(f"--max_model_len {s.max_model_len}: {exc}; give the model's window in tokens "
+                         f"(e.g. 8192) or leave it out") from None
     sizes.update(dict.fromkeys(keys, fit))
     write_json_atomic(path, {"sizes": dict(sorted(sizes.items()))})
     return fit

@@ -23,10 +23,6 @@ from .run.signals import WRITE_ERRORS
 
 
 
-def is_write_error(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in WRITE_ERRORS
-
-
 def write_error_line(exc: OSError, rerun: str = "rerun the same command") -> str:
     where = f" {exc.filename}" if getattr(exc, "filename", None) else ""
     return f"error: cannot write{where}: {exc.strerror or exc}; free space or fix permissions, then {rerun}"

@@ -23,8 +23,9 @@ MODEL_FIXTURES = {"smollm2", "icrl_runs"}
 VLLM_FIXTURES = {"engine"}
 MODEL_TESTS: tuple = ()
 TOKENIZER_FIXTURES = {"smollm", "llama", "model", "chat", "qwen_dir"}  # test_maxlen, test_chat_tokenizer, test_rope
-TOKENIZER_TESTS = ("tests/test_chat_tokenizer.py::test_phi_ids", "tests/test_chat_tokenizer.py::test_qwen_has_no",
-                   "tests/test_maxlen.py::test_cli_bad_input")
+TOKENIZER_TESTS = ("tests/integration/test_chat_tokenizer.py::test_phi_ids",
+                   "tests/integration/test_chat_tokenizer.py::test_qwen_has_no",
+                   "tests/integration/test_maxlen.py::test_cli_bad_input")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -22,7 +22,7 @@ The numbers per run:
   runs unless ``--published_quirks``), those contexts differ from the ones our run showed;
   ``processed_tokens_as_run`` is the same count over the contexts the run really showed
   (equal to ``processed_tokens`` for every other strategy: their contexts are the published
-  ones, see tests/test_golden.py).
+  ones, see tests/unit/test_golden.py).
 - prompt tokens: the tokens of every prompt actually sent, split into training calls
   ("train tokens") and test calls ("test tokens");
 - uncached tokens: what a perfect prefix cache would still compute over every call sent:

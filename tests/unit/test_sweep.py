@@ -19,7 +19,7 @@ from icrl.sweep import runner
 from icrl.sweep.grid import expand, parse_grid_option, parse_shard, shard_indices
 from icrl.sweep.presets import preset_runs
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PUBLISHED_TAIL = ("--debug_k 10 --seed 100 --training_seed 100 --test_seed 100 --no-verbose")
 
 
@@ -29,7 +29,9 @@ def test_paper_main_is_the_20_published_commands(tmp_path):
     assert len(runs) == 20 and len({tuple(r) for r in runs}) == 20
     model = tmp_path / "Meta-Llama-3.1-8B-Instruct"  # a local model folder: no Hub lookup offline
     model.mkdir()
-    (model / "config.json").write_text("{}")
+    (model / "config.json").write_text('{"model_type": "llama"}')  # what a model folder must hold to pass
+    (model / "tokenizer.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"")
     parsed = [parse_args(r + ["--model_name", str(model)]) for r in runs]
     families = {}
     for a in parsed:

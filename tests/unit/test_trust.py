@@ -23,7 +23,7 @@ from icrl.lock import DirectoryLock, Locked
 from icrl.run.data import load_data
 from icrl.records import experiment_dir, find_runs, inspect_run, read_jsonl, write_json_atomic
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # 6 steps, tests at 0, 2, 5 on 4 test prompts.
 ARGS = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased_only_positive",
         "--context_p_keep", "0.5", "--max_context_examples", "4", "--train_k", "6", "--test_every", "3",

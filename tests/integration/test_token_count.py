@@ -19,7 +19,7 @@ from icrl.analysis.synthetic import synthesize_run
 from icrl.analysis.token_cli import main
 from runs_fixture import datasets_dir
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TOKENIZERS = Path(os.environ.get("ICRL_TOKENIZERS_DIR") or REPO.parent / "shared" / "tokenizers")
 PAPER_TOKENIZERS = ["meta-llama/Meta-Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "microsoft/Phi-3.5-mini-instruct"]
 
@@ -104,7 +104,7 @@ def published_processed_tokens(run_dir: Path, chat, as_run: bool = False):
     longest prefix in a trie of every prefix of the earlier training prompts; test prompts take
     no part. Each step's context is the published strategy's over the recorded episodes (for the
     approximate strategies rebuilt above; the others' recorded contexts are the published ones,
-    tests/test_golden.py), or with ``as_run`` the recorded one. None for a zero-shot run (the
+    tests/unit/test_golden.py), or with ``as_run`` the recorded one. None for a zero-shot run (the
     published script has no training step to count)."""
     config = read_json(run_dir / "config.json")
     mode = config["resolved"]["mode"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 README_MAX_LINES = 250
 
@@ -136,7 +136,7 @@ def load_parser(script: str) -> argparse.ArgumentParser:
         if hasattr(module, attribute):
             return getattr(module, attribute)()
         tried.append(f"{module_name}.{attribute}")
-    pytest.fail(f"no parser found for {script} (tried {tried}); update PARSERS in tests/test_docs.py")
+    pytest.fail(f"no parser found for {script} (tried {tried}); update PARSERS in tests/unit/test_docs.py")
 
 
 def option_names(parser: argparse.ArgumentParser) -> set[str]:

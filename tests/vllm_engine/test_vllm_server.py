@@ -28,7 +28,7 @@ pytestmark = [
                        reason="vLLM is not installed (make setup-vllm installs the CPU engine)"),
     pytest.mark.skipif(importlib.util.find_spec("openai") is None, reason="the openai package is not installed"),
 ]
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

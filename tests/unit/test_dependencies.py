@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # Imported only by an optional backend or option, each inside the code that needs it.
 OPTIONAL = {"vllm": "vllm", "psutil": "vllm", "openai": "openai", "wandb": "wandb"}
@@ -32,8 +32,11 @@ def _declared(*groups: str) -> set[str]:
 
 def _local_names() -> set[str]:
     names = {"icrl", "tests", "bench"}
-    for folder in (ROOT, ROOT / "tests", ROOT / "bench"):
+    for folder in (ROOT, ROOT / "bench"):
         names |= {p.stem for p in folder.glob("*.py")} | {p.name for p in folder.iterdir() if p.is_dir()}
+    # tests/: its helper modules and packages (not its category folders unit/, integration/, vllm_engine/)
+    tests = ROOT / "tests"
+    names |= {p.stem for p in tests.rglob("*.py")} | {p.parent.name for p in tests.glob("*/__init__.py")}
     return names
 
 

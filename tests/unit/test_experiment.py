@@ -17,7 +17,7 @@ import pytest
 from icrl.experiment import main, plan_steps
 from icrl.records import find_runs, read_jsonl
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TREC_COARSE = ["abbreviation", "entity", "description", "human", "location", "numeric"]
 
 

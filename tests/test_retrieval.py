@@ -88,6 +88,18 @@ def test_a_damaged_cache_file_is_recomputed_and_rewritten(tmp_path, damage):
     assert again_model.calls == 0  # the file was rewritten whole
 
 
+def test_a_cached_vector_of_the_wrong_size_is_recomputed_before_the_model_is_loaded(tmp_path, monkeypatch):
+    model = CountingModel(dim=384)
+    monkeypatch.setattr(Embedder, "_load", lambda self: model)
+    key = text_key("question")
+    path = tmp_path / "all-MiniLM-L6-v2" / key[:2] / f"{key}.npy"
+    path.parent.mkdir(parents=True)
+    np.save(path, np.ones(4, dtype=np.float32) / 2)  # a unit vector, but not all-MiniLM-L6-v2's size
+    vector = Embedder(cache_dir=tmp_path).embed(["question"])[0]
+    assert vector.shape == (384,) and model.calls == 1
+    assert Embedder(cache_dir=tmp_path).embed(["question"]).shape == (1, 384) and model.calls == 1
+
+
 def test_cache_folder_defaults_to_icrl_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("ICRL_CACHE_DIR", str(tmp_path))
     assert Embedder().model_dir == tmp_path / "embeddings" / "all-MiniLM-L6-v2"

@@ -174,7 +174,7 @@ class TrainLine(TypedDict):
     accuracy: Optional[int]     # 1 if the prediction is the answer; None in ICL
     context_size: int
     context: List[int]          # steps whose episodes were in the context, in context order
-    metrics: dict               # the strategy's metrics (approximate: context_index, context_lengths)
+    metrics: dict               # the strategy's metrics (approximate: context_index, context_lengths; knn_*: knn_scores)
     time_s: float               # the whole step, its test included
 
 
@@ -185,8 +185,8 @@ class TestLine(TypedDict):
     accuracy: float
     per_class_accuracy: Dict[str, float]
     predictions: List[str]
-    context_size: int
-    context: List[int]
+    context_size: int           # a query-aware strategy (knn_*): a list, one size per test input
+    context: List[int]          # a query-aware strategy writes ``contexts`` instead: one list per test input
     metrics: dict
     time_s: float
 

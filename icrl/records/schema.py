@@ -179,7 +179,7 @@ class _TrainLine(TypedDict):
     context_size: int
     context: List[int]          # steps whose episodes were in the context, in context order
     metrics: dict               # the strategy's metrics (approximate: context_index, context_lengths;
-                                # --ucb_alpha: ucb {score, counts, means})
+                                # --ucb_alpha: ucb {score, counts, means}; knn_*: knn_scores)
     time_s: float               # the whole step, its test included
 
 
@@ -198,8 +198,8 @@ class _TestLine(TypedDict):
     accuracy: float
     per_class_accuracy: Dict[str, float]
     predictions: List[str]
-    context_size: int
-    context: List[int]
+    context_size: int           # a query-aware strategy (knn_*): a list, one size per test input
+    context: List[int]          # a query-aware strategy writes ``contexts`` instead: one list per test input
     metrics: dict
     time_s: float
 

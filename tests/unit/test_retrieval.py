@@ -88,6 +88,18 @@ def test_a_damaged_cache_file_is_recomputed_and_rewritten(tmp_path, damage):
     assert again_model.calls == 0  # the file was rewritten whole
 
 
+def test_a_cached_vector_of_the_wrong_size_is_recomputed_before_the_model_is_loaded(tmp_path, monkeypatch):
+    model = CountingModel(dim=384)
+    monkeypatch.setattr(Embedder, "_load", lambda self: model)
+    key = text_key("question")
+    path = tmp_path / "all-MiniLM-L6-v2" / key[:2] / f"{key}.npy"
+    path.parent.mkdir(parents=True)
+    np.save(path, np.ones(4, dtype=np.float32) / 2)  # a unit vector, but not all-MiniLM-L6-v2's size
+    vector = Embedder(cache_dir=tmp_path).embed(["question"])[0]
+    assert vector.shape == (384,) and model.calls == 1
+    assert Embedder(cache_dir=tmp_path).embed(["question"]).shape == (1, 384) and model.calls == 1
+
+
 def test_cache_folder_defaults_to_icrl_cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("ICRL_CACHE_DIR", str(tmp_path))
     assert Embedder().model_dir == tmp_path / "embeddings" / "all-MiniLM-L6-v2"
@@ -332,3 +344,21 @@ def test_a_real_minilm_knn_run_resumed_from_the_cache_equals_an_uninterrupted_on
     assert records(cut) == records(whole)
     train, test = check_knn_records(whole)
     assert any(s > 0.3 for r in train for s in r["metrics"]["knn_scores"])  # real similarities
+
+
+def test_knn_runs_in_a_lock_step_sweep_write_the_records_of_runs_alone(tmp_path, fake_env):
+    from icrl.sweep import runner
+    common = [w for w in BASE if w != "--no-progress"]
+    common = [w for i, w in enumerate(common) if w != "--seed" and common[i - 1] != "--seed"]
+    code = runner.main(["--name", "knn", "--grid", "context_strategy_name=knn_lexical,knn_lexical_only_positive",
+                        "--grid", "seed=5,6", *common, "--output_dir", str(tmp_path / "sweep")])
+    assert code == 0
+    swept = sorted((tmp_path / "sweep").rglob("config.json"))
+    assert len(swept) == 4
+    for config in swept:
+        args = json.loads(config.read_text())["args"]
+        alone = tmp_path / "alone" / config.parent.name / args["context_strategy_name"]
+        argv = [w for i, w in enumerate(BASE) if w != "--seed" and BASE[i - 1] != "--seed"]
+        assert main([*argv, "--seed", str(args["seed"]), "--context_strategy_name", args["context_strategy_name"],
+                     "--output_dir", str(alone)]) == 0
+        assert records(config.parent) == records(next(alone.rglob("config.json")).parent)

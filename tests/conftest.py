@@ -25,7 +25,8 @@ MODEL_TESTS: tuple = ()
 TOKENIZER_FIXTURES = {"smollm", "llama", "model", "chat", "qwen_dir"}  # test_maxlen, test_chat_tokenizer, test_rope
 TOKENIZER_TESTS = ("tests/integration/test_chat_tokenizer.py::test_phi_ids",
                    "tests/integration/test_chat_tokenizer.py::test_qwen_has_no",
-                   "tests/integration/test_maxlen.py::test_cli_bad_input")
+                   "tests/integration/test_maxlen.py::test_cli_bad_input",
+                   "tests/unit/test_task_files.py::test_task_file_runs_through_every_script")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -49,7 +49,7 @@ lock:
 	.venv-lock/bin/python requirements/finish_locks.py $(BASE_LOCK) $(VLLM_LOCK)
 
 test: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=25
 
 # The fast tests: pure logic on the fake backend, no model, no large tokenizer (under a minute).
 test-fast: $(STAMP)

@@ -11,10 +11,19 @@ same way; `make test-fast` leaves them out too.
 
 import os
 import functools
+import signal
 import sys
 from pathlib import Path
 
 import pytest
+
+# The runs these tests start must meet Ctrl-C and a hang-up as a user's terminal gives them,
+# even when the suite itself runs with them ignored (under nohup, or as a background job of a
+# script): a signal ignored here would stay ignored in every child. A handler of our own is
+# reset to the default in each child (exec), and keeps this process as deaf as it was.
+for _signum in (signal.SIGINT, signal.SIGHUP):
+    if signal.getsignal(_signum) is signal.SIG_IGN:
+        signal.signal(_signum, lambda signum, frame: None)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -15,6 +15,7 @@ from icrl.backends.fake import INTERRUPT_ENV
 from icrl.cli import parse_args
 from icrl.experiment import Experiment, main
 from icrl.exploration import EXPLORE_STREAM, step_rng
+from recorded import untimed_records
 
 BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "24",
         "--test_every", "8", "--test_k", "6", "--training_seed", "3", "--test_seed", "3", "--no-progress",
@@ -42,12 +43,7 @@ def run(root: Path, *words, seed: int = 3) -> Experiment:
 
 def records(run_dir: Path) -> dict:
     """train and test records less their timings, and the config's args."""
-    out = {}
-    for name in ("train", "test"):
-        lines = [json.loads(line) for line in (run_dir / f"{name}.jsonl").read_text().splitlines()]
-        out[name] = [{k: v for k, v in r.items() if k != "time_s"} for r in lines]
-    out["args"] = json.loads((run_dir / "config.json").read_text())["args"]
-    return out
+    return untimed_records(run_dir, args=True)
 
 
 def train(experiment) -> list:

@@ -15,6 +15,7 @@ from icrl.experiment import Experiment, main
 from icrl.prompts import build_messages, feedback_message
 from icrl.rewards import CoarseCredit, make_reward
 from icrl.tasks import load_task
+from recorded import untimed_records
 
 BASE = ["--backend", "fake", "--model_name", "fake", "--train_k", "30", "--test_every", "10", "--test_k", "20",
         "--seed", "3", "--training_seed", "3", "--test_seed", "3", "--no-progress", "--icrl",
@@ -38,12 +39,7 @@ def run(root: Path, *words) -> Experiment:
     return experiment
 
 
-def records(run_dir: Path) -> dict:
-    out = {}
-    for name in ("train", "test"):
-        lines = [json.loads(line) for line in (run_dir / f"{name}.jsonl").read_text().splitlines()]
-        out[name] = [{k: v for k, v in r.items() if k != "time_s"} for r in lines]
-    return out
+records = untimed_records
 
 
 @pytest.fixture

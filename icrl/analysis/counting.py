@@ -97,9 +97,10 @@ def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Ite
             yield step, "train", record["context"], record["prompt"]
         elif mode == "icl":
             yield step, "icl_train", record["context"], record["prompt"]
-        if step in tests:
-            for prompt in test_prompts:
-                yield step, "test", tests[step]["context"], prompt
+        if step in tests:  # a query-aware strategy (knn_*) recorded one context per test prompt
+            contexts = tests[step].get("contexts") or [tests[step]["context"]] * len(test_prompts)
+            for prompt, context in zip(test_prompts, contexts):
+                yield step, "test", context, prompt
 
 
 class Replay:
@@ -142,6 +143,8 @@ def published_contexts(config: dict, history: Sequence[Episode]) -> Optional[lis
     args = config["args"]
     if args.get("context_strategy_name") not in REBUILT or config["resolved"]["mode"] == "zero_shot":
         return None
+    if args.get("prob_reset") is not None or args.get("ucb_alpha") is not None:
+        return None  # flags the published code never ran: there is no published count to match
     strategy = make_strategy(args["context_strategy_name"], config["resolved"]["max_context_examples"],
                              args["context_p_keep"], args["max_contexts"], args["approximate_context_sampling_method"],
                              published_quirks=True)

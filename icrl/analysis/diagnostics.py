@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from ..agents.naming import is_learner, label_of_args
 from ..errors import UsageError
 from ..records import RunState, find_runs, inspect_run, write_atomic
 
@@ -142,9 +143,12 @@ def run_identity(state: RunState, root: Path) -> dict:
     mode = mode_of(state)
     method = method_of(mode, args.get("context_strategy_name") or "", float(args.get("context_p_keep") or 0))
     label = method or args.get("context_strategy_name") or mode
-    if mode not in ("zero_shot", "icl") and method not in ("naive", "naive+"):
+    model = args.get("model_name")
+    if is_learner(args.get("agent", "llm")):  # no model, no strategy: the learner is both (icrl.agents)
+        model = label = label_of_args(args)
+    elif mode not in ("zero_shot", "icl") and method not in ("naive", "naive+"):
         label += f" p={args.get('context_p_keep')}"
-    return {"run_id": state.directory.relative_to(root).as_posix(), "model": args.get("model_name"),
+    return {"run_id": state.directory.relative_to(root).as_posix(), "model": model,
             "task": args.get("task_name"), "method": method, "label": label, "seed": args.get("seed")}
 
 

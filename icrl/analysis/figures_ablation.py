@@ -103,7 +103,10 @@ def _describe(group: pd.DataFrame, column: str) -> str:
 
 
 def fig_ablation(ctx: Context, ab: Ablation):
-    runs = ctx.runs[ab.keep(ctx.runs)] if len(ctx.runs) else ctx.runs
+    runs = ctx.runs
+    if len(runs) and "learner" in runs:  # a learner (icrl.agents) has none of the ablated settings
+        runs = runs[runs["learner"].isna()]
+    runs = runs[ab.keep(runs)] if len(runs) else runs
     groups = _ablation_groups(runs, ab.column) if len(runs) else []
     if not groups:
         return f"no ICRL runs that differ only in {ab.what}"

@@ -168,7 +168,8 @@ def validate_device(device: Optional[str]) -> None:
 
 LLM_ONLY = ("context_strategy_name", "context_p_keep", "max_context_examples", "max_contexts",
             "approximate_context_sampling_method", "exemplars_per_label", "icrl_omit_feedback", "icrl_flip_feedback",
-            "temperature", "max_model_len", "backend", "p_exploration", "prob_reset", "ucb_alpha")
+            "temperature", "max_model_len", "backend", "p_exploration", "prob_reset", "ucb_alpha",
+            "published_tokenization", "eot_token", "dtype", "device", "rope_scaling", "api_mode", "api_model")
 
 
 def validate_agent(config: RunConfig) -> None:
@@ -178,12 +179,14 @@ def validate_agent(config: RunConfig) -> None:
     if not is_learner(s.agent):
         given = [f"--{n}" for n in ("features", "bandit_alpha", "bandit_epsilon") if getattr(s, n) != default_of(n)]
         if given:
-            raise UsageError(f"{', '.join(given)} only apply to a learner (--agent linucb, epsilon_greedy or "
+            verb = "only applies" if len(given) == 1 else "only apply"
+            raise UsageError(f"{', '.join(given)} {verb} to a learner (--agent linucb, epsilon_greedy or "
                              f"supervised); drop them for an LLM run")
         return
     given = [f"--{n}" for n in LLM_ONLY if getattr(s, n) != default_of(n)]
     if given:
-        raise UsageError(f"{', '.join(given)} only apply to an LLM; --agent {s.agent} is a learner on text "
+        verb = "only applies" if len(given) == 1 else "only apply"
+        raise UsageError(f"{', '.join(given)} {verb} to an LLM; --agent {s.agent} is a learner on text "
                          f"features: drop them")
     if s.bandit_alpha != default_of("bandit_alpha") and s.agent != "linucb":
         raise UsageError("--bandit_alpha is LinUCB's: use it with --agent linucb")

@@ -129,7 +129,8 @@ def run_payload(state: RunState, root: Path, strings: StringTable) -> dict:
         "train": {"prompt": [strings.index(r.get("prompt")) for r in train],
                   "answer": [strings.index(r.get("answer")) for r in train],
                   "prediction": [-1 if r.get("prediction") is None else strings.index(r["prediction"]) for r in train],
-                  "reward": [-1 if r.get("feedback") is None else int(r["feedback"]) for r in train],
+                  # the shown feedback: 0 or 1, 0.5 for a partly right answer (--reward coarse_credit)
+                  "reward": [-1 if r.get("feedback") is None else _feedback(r["feedback"]) for r in train],
                   "correct": [-1 if r.get("accuracy") is None else int(r["accuracy"]) for r in train],
                   "context": [encode_context(r.get("context") or []) for r in train]},
     }
@@ -141,6 +142,11 @@ def run_payload(state: RunState, root: Path, strings: StringTable) -> dict:
                         "prediction": [strings.index(p) for p in r.get("predictions") or []]} for r in state.test]
     payload["curves"] = curves(state)
     return payload
+
+
+def _feedback(value) -> float:
+    value = float(value)
+    return int(value) if value.is_integer() else value
 
 
 def curves(state: RunState) -> dict:

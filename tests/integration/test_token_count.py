@@ -500,3 +500,28 @@ def test_processed_tokens_equal_the_published_computation(tmp_path, tokenizer, s
                 # as published: an ICL run stops at the first test step with a full context (step 9)
                 assert summary["train_prompt_tokens"] == 0 and summary["icl_train_calls"] == 10
     assert residual >= 0
+
+
+def test_query_aware_test_calls_use_each_prompts_own_context():
+    """A knn_* test record holds one context per test prompt (``contexts``): each call is counted
+    with its own (the count read ``context`` and stopped with a KeyError)."""
+    from icrl.analysis.counting import iter_calls
+
+    config = {"resolved": {"mode": "icrl"}, "test_set": {"prompts": ["a?", "b?"]}}
+    train = [{"step": 0, "prompt": "x", "context": []}, {"step": 1, "prompt": "y", "context": [0]}]
+    test = [{"step": 1, "contexts": [[0], []]}]
+    assert list(iter_calls(config, train, test)) == [
+        (0, "train", [], "x"), (1, "train", [0], "y"), (1, "test", [0], "a?"), (1, "test", [], "b?")]
+
+
+@pytest.mark.parametrize("flag", [{"prob_reset": 0.2}, {"ucb_alpha": 0.5}])
+def test_no_published_rebuild_for_flags_the_published_code_never_ran(flag):
+    """--prob_reset and --ucb_alpha change which episodes a context can show: the published
+    rebuild (which knows neither) would count contexts the run never had."""
+    from icrl.analysis.counting import published_contexts
+
+    args = {"context_strategy_name": "approximate_only_positive", "context_p_keep": 0.5, "max_contexts": 2,
+            "approximate_context_sampling_method": "uniform", "seed": 1}
+    config = {"args": {**args, **flag}, "resolved": {"mode": "icrl", "max_context_examples": 4}}
+    assert published_contexts(config, []) is None
+    assert published_contexts({**config, "args": args}, []) == []

@@ -130,13 +130,15 @@ def test_learner_folders_are_distinct_from_every_models():
 
 
 @pytest.mark.parametrize("words, message", [
-    (["--agent", "linucb", "--context_strategy_name", "random_unbiased"], "--context_strategy_name only apply to an LLM"),
+    (["--agent", "linucb", "--context_strategy_name", "random_unbiased"], "--context_strategy_name only applies to an LLM"),
     (["--agent", "linucb", "--model_name", "smollm2-135m-x"], "drop --model_name"),
     (["--agent", "supervised", "--no-icrl"], "drop --no-icrl"),
     (["--agent", "supervised", "--bandit_epsilon", "0.2"], "--bandit_epsilon is epsilon-greedy's"),
     (["--agent", "epsilon_greedy", "--bandit_epsilon", "1.5"], "--bandit_epsilon must be in [0, 1]"),
-    (["--icrl", "--context_strategy_name", "random_unbiased", "--bandit_alpha", "2"], "only apply to a learner"),
+    (["--icrl", "--context_strategy_name", "random_unbiased", "--bandit_alpha", "2"], "only applies to a learner"),
     (["--agent", "ucb"], "invalid choice"),
+    (["--agent", "linucb", "--published_quirks"], "--published_tokenization only applies to an LLM"),
+    (["--agent", "supervised", "--dtype", "float32", "--eot_token", "X"], "--eot_token, --dtype only apply to an LLM"),
 ])
 def test_bad_learner_arguments_are_one_line_errors(words, message, tmp_path, capsys):
     assert run(tmp_path, *words) == 2
@@ -234,3 +236,23 @@ def test_token_counts_leave_learners_out(tmp_path, data_dir, capsys):
     out = capsys.readouterr()
     assert "1 run(s) of learners that are not LLMs have no tokens to count" in out.out
     assert "no finished run" in out.err and "unknown model" not in out.err
+
+
+def test_figures_of_folders_with_several_learners_or_only_learners(tmp_path, data_dir, capsys):
+    """Two learners beside an LLM run were taken for a model-scale ablation pair, and a folder of
+    learners alone had no model to group diagnostics by: both ended in a traceback."""
+    from icrl.analysis.figures_cli import main as draw
+
+    mixed, alone = tmp_path / "mixed", tmp_path / "alone"
+    for data in (mixed, alone):
+        assert run(data, "--agent", "linucb") == 0
+        assert run(data, "--agent", "supervised") == 0
+    assert run(mixed, "--backend", "fake", "--model_name", "fake", "--icrl", "--context_strategy_name",
+               "random_biased_end", "--max_context_examples", "4") == 0
+    for data in (mixed, alone):
+        plots = tmp_path / f"plots-{data.name}"
+        capsys.readouterr()
+        assert draw(["--data_dir", str(data), "--out_dir", str(plots), "--other_runs"]) == 0
+        assert "Traceback" not in capsys.readouterr().err
+        diagnostics = (plots / "diagnostics.csv").read_text()
+        assert "LinUCB (tfidf)" in diagnostics and "online supervised (tfidf)" in diagnostics

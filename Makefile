@@ -53,7 +53,7 @@ test: $(STAMP)
 
 # The fast tests: pure logic on the fake backend, no model, no large tokenizer (under a minute).
 test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q tests/unit -m "not model and not vllm and not tokenizer"
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 tests/unit -m "not model and not vllm and not tokenizer"
 
 # The demo (run_experiment.py with no arguments) writes to data/demo; its zero-shot reference
 # has the same model, task, test set (test_k, test_seed) and temperature. Only these runs are

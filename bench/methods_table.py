@@ -27,10 +27,11 @@ def method_of(args: dict) -> str:
         return f"{args['agent']} ({args['features']})"
     if args.get("max_context_examples") == 0:
         return "zero-shot"
+    shown = f", {args['max_context_examples']} in context" if args.get("max_context_examples") else ""
     if not args["icrl"]:
-        return f"supervised ICL ({args['context_strategy_name']})"
+        return f"supervised ICL ({args['context_strategy_name']}{shown})"
     extra = f", epsilon {args['p_exploration']}" if args.get("p_exploration") else ""
-    return f"{args['context_strategy_name']} p_keep {args['context_p_keep']}{extra}"
+    return f"{args['context_strategy_name']} p_keep {args['context_p_keep']}{extra}{shown}"
 
 
 def main(root: Path) -> int:

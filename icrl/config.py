@@ -18,6 +18,8 @@ Each field declares its role once, in its metadata, next to its help text:
   of them differs from its default (opt-in settings beyond the paper: exploration, rewards,
   agents; the records of every run without them stay byte for byte as they were; implies
   ``added``).
+- ``only``: "llm" or "learner": the field means something to that kind of agent alone (``--agent``);
+  the other kind refuses it when it is set (``icrl.cli.validate``).
 
 The lists of names the rest of the package needs (runtime names, secret flags, folder parts,
 result columns, backend options) are derived from this metadata, never written out again.
@@ -37,11 +39,13 @@ _FOLDER_NONE = object()
 
 
 def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
-         extends: bool = False, added: bool = False, optional: str = ""):
+         extends: bool = False, added: bool = False, optional: str = "", only: str = ""):
     """A configuration field: its default, help text and roles (see the module docstring)."""
+    assert only in ("", "llm", "learner"), only
     return field(default=default, metadata={
         "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
-        "backend": backend, "extends": extends, "added": added or bool(optional), "optional": optional})
+        "backend": backend, "extends": extends, "added": added or bool(optional), "optional": optional,
+        "only": only})
 
 
 # Our definitions of the three flags the published script parsed and never read (docs/method.md,
@@ -60,36 +64,36 @@ class RunSpec:
                                           "[+ _top<K>][+ _unsemantic]", column="task")
     context_strategy_name: Optional[str] = flag(
         None, f"required (not for zero-shot, --max_context_examples 0): one of {', '.join(STRATEGY_NAMES)}",
-        column="strategy")
+        column="strategy", only="llm")
     context_p_keep: float = flag(1.0, "probability that each past episode is kept when the context is drawn "
-                                      "(explorative ICRL: 0.1)", column="p_keep")
+                                      "(explorative ICRL: 0.1)", column="p_keep", only="llm")
     max_context_examples: Optional[int] = flag(
         None, "episodes in context; 0 = zero-shot; default: as many as fit the model window",
-        column="max_context_examples")
+        column="max_context_examples", only="llm")
     icrl: Optional[bool] = flag(None, "required: ICRL (predictions + rewards) or --no-icrl, supervised ICL (the "
                                       "published script silently runs supervised ICL when both are omitted)",
                                 column="icrl")
     icrl_omit_feedback: bool = flag(False, "ICRL ablation: show the context episodes without their reward",
-                                    column="omit_feedback")
+                                    column="omit_feedback", only="llm")
     icrl_flip_feedback: bool = flag(False, "ICRL ablation: flip the shown reward with probability "
                                            "--icrl_flip_feedback_prob (the recorded accuracy is not flipped)",
-                                    column="flip_feedback")
+                                    column="flip_feedback", only="llm")
     icrl_flip_feedback_prob: Optional[float] = flag(
         None, "probability of flipping a shown reward, in [0, 1]; required with --icrl_flip_feedback",
-        column="flip_prob")
-    max_contexts: int = flag(-1, "approximate strategies: number of contexts K", column="max_contexts")
+        column="flip_prob", only="llm")
+    max_contexts: int = flag(-1, "approximate strategies: number of contexts K", column="max_contexts", only="llm")
     approximate_context_sampling_method: Optional[str] = flag(
         None, f"approximate strategies: {' or '.join(SAMPLING_METHODS)} (required with them)",
-        column="sampling_method")
+        column="sampling_method", only="llm")
     temperature: float = flag(1.0, "sampling temperature of the model's label choice; 0 = greedy",
-                              column="temperature")
+                              column="temperature", only="llm")
     train_k: int = flag(-1, "training steps (-1 or omitted: the whole training split, as published)",
                         column="train_k", extends=True)
     test_every: int = flag(500, "test every this many steps (and always at the first and the last step)",
                            column="test_every")
     test_k: int = flag(-1, "test examples (-1 or omitted: the whole test split, as published)", column="test_k")
     exemplars_per_label: int = flag(0, "gold exemplars per label, first in every context",
-                                    column="exemplars_per_label")
+                                    column="exemplars_per_label", only="llm")
     seed: Optional[int] = flag(None, "required: seeds the context draws and the model's sampling (the paper: 100)",
                                column="seed")
     training_seed: Optional[int] = flag(
@@ -98,44 +102,45 @@ class RunSpec:
     test_seed: Optional[int] = flag(None, "required: seeds which test examples are used (the paper: 100)",
                                     column="test_seed")
     max_model_len: Optional[int] = flag(None, "context window in tokens (default: the model's maximum length)",
-                                        column="max_model_len", folder="maxlen", backend=True)
+                                        column="max_model_len", folder="maxlen", backend=True, only="llm")
     backend: str = flag("auto", "auto: vLLM when installed and a CUDA GPU is visible, else transformers",
-                        folder="")
+                        folder="", only="llm")
     device: Optional[str] = flag(None, "transformers backend: cpu, cuda, cuda:1 ... (default: cuda if visible)",
-                                 folder="", backend=True)
+                                 folder="", backend=True, only="llm")
     dtype: str = flag("auto", "auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16",
-                      folder="", backend=True)
+                      folder="", backend=True, only="llm")
     rope_scaling: Optional[str] = flag(
         None, "RoPE scaling, both backends: TYPE:FACTOR:ORIGINAL_LEN (e.g. yarn:4.0:32768), none, or auto "
               "(default): as published, yarn:4.0:32768 for any model whose name contains Qwen2.5 (window "
-              "131072), none for the others", folder="rope", backend=True)
+              "131072), none for the others", folder="rope", backend=True, only="llm")
     eot_token: Optional[str] = flag(None, "end-of-turn token (default: read from the tokenizer)", folder="eot",
-                                    backend=True)
+                                    backend=True, only="llm")
     published_tokenization: bool = flag(
         False, "reproduce the published code's quirks, for exact replication: a second begin-of-text token on "
                "Llama-3 prompts (vLLM 0.6.4 text prompts), labels forced as encode(' ' + label) (an extra '▁' "
                "token on Phi-3.5), and one automatic context size per model and task, the first run's, for ICRL "
                "and ICL runs alike (the published size cache); --published_tokenization is its old name",
-        folder="pubtok", backend=True, added=True)
+        folder="pubtok", backend=True, added=True, only="llm")
     api_model: Optional[str] = flag(None, "model name the server knows (default: --model_name)", folder="apimodel",
-                                    backend=True)
+                                    backend=True, only="llm")
     api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "
                                  "structured-output choice; chat: messages with a JSON-schema enum of the labels; "
-                                 "auto: completions when the server supports it", folder="api", backend=True)
+                                 "auto: completions when the server supports it", folder="api", backend=True,
+                       only="llm")
     # -- beyond the paper (docs/method.md "Beyond the paper: exploration and rewards"); optional: a
     # run that does not set one records exactly what it recorded before it existed.
     p_exploration: Optional[float] = flag(
         None, "epsilon-greedy: with this probability a training step's prediction is a uniformly random label, "
               "with no model call (test steps always use the model)",
-        folder="epsgreedy", column="p_exploration", optional="p_exploration")
+        folder="epsgreedy", column="p_exploration", optional="p_exploration", only="llm")
     prob_reset: Optional[float] = flag(
         None, "with this probability, at the start of a step, the strategy forgets every earlier episode "
               "(approximate strategies: the contexts restart empty)",
-        folder="forget", column="prob_reset", optional="prob_reset")
+        folder="forget", column="prob_reset", optional="prob_reset", only="llm")
     ucb_alpha: Optional[float] = flag(
         None, "approximate strategies: choose which of the K contexts to show by UCB over each context's rewards, "
               "mean + ALPHA * sqrt(ln N / n), instead of --approximate_context_sampling_method",
-        folder="ctxucb", column="ucb_alpha", optional="ucb_alpha")
+        folder="ctxucb", column="ucb_alpha", optional="ucb_alpha", only="llm")
     reward: str = flag("exact_match", "reward function: exact_match (the paper's) or coarse_credit (1 for the right "
                                       "label, 0.5 for a wrong label of the right parent class, 0 otherwise; "
                                       "tasks with a [hierarchy], e.g. trec_fine)",
@@ -147,10 +152,12 @@ class RunSpec:
                              "reward; supervised: the same ridge learner given the gold label (upper bound)",
                       optional="agent")
     features: str = flag("tfidf", "a learner's text features: tfidf (fitted on the training inputs, no labels; "
-                                  "64-dim SVD) or minilm (all-MiniLM-L6-v2 embeddings)", optional="agent")
-    bandit_alpha: float = flag(1.0, "--agent linucb: the exploration bonus alpha", folder="alpha", optional="agent")
+                                  "64-dim SVD) or minilm (all-MiniLM-L6-v2 embeddings)", optional="agent",
+                       only="learner")
+    bandit_alpha: float = flag(1.0, "--agent linucb: the exploration bonus alpha", folder="alpha", optional="agent",
+                               only="learner")
     bandit_epsilon: float = flag(0.1, "--agent epsilon_greedy: the probability of a random arm", folder="eps",
-                                 optional="agent")
+                                 optional="agent", only="learner")
 
     def as_record(self) -> dict:
         """config.json "args": every field (an ``optional`` group only when one of its fields is set),
@@ -264,9 +271,11 @@ RESULT_COLUMNS = {f.name: f.metadata["column"] for f in fields(RunSpec) if f.met
 EXTENDING_NAMES = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("extends"))
 # Fields added after runs were recorded, with the value those runs had.
 ADDED_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("added")}
-# Fields written to "args" only when set (their default otherwise).
 # the defaults of the fields config.json "args" leaves out while they are at them (role ``optional``)
 OPTIONAL_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("optional")}
+# the fields only an LLM agent takes, and those only a learner takes (role ``only``), in field order
+LLM_ONLY = tuple(f.name for f in fields(RunSpec) if f.metadata.get("only") == "llm")
+LEARNER_ONLY = tuple(f.name for f in fields(RunSpec) if f.metadata.get("only") == "learner")
 
 
 def help_of(name: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..agents.naming import is_learner
-from ..config import RunConfig, default_of
+from ..config import LEARNER_ONLY, LLM_ONLY, RunConfig, default_of
 from ..context import REGISTRY, SAMPLING_METHODS
 from ..errors import UsageError
 from ..exploration import validate as validate_exploration
@@ -166,18 +166,12 @@ def validate_device(device: Optional[str]) -> None:
     _check_device(torch, device)
 
 
-LLM_ONLY = ("context_strategy_name", "context_p_keep", "max_context_examples", "max_contexts",
-            "approximate_context_sampling_method", "exemplars_per_label", "icrl_omit_feedback", "icrl_flip_feedback",
-            "temperature", "max_model_len", "backend", "p_exploration", "prob_reset", "ucb_alpha",
-            "published_tokenization", "eot_token", "dtype", "device", "rope_scaling", "api_mode", "api_model")
-
-
 def validate_agent(config: RunConfig) -> None:
     """A learner (--agent linucb|epsilon_greedy|supervised) takes none of an LLM's settings, and an
     LLM none of a learner's."""
     s = config.spec
     if not is_learner(s.agent):
-        given = [f"--{n}" for n in ("features", "bandit_alpha", "bandit_epsilon") if getattr(s, n) != default_of(n)]
+        given = [f"--{n}" for n in LEARNER_ONLY if getattr(s, n) != default_of(n)]
         if given:
             verb = "only applies" if len(given) == 1 else "only apply"
             raise UsageError(f"{', '.join(given)} {verb} to a learner (--agent linucb, epsilon_greedy or "

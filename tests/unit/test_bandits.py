@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from icrl.agents.learners import EpsilonGreedy, LinUCB, Supervised
+from icrl.config import LEARNER_ONLY, LLM_ONLY
 from icrl.experiment import main
 from icrl.records import experiment_dir, find_runs
 
@@ -138,12 +139,39 @@ def test_learner_folders_are_distinct_from_every_models():
     (["--icrl", "--context_strategy_name", "random_unbiased", "--bandit_alpha", "2"], "only applies to a learner"),
     (["--agent", "ucb"], "invalid choice"),
     (["--agent", "linucb", "--published_quirks"], "--published_tokenization only applies to an LLM"),
-    (["--agent", "supervised", "--dtype", "float32", "--eot_token", "X"], "--eot_token, --dtype only apply to an LLM"),
+    (["--agent", "supervised", "--dtype", "float32", "--eot_token", "X"], "--dtype, --eot_token only apply to an LLM"),
 ])
 def test_bad_learner_arguments_are_one_line_errors(words, message, tmp_path, capsys):
     assert run(tmp_path, *words) == 2
     err = capsys.readouterr().err
     assert message in err and not find_runs(tmp_path)
+
+
+@pytest.mark.parametrize("name", LLM_ONLY)
+def test_a_learner_refuses_every_llm_setting(name):
+    """Each field with role only="llm" is refused for a learner, with its flag named."""
+    import dataclasses
+
+    from icrl.cli import parse_args
+    from icrl.cli.validate import validate
+    from icrl.errors import UsageError
+
+    config = parse_args(["--agent", "linucb", *SMALL[:8], "--seed", "1", "--training_seed", "1", "--test_seed", "1"])
+    changed = dataclasses.replace(config, spec=dataclasses.replace(config.spec, **{name: "changed"}))
+    with pytest.raises(UsageError, match=f"--{name} only applies to an LLM"):
+        validate(changed)
+
+
+def test_every_setting_says_which_agents_take_it():
+    """A new field must be placed: for every agent, for LLMs alone, or for learners alone."""
+    import dataclasses
+
+    from icrl.config import RunSpec
+
+    for_all = {f.name for f in dataclasses.fields(RunSpec) if not f.metadata["only"]}
+    assert for_all == {"model_name", "task_name", "icrl", "train_k", "test_every", "test_k", "seed",
+                       "training_seed", "test_seed", "reward", "agent"}
+    assert LEARNER_ONLY == ("features", "bandit_alpha", "bandit_epsilon")
 
 
 # -- sweeps and figures ------------------------------------------------------------------------------

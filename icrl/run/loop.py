@@ -173,26 +173,24 @@ class Loop:
         episode = None
         if example is not None:
             prompt, answer = task.prompt(example), task.answer(example)
-            if self.agent is not None:
-                prediction, metrics = self.agent.act(t), self.agent.metrics()
+            if self.agent is None and self.plan.mode != "icrl":  # supervised ICL: no call, no reward
+                episode = Episode(prompt, None, None, answer, None)
+            else:
+                explored = None
+                if self.agent is not None:  # a learner plays the step
+                    prediction, metrics = self.agent.act(t), self.agent.metrics()
+                else:  # the LLM predicts with the context, unless --p_exploration explores
+                    explored = self.explore.explored_label(self.seed, t, task.labels)
+                    if self.explore.p_exploration is not None:
+                        extra["explored"] = explored is not None
+                    prediction = explored if explored is not None else \
+                        self.predict([self.render(context, prompt)], self.seed + t)[0]
                 reward, feedback = self.reward(prediction, answer, seed=s.seed, step=t)
                 if not self.reward.same_as_accuracy:
                     extra["reward"] = reward
-                episode = Episode(prompt, prediction, feedback, answer, int(prediction == answer))
-            elif self.plan.mode == "icrl":
-                explored = self.explore.explored_label(self.seed, t, task.labels)
-                if self.explore.p_exploration is not None:
-                    extra["explored"] = explored is not None
-                prediction = explored if explored is not None else \
-                    self.predict([self.render(context, prompt)], self.seed + t)[0]
-                reward, feedback = self.reward(prediction, answer, seed=s.seed, step=t)
-                if not self.reward.same_as_accuracy:
-                    extra["reward"] = reward
-                if explored is None and hasattr(self.strategy, "observe_reward"):
+                if self.agent is None and explored is None and hasattr(self.strategy, "observe_reward"):
                     self.strategy.observe_reward(reward)  # --ucb_alpha: the shown context's reward
                 episode = Episode(prompt, prediction, feedback, answer, int(prediction == answer))
-            else:
-                episode = Episode(prompt, None, None, answer, None)
 
         if t in self.plan.test_steps:
             record = self.test_step(t, context, context_ids, metrics, visible)

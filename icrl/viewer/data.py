@@ -139,6 +139,8 @@ def run_payload(state: RunState, root: Path, strings: StringTable) -> dict:
                            "answer": [strings.index(a) for a in test_set.get("answers") or []]}
     payload["test"] = [{"step": r["step"], "accuracy": _number(r.get("accuracy")),
                         "context": encode_context(r.get("context") or []),
+                        # a query-aware strategy (knn_*): each test input's own context
+                        **({"contexts": [encode_context(c) for c in r["contexts"]]} if r.get("contexts") else {}),
                         "prediction": [strings.index(p) for p in r.get("predictions") or []]} for r in state.test]
     payload["curves"] = curves(state)
     return payload

@@ -144,16 +144,24 @@
     const classes = [...perClass.entries()].sort((p, q) => S[p[0]].localeCompare(S[q[0]]));
     const classRows = classes.map(([a, c]) => el("tr", {}, el("td", {}, S[a]), el("td", {}, fmt(c.right / c.n)),
                                                    el("td", {}, c.n)));
+    const own = record.contexts; // a query-aware strategy: each test input's own context (training steps)
+    const contextCell = (k) => {
+      const ids = decodeContext(own[k]);
+      return el("td", { class: "own-context" }, ...(ids.length ? ids.flatMap((j, n) =>
+        [n ? ", " : "", el("span", { class: "steplink", onclick: () => setStep(j) }, j)]) : [el("span", { class: "muted" }, "empty")]));
+    };
     const predRows = record.prediction.map((p, k) => el("tr", {}, el("td", {}, k), el("td", {}, S[prompts[k]] || ""),
       el("td", {}, S[answers[k]] || ""), el("td", {}, S[p]),
-      p === answers[k] ? el("td", { class: "good" }, "✓") : el("td", { class: "bad" }, "✗")));
+      p === answers[k] ? el("td", { class: "good" }, "✓") : el("td", { class: "bad" }, "✗"),
+      ...(own ? [contextCell(k)] : [])));
     return el("div", { class: "test" },
       el("h4", {}, `Test at step ${record.step}: accuracy ${fmt(record.accuracy)} on ${record.prediction.length} items`),
       el("table", { class: "per-class" }, el("thead", {}, el("tr", {}, el("th", {}, "gold label"),
         el("th", {}, "accuracy"), el("th", {}, "items"))), el("tbody", {}, ...classRows)),
       el("details", { class: "test-predictions" }, el("summary", {}, "test predictions"),
         el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "input"), el("th", {}, "answer"),
-          el("th", {}, "prediction"), el("th", {}, ""))), el("tbody", {}, ...predRows))));
+          el("th", {}, "prediction"), el("th", {}, ""), ...(own ? [el("th", {}, "its context (steps)")] : []))),
+          el("tbody", {}, ...predRows))));
   }
   function column(i) {
     const run = D.runs[i], t = run.train, n = t.prompt.length;

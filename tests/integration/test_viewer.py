@@ -261,3 +261,34 @@ def test_context_code_round_trips():
         if rng.random() < 0.2:
             rng.shuffle(ids)
         assert decode_context(encode_context(ids)) == ids
+
+
+def test_each_test_input_shows_its_own_retrieved_context(driver, data_dir, tmp_path):
+    """A knn run: the test predictions list, per input, the training steps of its own context, and
+    a click on one goes to that step."""
+    from selenium.webdriver.common.by import By
+
+    from icrl.experiment import main as run
+
+    data = tmp_path / "data"
+    assert run(["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--icrl",
+                "--context_strategy_name", "knn_lexical_only_positive", "--max_context_examples", "3",
+                "--train_k", "30", "--test_every", "15", "--test_k", "6", "--seed", "1", "--training_seed", "1",
+                "--test_seed", "1", "--no-progress", "--output_dir", str(data)]) == 0
+    _, test, _ = run_records(data, "knn_lexical_only_positive")
+    last = test[-1]
+    assert last["step"] == 29 and any(last["contexts"]) and len(set(map(tuple, last["contexts"]))) > 1
+    page = tmp_path / "viewer.html"
+    assert main([str(data), "--out", str(page)]) == 0
+    open_page(driver, page)
+    go_to_step(driver, 29)
+    block = driver.find_element(By.CSS_SELECTOR, "#columns .run-column .test")
+    block.find_element(By.TAG_NAME, "summary").click()
+    assert block.find_elements(By.TAG_NAME, "th")[-1].text == "its context (steps)"
+    rows = block.find_elements(By.CSS_SELECTOR, "details tbody tr")
+    shown = [[int(a.get_attribute("textContent")) for a in row.find_elements(By.CSS_SELECTOR, "td.own-context .steplink")]
+             for row in rows]
+    assert shown == last["contexts"]
+    k, j = next((k, c[0]) for k, c in enumerate(shown) if c)
+    rows[k].find_elements(By.CSS_SELECTOR, "td.own-context .steplink")[0].click()
+    assert driver.find_element(By.ID, "step-input").get_attribute("value") == str(j)

@@ -52,6 +52,9 @@ class Run:
             self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
         except UsageError as exc:
             self.error = scrub(str(exc))
+            if "to an LLM; --agent" in self.error:  # a learner crossed with LLM settings
+                self.error += ("; in a sweep, give learners and LLM runs their own [[run]] tables "
+                               "(docs/sweeps.md, bench/methods/learners.toml)")
 
     def command(self) -> str:
         return shlex.join(["python", "run_experiment.py", *mask_words(self.words)])

@@ -51,6 +51,23 @@ def test_paper_main_is_the_20_published_commands(tmp_path):
     assert all(shlex.join(r).endswith(PUBLISHED_TAIL) for r in runs)
 
 
+def test_learners_and_llm_runs_in_one_sweep(tmp_path, capsys):
+    """Crossing a learner with LLM settings names the fix; docs/sweeps.md's [[run]] file works."""
+    common = ["--task_name", "trec_coarse", "--seed", "1", "--training_seed", "1", "--test_seed", "1",
+              "--output_dir", str(tmp_path), "--dry_run"]
+    assert runner.main(["--name", "mixed", "--grid", "agent=llm,linucb", "--icrl", "--context_strategy_name",
+                        "random_unbiased", *common]) == 1
+    out = capsys.readouterr().out
+    assert "2 runs, 1 invalid" in out and "give learners and LLM runs their own [[run]] tables" in out
+    doc = (REPO / "docs" / "sweeps.md").read_text()
+    example = doc.split("Put each kind in its own `[[run]]` table", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "mixed.toml").write_text(example)
+    assert runner.main(["--config", str(tmp_path / "mixed.toml"), *common]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs, 0 invalid" in out and "/agent+linucb+tfidf/" in out and "random_unbiased_only_positive" in out
+    assert not any(p.name != "mixed.toml" for p in tmp_path.iterdir()), "a dry run writes nothing"
+
+
 def test_preset_dry_run_prints_every_command_and_directory(tmp_path, capsys):
     code = runner.main(["--preset", "paper_main", "--model_name", "smollm2-135m", "--train_k", "30",
                         "--test_k", "20", "--test_every", "15", "--output_dir", str(tmp_path), "--dry_run"])

@@ -166,22 +166,28 @@ def validate_device(device: Optional[str]) -> None:
     _check_device(torch, device)
 
 
+class WrongAgentSetting(UsageError):
+    """A setting given to the kind of agent (LLM or learner) that does not take it; a sweep that
+    crossed both kinds with one base says how to split them (icrl.sweep.runner)."""
+
+
+def refuse_settings(spec, names, who: str) -> None:
+    """Raise WrongAgentSetting naming every field of ``names`` that is set (differs from its default)."""
+    given = [f"--{n}" for n in names if getattr(spec, n) != default_of(n)]
+    if given:
+        verb = "only applies" if len(given) == 1 else "only apply"
+        raise WrongAgentSetting(f"{', '.join(given)} {verb} to {who}")
+
+
 def validate_agent(config: RunConfig) -> None:
     """A learner (--agent linucb|epsilon_greedy|supervised) takes none of an LLM's settings, and an
     LLM none of a learner's."""
     s = config.spec
     if not is_learner(s.agent):
-        given = [f"--{n}" for n in LEARNER_ONLY if getattr(s, n) != default_of(n)]
-        if given:
-            verb = "only applies" if len(given) == 1 else "only apply"
-            raise UsageError(f"{', '.join(given)} {verb} to a learner (--agent linucb, epsilon_greedy or "
-                             f"supervised); drop them for an LLM run")
+        refuse_settings(s, LEARNER_ONLY, "a learner (--agent linucb, epsilon_greedy or supervised); drop them for "
+                                         "an LLM run")
         return
-    given = [f"--{n}" for n in LLM_ONLY if getattr(s, n) != default_of(n)]
-    if given:
-        verb = "only applies" if len(given) == 1 else "only apply"
-        raise UsageError(f"{', '.join(given)} {verb} to an LLM; --agent {s.agent} is a learner on text "
-                         f"features: drop them")
+    refuse_settings(s, LLM_ONLY, f"an LLM; --agent {s.agent} is a learner on text features: drop them")
     if s.bandit_alpha != default_of("bandit_alpha") and s.agent != "linucb":
         raise UsageError("--bandit_alpha is LinUCB's: use it with --agent linucb")
     if s.bandit_epsilon != default_of("bandit_epsilon") and s.agent != "epsilon_greedy":

@@ -23,6 +23,7 @@ from ..cli.sweep import SweepOptions, parse_sweep_args
 from ..config import RunConfig
 from ..masking import mask_words, scrub
 from ..cli import parse_args
+from ..cli.validate import WrongAgentSetting
 from ..errors import UsageError
 from ..experiment import Experiment
 from ..run.environment import backend_spec_of
@@ -52,7 +53,7 @@ class Run:
             self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
         except UsageError as exc:
             self.error = scrub(str(exc))
-            if "to an LLM; --agent" in self.error:  # a learner crossed with LLM settings
+            if isinstance(exc, WrongAgentSetting):  # e.g. a learner crossed with LLM settings
                 self.error += ("; in a sweep, give learners and LLM runs their own [[run]] tables "
                                "(docs/sweeps.md, bench/methods/learners.toml)")
 

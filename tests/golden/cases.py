@@ -94,8 +94,68 @@ CASES: dict[str, list[tuple]] = {
     # --seed is a grid axis; the sweep sets --no-progress itself.
     "sweep_lockstep": [("run_sweep.py", SWEEP, {}), ("run_sweep.py", SWEEP, {})],
 }
+
+# The toy task shipped with the tests (tests/data/toy): every method beyond the paper, and the
+# published strategies, with no raw dataset. Its path is relative to the repository, where the
+# cases run (``snapshot`` changes into it), so the recorded task name is the same everywhere.
+TOY_TASK = "tests/data/toy/toy.toml"
+TOY = list(BASE)
+TOY[TOY.index("--task_name") + 1] = TOY_TASK
+TOY[TOY.index("--train_k") + 1] = "12"
+
+
+def toy(*words: str, env: Optional[dict] = None) -> tuple:
+    return exp(*words, env=env, base=TOY)
+
+
+KNN = ("--icrl", "--context_strategy_name", "knn_lexical_only_positive", "--max_context_examples", "4")
+UCB = ("--icrl", "--context_strategy_name", "approximate", "--max_contexts", "3",
+       "--approximate_context_sampling_method", "uniform", "--max_context_examples", "4", "--ucb_alpha", "1.0")
+LEARNER = [w for i, w in enumerate(TOY) if w not in ("--backend", "--model_name")
+           and TOY[i - 1] not in ("--backend", "--model_name")]
+
+CASES.update({
+    "toy_explorative": [toy("--icrl", "--context_strategy_name", "random_unbiased_only_positive",
+                            "--context_p_keep", "0.1", "--max_context_examples", "4")],
+    "toy_naive_flip": [toy(*NAIVE, "--icrl_flip_feedback", "--icrl_flip_feedback_prob", "0.3")],
+    "toy_approximate_exact_graded": [toy("--icrl", "--context_strategy_name", "approximate", "--max_contexts", "3",
+                                         "--approximate_context_sampling_method", "exact", "--context_p_keep", "0.5",
+                                         "--max_context_examples", "4", "--reward", "coarse_credit")],
+    "toy_icl_exemplars": [toy("--no-icrl", "--context_strategy_name", "random_unbiased", "--exemplars_per_label", "1",
+                              "--max_context_examples", "8")],
+    "toy_zero_shot": [toy("--icrl", "--max_context_examples", "0")],
+    "toy_knn_lexical": [toy(*KNN)],
+    "toy_knn_lexical_explore_reset": [toy(*KNN, "--p_exploration", "0.2", "--prob_reset", "0.2")],
+    "toy_epsilon_resets": [toy("--icrl", "--context_strategy_name", "random_unbiased_only_positive",
+                               "--context_p_keep", "0.5", "--max_context_examples", "4", "--p_exploration", "0.3",
+                               "--prob_reset", "0.2")],
+    "toy_ucb": [toy(*UCB)],
+    "toy_ucb_reset_graded": [toy("--icrl", "--context_strategy_name", "approximate_only_positive", "--max_contexts",
+                                 "2", "--approximate_context_sampling_method", "exact", "--max_context_examples", "4",
+                                 "--ucb_alpha", "0.5", "--prob_reset", "0.15", "--p_exploration", "0.1",
+                                 "--reward", "coarse_credit")],
+    "toy_published_quirks": [toy("--icrl", "--context_strategy_name", "approximate_only_positive", "--max_contexts",
+                                 "2", "--approximate_context_sampling_method", "uniform", "--max_context_examples",
+                                 "4", "--published_quirks")],
+    "toy_linucb": [exp("--agent", "linucb", base=LEARNER)],
+    "toy_linucb_extended": [exp("--agent", "linucb", "--bandit_alpha", "0.5", base=LEARNER),
+                            exp("--agent", "linucb", "--bandit_alpha", "0.5", "--train_k", "20", base=LEARNER)],
+    "toy_epsilon_greedy_learner": [exp("--agent", "epsilon_greedy", "--bandit_epsilon", "0.3", base=LEARNER)],
+    "toy_supervised_learner": [exp("--agent", "supervised", base=LEARNER)],
+    # Ctrl-C during a model call, then the same command resumes: the records equal the
+    # uninterrupted run's (knn: calls 0 step 0 train, 1 step 0 test, 2-4 steps 1-3, 5 step 3 test).
+    "toy_interrupted_knn": [toy(*KNN, env={INTERRUPT_ENV: "5"}), toy(*KNN)],
+    "toy_interrupted_ucb": [toy(*UCB, env={INTERRUPT_ENV: "6"}), toy(*UCB)],
+    "toy_sweep": [("run_sweep.py", ["--name", "toy", "--grid", "context_strategy_name=knn_lexical,approximate",
+                                    "--grid", "seed=1,2", "--icrl", "--max_context_examples", "4", "--max_contexts",
+                                    "2", "--approximate_context_sampling_method", "uniform",
+                                    *[w for i, w in enumerate(TOY) if w not in ("--seed", "--no-progress")
+                                      and TOY[i - 1] != "--seed"]], {})],
+})
+
 # Resumed runs must leave exactly the uninterrupted run's files.
-SAME_FILES_AS = {"interrupted_train_call": "naive", "interrupted_test_call": "naive"}
+SAME_FILES_AS = {"interrupted_train_call": "naive", "interrupted_test_call": "naive",
+                 "toy_interrupted_knn": "toy_knn_lexical", "toy_interrupted_ucb": "toy_ucb"}
 
 # The real SmolLM2 (transformers backend), once: marked `model` in test_golden.py.
 MODEL_CASES: dict[str, list[tuple]] = {
@@ -105,6 +165,12 @@ MODEL_CASES: dict[str, list[tuple]] = {
         "--train_k", "4", "--test_every", "2", "--test_k", "3", "--seed", "3", "--training_seed", "3",
         "--test_seed", "3", "--no-progress", "--output_dir", "{root}/data"], {})],
 }
+
+# all-MiniLM-L6-v2 (sentence-transformers, offline): marked `model` too.
+MODEL_CASES.update({
+    "toy_knn_embedding": [toy("--icrl", "--context_strategy_name", "knn_embedding", "--max_context_examples", "4")],
+    "toy_linucb_minilm": [exp("--agent", "linucb", "--features", "minilm", base=LEARNER)],
+})
 
 PRESET_NAMES = ("paper_main", "paper_unsemantic")
 
@@ -177,10 +243,13 @@ TIME = "<time>"
 TIMING_KEYS = {"time_s", "mean_step_time_s", "total_time_s"}
 
 
+_TOY_FOLDER = re.compile(r"\btoy-[0-9a-f]{8}\b")
+
+
 def _paths(text: str, root: Path) -> str:
     for path, name in ((root.resolve(), "<root>"), (root, "<root>"), (REPO, "<repo>")):
         text = text.replace(str(path), name)
-    return text
+    return _TOY_FOLDER.sub("toy-<hash>", text)  # the toy task's folder: a hash of its absolute path
 
 
 def _deep(value, root: Path, key: Optional[str] = None):
@@ -281,7 +350,8 @@ def snapshot(commands: list[tuple], root: Path) -> dict:
     outputs = []
     for script, argv, env in commands:
         words = [w.replace("{root}", str(root)) for w in argv]
-        result = call(script, words, env)
+        with contextlib.chdir(REPO):  # the toy task's relative path
+            result = call(script, words, env)
         outputs.append({"command": " ".join([script, *argv]), "env": dict(env), "exit": result.code,
                         "stdout": normalize_output(script, result.stdout, root),
                         "stderr": normalize_output(script, result.stderr, root)})

@@ -6,13 +6,13 @@
 Prints what the published script prints and its runner uses: one more than the largest
 number of episodes that fits (--largest_fitting: that number itself).
 
-See icrl/maxlen.py for the worst case used.
+See icrl/run/window.py (the search) and icrl/cli/window.py for the worst case used.
 """
 
 import sys
 
-from icrl.diskfull import guard
-from icrl.maxlen import main
+from icrl.infra.diskfull import guard
+from icrl.cli.window import main
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

@@ -10,8 +10,8 @@ See icrl/analysis/counting.py.
 
 import sys
 
-from icrl.diskfull import guard
-from icrl.analysis.token_cli import main
+from icrl.infra.diskfull import guard
+from icrl.cli.tokens import main
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

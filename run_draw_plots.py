@@ -3,13 +3,13 @@
 
     python run_draw_plots.py --data_dir data --out_dir plots [--filter task=banking77] [--smooth 50] [--other_runs]
 
-See icrl/analysis/figures_cli.py (the paper's method selection: icrl/analysis/runs.py, paper_method_of).
+See icrl/analysis/figures.py (the paper's method selection: icrl/analysis/runs.py, paper_method_of).
 """
 
 import sys
 
-from icrl.diskfull import guard
-from icrl.analysis.figures_cli import main
+from icrl.infra.diskfull import guard
+from icrl.cli.figures import main
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

@@ -12,7 +12,7 @@ for _s, _h in _held.items():
     if _h is not signal.SIG_IGN:
         signal.signal(_s, lambda signum, frame: _stops.append(signum))
 try:
-    from icrl.experiment import main
+    from icrl.cli.run import main
     import icrl.cli  # noqa: F401  (imported by main; held here too)
 except KeyboardInterrupt:
     _stops.append(signal.SIGINT)

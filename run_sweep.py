@@ -4,7 +4,7 @@
 import sys
 
 try:
-    from icrl.diskfull import guard
+    from icrl.infra.diskfull import guard
     from icrl.sweep.runner import main
 except KeyboardInterrupt:  # Ctrl-C while Python loads the package: nothing was written yet
     print("interrupted while starting; nothing was written", file=sys.stderr)

@@ -7,7 +7,7 @@
 
 import sys
 
-from icrl.viewer.cli import main
+from icrl.cli.view import main
 
 if __name__ == "__main__":
     sys.exit(main())

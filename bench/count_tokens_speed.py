@@ -32,7 +32,7 @@ if not os.environ.get("ICRL_TOKENIZERS_DIR") and (REPO.parent / "shared" / "toke
 from icrl.tasks import load_task  # noqa: E402
 from icrl.analysis.counting import Replay, SegmentEncoder, count_run  # noqa: E402
 from icrl.analysis.synthetic import synthesize_run  # noqa: E402
-from icrl.analysis.token_cli import Tokenizers  # noqa: E402
+from icrl.analysis.tokens import Tokenizers  # noqa: E402
 from icrl.records import read_json, read_jsonl  # noqa: E402
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO))
 from prefix_reuse import data_dir, icrl_context, machine_load, test_prompts, timed  # noqa: E402
 
 import icrl.backends as backends  # noqa: E402
-from icrl.experiment import main as run_experiment  # noqa: E402
+from icrl.cli.run import main as run_experiment  # noqa: E402
 from icrl.tasks import load_task  # noqa: E402
 
 LOOP_RUNS = {

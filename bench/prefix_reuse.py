@@ -26,8 +26,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from icrl.backends import load_backend  # noqa: E402
-from icrl.episode import Episode  # noqa: E402
-from icrl.prompts import build_messages  # noqa: E402
+from icrl.method.episode import Episode  # noqa: E402
+from icrl.method.prompts import build_messages  # noqa: E402
 from icrl.tasks import load_task  # noqa: E402
 
 

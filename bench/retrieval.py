@@ -1,7 +1,7 @@
 """The cost per step of retrieval contexts (knn_lexical, knn_embedding; positive-only) next to
 explorative ICRL (random_unbiased_only_positive, p_keep 0.1), measured in one run.
 
-Each strategy runs through the experiment loop (``icrl.experiment.main``, records written as
+Each strategy runs through the experiment loop (``icrl.cli.run.main``, records written as
 usual) with the same seeds, task and sizes. On the fake backend (the default) the model costs
 nothing, so the figures are the harness's own cost: choosing the contexts (BM25 index and
 scoring; MiniLM embeddings and cosine scores) and rendering. knn_embedding runs twice: with an
@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from prefix_reuse import data_dir, machine_load  # noqa: E402
 
-from icrl.experiment import main as run_experiment  # noqa: E402
+from icrl.cli.run import main as run_experiment  # noqa: E402
 from icrl.records import read_jsonl  # noqa: E402
 
 STRATEGIES = (  # label, strategy, extra arguments

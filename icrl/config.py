@@ -33,7 +33,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from .backends.embedded import DEFAULT_MODEL
-from .context import SAMPLING_METHODS, STRATEGY_NAMES
+from .method.strategies.base import SAMPLING_METHODS, STRATEGY_NAMES
 
 _FOLDER_NONE = object()
 
@@ -146,7 +146,7 @@ class RunSpec:
                                       "tasks with a [hierarchy], e.g. trec_fine)",
                        folder="reward", column="reward", optional="reward")
 
-    # Agents that are not LLMs (icrl.agents): opt-in, absent from the records of every LLM run.
+    # Agents that are not LLMs (icrl.method.agents): opt-in, absent from the records of every LLM run.
     agent: str = flag("llm", "llm: an LLM with a context strategy (the paper); linucb, epsilon_greedy: a "
                              "contextual-bandit learner on text features, one arm per label, learning from the "
                              "reward; supervised: the same ridge learner given the gold label (upper bound)",

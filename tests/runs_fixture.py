@@ -1,6 +1,6 @@
 """Real run records for the token-counter and plotting tests: tiny SmolLM2 runs, built once.
 
-``build_runs(root)`` runs six tiny experiments in-process through ``icrl.experiment.main``
+``build_runs(root)`` runs six tiny experiments in-process through ``icrl.cli.run.main``
 (trec_coarse, 6 training steps, tests at steps 0, 2 and 5 on 4 test prompts, at most 4
 episodes in context): zero-shot, supervised ICL, naive ICRL, explorative ICRL at p_keep 0.1
 and 0.5 (a p_keep ablation) and approximate ICRL. The model is loaded once for all six.
@@ -57,7 +57,7 @@ def build_runs(root: Path, data_dir: Path) -> Path:
     if marker.is_file():
         return root
     import icrl.backends as backends
-    from icrl.experiment import main
+    from icrl.cli.run import main
 
     original, loaded = backends.load_backend, {}
 

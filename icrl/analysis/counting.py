@@ -18,7 +18,7 @@ The numbers per run:
   are rendered for this figure only. Like the published script, it rebuilds each step's
   context from the recorded episodes and the seed with the published strategy code instead of
   reading it: for ``approximate_only_positive``, whose published code re-offers the last
-  positive episode when the newest is negative (``icrl.context.Approximate``, not done by our
+  positive episode when the newest is negative (``icrl.method.strategies.base.Approximate``, not done by our
   runs unless ``--published_quirks``), those contexts differ from the ones our run showed;
   ``processed_tokens_as_run`` is the same count over the contexts the run really showed
   (equal to ``processed_tokens`` for every other strategy: their contexts are the published
@@ -62,9 +62,9 @@ from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
-from ..context import make_strategy
-from ..episode import Episode
-from ..prompts import build_messages
+from ..method.strategies.base import make_strategy
+from ..method.episode import Episode
+from ..method.prompts import build_messages
 from ..records import CONFIG, TEST, TRAIN, read_json, read_jsonl
 
 CHUNK = 256  # prompts rendered and encoded together

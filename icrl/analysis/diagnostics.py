@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..agents.naming import is_learner, label_of_args
+from ..method.agents.naming import is_learner, label_of_args
 from ..errors import UsageError
 from ..records import RunState, find_runs, inspect_run, write_atomic
 
@@ -144,7 +144,7 @@ def run_identity(state: RunState, root: Path) -> dict:
     method = method_of(mode, args.get("context_strategy_name") or "", float(args.get("context_p_keep") or 0))
     label = method or args.get("context_strategy_name") or mode
     model = args.get("model_name")
-    if is_learner(args.get("agent", "llm")):  # no model, no strategy: the learner is both (icrl.agents)
+    if is_learner(args.get("agent", "llm")):  # no model, no strategy: the learner is both (icrl.method.agents)
         model = label = label_of_args(args)
     elif mode not in ("zero_shot", "icl") and method not in ("naive", "naive+"):
         label += f" p={args.get('context_p_keep')}"

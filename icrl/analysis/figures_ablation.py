@@ -104,7 +104,7 @@ def _describe(group: pd.DataFrame, column: str) -> str:
 
 def fig_ablation(ctx: Context, ab: Ablation):
     runs = ctx.runs
-    if len(runs) and "learner" in runs:  # a learner (icrl.agents) has none of the ablated settings
+    if len(runs) and "learner" in runs:  # a learner (icrl.method.agents) has none of the ablated settings
         runs = runs[runs["learner"].isna()]
     runs = runs[ab.keep(runs)] if len(runs) else runs
     groups = _ablation_groups(runs, ab.column) if len(runs) else []

@@ -16,7 +16,7 @@ from .runs import model_size
 COLORS = {  # Okabe-Ito, colour-blind safe; one colour per method in every figure
     "naive": "#E69F00", "naive+": "#56B4E9", "explorative": "#009E73", "approximate": "#D55E00",
     "zero-shot": "#555555", "ICL": "#000000", "zero-shot run": "#999999", "chance": "#BBBBBB",
-    # learners that are not LLMs (icrl.agents), drawn with --other_runs
+    # learners that are not LLMs (icrl.method.agents), drawn with --other_runs
     "LinUCB": "#0072B2", "epsilon-greedy": "#CC79A7", "online supervised": "#7F5F00",
 }
 MARKERS = {"naive": "s", "naive+": "v", "explorative": "o", "approximate": "^",

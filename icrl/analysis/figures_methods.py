@@ -159,7 +159,7 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
 
 
 def _learners(ctx: Context, runs: pd.DataFrame, here: pd.DataFrame, task: str) -> list:
-    """(label, runs) of the learners that are not LLMs (icrl.agents) on ``task``, drawn in every
+    """(label, runs) of the learners that are not LLMs (icrl.method.agents) on ``task``, drawn in every
     model's panel of that task (they use no model) when ``ctx.other_runs``, on the panel's test set
     and length; without it, a note says they were left out."""
     if "learner" not in runs.columns:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from .. import config
 from .. import config as config_module  # run_row's ``config`` is a run's config.json
-from ..agents.naming import NAMES as LEARNER_NAMES, label_of_args
+from ..method.agents.naming import NAMES as LEARNER_NAMES, label_of_args
 from ..errors import UsageError
 from ..records import CONFIG, RESULTS, TEST, TRAIN, RunState, read_json
 
@@ -252,7 +252,7 @@ def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     task = row["task"] or ""
     row["unsemantic"] = "_unsemantic" in task
     row["task_base"] = task.replace("_unsemantic", "")
-    # A learner that is not an LLM (icrl.agents): its label stands in the model's column.
+    # A learner that is not an LLM (icrl.method.agents): its label stands in the model's column.
     row["agent"] = args.get("agent", "llm")
     row["learner"] = LEARNER_NAMES.get(row["agent"])
     if row["learner"]:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..episode import Episode
+from ..method.episode import Episode
 from ..records import TEST, TRAIN
 
 
@@ -28,7 +28,7 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     random label); contexts come from the real strategy code, as in a live run.
     ``extra_args`` override entries of the recorded arguments. Returns the run directory.
     """
-    from ..context import make_strategy
+    from ..method.strategies.base import make_strategy
     from ..run.plan import plan_steps
     from ..records import RunRecords, experiment_dir
 

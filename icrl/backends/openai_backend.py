@@ -29,7 +29,7 @@ import os
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from ..masking import register_args, strip_userinfo
+from ..infra.masking import register_args, strip_userinfo
 from .chat import load_chat_tokenizer
 from .server_watch import SilenceWatch, bad_response, server_error
 from .vllm_backend import choices, max_label_tokens, sampling_kwargs

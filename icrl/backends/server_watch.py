@@ -17,7 +17,7 @@ import time
 from typing import Optional
 
 from ..errors import UsageError
-from ..masking import strip_userinfo
+from ..infra.masking import strip_userinfo
 
 NOTICE_S = 5.0  # silence (no response at all) after which the wait is said on screen
 REPEAT_S = 60.0

@@ -1,4 +1,4 @@
-"""run_experiment.py's command line: flags -> RunConfig, in one place.
+"""run_experiment.py's command line: flags -> RunConfig, in one place, and ``main``.
 
 Each flag's help text, default and role live on its configuration field (icrl/config.py);
 this module says only how a flag is spelled (type, action, choices) and in which --help group
@@ -9,15 +9,23 @@ checks it (pure; nothing loads, nothing is written).
 from __future__ import annotations
 
 import argparse
+import math
+import signal
+import sys
 from typing import Optional, Sequence
 
-from ..agents.naming import AGENTS, FEATURES, is_learner
 from ..backends import BACKEND_CHOICES
 from ..backends.embedded import DEFAULT_MODEL
 from ..config import RunConfig, default_of, help_of
-from .. import badinput
-from ..errors import ArgumentParser, UsageError
-from ..masking import register_args
+from ..errors import UsageError
+from ..infra.diskfull import os_error_line
+from ..infra.masking import register_args, scrub
+from ..infra.signals import Interrupted, check, ignore_signals, interrupted_by_term, restore, say
+from ..method.agents.naming import AGENTS, FEATURES, is_learner
+from ..run.environment import console_logging
+from ..run.experiment import Experiment
+from . import badinput
+from .parser import ArgumentParser
 from .validate import validate
 
 # With no arguments at all, run_experiment.py runs this: SmolLM2 on TREC coarse with
@@ -131,3 +139,46 @@ def learner_values(values: dict) -> None:
     if values["icrl"] is False:
         raise UsageError(f"--agent {values['agent']} learns online from the stream: drop --no-icrl")
     values["model_name"], values["icrl"] = None, True
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Entry point of run_experiment.py: exit 0 on success, 2 on bad input, 128 + signal number
+    when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
+    from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
+    experiment, stopped = None, False
+    previous = interrupted_by_term()
+    try:
+        config = parse_args(argv)
+        console_logging(config.options.verbose)
+        if config.demo:
+            print("no arguments: running the embedded demo (SmolLM2-135M on trec_coarse, explorative ICRL)")
+        experiment = Experiment(config)
+        check()  # a stop that arrived inside an import
+        summary = experiment.run()
+    except UsageError as exc:
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        return 2
+    except (KeyboardInterrupt, Interrupted) as exc:
+        ignore_signals()  # a second signal must not cut the exit short
+        # Objects torn down mid-call (an async client whose event loop a signal closed) may
+        # complain as they are collected; the process is stopping, the records are saved.
+        sys.unraisablehook = lambda unraisable: None
+        stopped = True
+        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+        step = experiment.steps_done if experiment is not None else 0
+        say(f"interrupted at step {step}; rerun the same command to resume")
+        return 128 + int(signum)
+    except OSError as exc:
+        line = os_error_line(exc, "rerun the same command to resume")
+        if line is None:
+            raise
+        print(scrub(line), file=sys.stderr)
+        return 2
+    finally:
+        if not (stopped and from_script):  # the script exits with signals ignored; callers get theirs back
+            restore(previous)
+    acc = summary.get("final_test_accuracy")
+    print(f"results: {experiment.out_dir}")
+    print(f"final test accuracy {acc:.4f}" if isinstance(acc, float) and not math.isnan(acc) else "no test accuracy",
+          f"| regret {summary['regret']}" if summary.get("regret") is not None else "")
+    return 0

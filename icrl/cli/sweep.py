@@ -7,7 +7,8 @@ import argparse
 from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
-from ..errors import ArgumentParser, UsageError
+from ..errors import UsageError
+from .parser import ArgumentParser
 from ..sweep.presets import preset_help
 
 

@@ -7,11 +7,11 @@ import math
 from pathlib import Path
 from typing import Optional
 
-from ..agents.naming import is_learner
+from ..method.agents.naming import is_learner
 from ..config import LEARNER_ONLY, LLM_ONLY, RunConfig, default_of
-from ..context import REGISTRY, SAMPLING_METHODS
+from ..method.strategies.base import REGISTRY, SAMPLING_METHODS
 from ..errors import UsageError
-from ..exploration import validate as validate_exploration
+from ..method.exploration import validate as validate_exploration
 from ..tasks import parse_task_name
 
 
@@ -108,7 +108,7 @@ def validate_model_path(name: str) -> None:
         if (path / "config.json").is_file():
             check_model_folder(name, path)
         return
-    from .. import hub
+    from ..infra import hub
     from ..backends.chat import looks_like_path
     from ..backends.embedded import EMBEDDED_MODELS
 

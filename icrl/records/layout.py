@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..agents.naming import agent_folder
+from ..method.agents.naming import agent_folder
 from ..config import FOLDER_FIELDS
-from ..safepaths import folder_name, inside, model_folder
+from .safepaths import folder_name, inside, model_folder
 from ..tasks import task_folder
 
 FORMAT_VERSION = 1

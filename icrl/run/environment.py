@@ -11,10 +11,10 @@ import threading
 from pathlib import Path
 
 from .. import __version__
-from ..agents.naming import is_learner
+from ..method.agents.naming import is_learner
 from ..config import BACKEND_NAMES, RunConfig
-from ..diskfull import OneLineFileHandler
-from ..masking import ScrubFilter
+from ..infra.diskfull import OneLineFileHandler
+from ..infra.masking import ScrubFilter
 
 log = logging.getLogger("icrl")
 
@@ -53,7 +53,7 @@ def backend_spec_of(config: RunConfig, engine: bool = True):
     from ..backends import backend_spec
 
     if is_learner(config.spec.agent):
-        return ("no model",)  # a learner loads no backend (icrl.agents.NoModel): one group
+        return ("no model",)  # a learner loads no backend (icrl.method.agents.NoModel): one group
     values = config.values()
     spec = backend_spec(config.spec.model_name, config.spec.backend, {k: values[k] for k in BACKEND_NAMES})
     return spec.with_engine(seed=config.spec.seed, verbose=config.options.verbose) if engine else spec
@@ -63,7 +63,7 @@ def load_backend_of(config: RunConfig):
     from ..backends import load_spec
 
     if is_learner(config.spec.agent):
-        from ..agents import NoModel
+        from ..method.agents import NoModel
 
         return NoModel()
     return load_spec(backend_spec_of(config))

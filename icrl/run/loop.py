@@ -13,13 +13,13 @@ training input in 1, and in 3 each test input gets its own context, drawn with
 ``query_rng(seed, t, i)``; the test record then holds ``contexts`` (one list of episode
 indices per test input). Zero-shot is one test at step 0 with no context.
 
-Beyond the paper (``icrl.exploration``, each off by default and drawing nothing when off):
+Beyond the paper (``icrl.method.exploration``, each off by default and drawing nothing when off):
 before 1, ``--prob_reset`` may make the strategy forget the history so far; in 2,
 ``--p_exploration`` may replace the model's training prediction by a random label (no model
 call); ``--ucb_alpha`` is told each step's reward. The training record's ``accuracy`` is always
 exact match; a reward other than exact match is recorded apart (``reward``).
 
-A learner that is not an LLM (``agent``, icrl.agents: LinUCB, epsilon-greedy, online supervised)
+A learner that is not an LLM (``agent``, icrl.method.agents: LinUCB, epsilon-greedy, online supervised)
 takes the place of 1 and the model call in 2 and 3: it plays the step's label (no context, no
 model call), the reward function scores it as in 2, it learns once the episode joins the
 history (4), and a test step asks it for its greedy labels.
@@ -34,13 +34,13 @@ from typing import Sequence
 import numpy as np
 
 from ..config import RunConfig
-from ..episode import Episode
-from ..exploration import Exploration
+from ..method.episode import Episode
+from ..method.exploration import Exploration
 from ..errors import UsageError
-from ..prompts import build_messages
-from .. import verify
+from ..method.prompts import build_messages
+from ..records import verify
 from ..records import TRAIN
-from . import signals
+from ..infra import signals
 from .environment import say
 from .observers import Observer
 from .plan import per_class_accuracy, summarize
@@ -62,7 +62,7 @@ class Loop:
         self.check_directory = check_directory  # before each step: still the directory we locked
         self.backend, self.strategy, self.reward, self.records = backend, strategy, reward, records
         self.observers = list(observers)
-        self.agent = agent  # a learner (icrl.agents) in place of the strategy and the model, or None
+        self.agent = agent  # a learner (icrl.method.agents) in place of the strategy and the model, or None
         self.seed = config.spec.seed
         self.task = data.task
         self.exemplar_pairs = data.exemplar_pairs

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig
-from .. import verify
+from ..records import verify
 from ..errors import UsageError
-from ..masking import scrub
+from ..infra.masking import scrub
 from ..records import DamagedRecords, RunRecords, RunState, inspect_run, unresumable, write_json_atomic
 from .data import RunData
 from .environment import environment, say

@@ -51,7 +51,7 @@ def automatic_size(config: RunConfig, data: RunData, backend) -> int:
                 log.info("replacing the old-format cache %s (it held one fewer episode)", path)
     except (OSError, ValueError) as exc:
         log.warning("ignoring the unreadable cache %s (%s); finding the size again", path, exc)
-    from ..maxlen import cached_size, find_max_examples
+    from .window import cached_size, find_max_examples
 
     fit, keys = cached_size(sizes, s.icrl, window, s.published_tokenization)
     if fit is not None:

@@ -26,7 +26,7 @@ from typing import Callable, Optional, Sequence
 
 from ..backends import Call, predict_calls
 from ..errors import UsageError
-from ..run.signals import Interrupted
+from ..infra.signals import Interrupted
 
 
 @dataclass

@@ -21,17 +21,17 @@ from typing import Optional, Sequence
 from ..cli import build_parser as run_parser
 from ..cli.sweep import SweepOptions, parse_sweep_args
 from ..config import RunConfig
-from ..masking import mask_words, scrub
+from ..infra.masking import mask_words, scrub
 from ..cli import parse_args
 from ..cli.validate import WrongAgentSetting
 from ..errors import UsageError
-from ..experiment import Experiment
+from ..run.experiment import Experiment
 from ..run.environment import backend_spec_of
 from ..run.observers import TestLines
-from ..run import signals
-from ..run.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
+from ..infra import signals
+from ..infra.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import experiment_dir, inspect_run, write_csv_atomic
-from ..safepaths import check_file_name
+from ..records.safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
 from .presets import preset_runs

@@ -96,7 +96,7 @@ def _read_file(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, L
 def _read_hub(spec: TaskSpec) -> Tuple[Dict[str, Dict[str, list]], Dict[str, List[str]]]:
     import datasets
 
-    from icrl import hub
+    from icrl.infra import hub
 
     local = spec.path.parent / spec.hub
     target = str(local) if local.is_dir() else spec.hub

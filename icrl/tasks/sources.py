@@ -223,7 +223,7 @@ def _load_hub(source: str) -> Splits:
     installed ``datasets`` refuses is read from the Hub's parquet conversion instead."""
     import datasets
 
-    from icrl import hub
+    from icrl.infra import hub
 
     spec = SOURCES[source]
     if not hub.offline():

@@ -33,11 +33,11 @@ DRY_RUN = HERE / "dry_run"
 INTERRUPT_ENV = "ICRL_FAKE_INTERRUPT_AT_CALL"
 
 SCRIPTS = {
-    "run_experiment.py": "icrl.experiment",
+    "run_experiment.py": "icrl.cli.run",
     "run_sweep.py": "icrl.sweep.runner",
-    "run_draw_plots.py": "icrl.analysis.figures_cli",
-    "run_count_tokens.py": "icrl.analysis.token_cli",
-    "find_max_examples_given_max_window.py": "icrl.maxlen",
+    "run_draw_plots.py": "icrl.cli.figures",
+    "run_count_tokens.py": "icrl.cli.tokens",
+    "find_max_examples_given_max_window.py": "icrl.cli.window",
 }
 
 # A small ICRL run on the fake backend: 8 steps, tests at 0, 3, 7 on 6 test examples.

@@ -16,9 +16,9 @@ import pytest
 from icrl.backends import BACKEND_CHOICES, Backend, load_backend, resolve_backend_name
 from icrl.backends.chat import load_chat_tokenizer
 from icrl.backends.constrained import LabelTrie, choose, prompt_rngs
-from icrl.episode import Episode
+from icrl.method.episode import Episode
 from icrl.errors import UsageError
-from icrl.prompts import build_messages
+from icrl.method.prompts import build_messages
 
 EOT = 2
 

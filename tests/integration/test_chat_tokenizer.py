@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from icrl.backends.chat import ChatTokenizer, load_chat_tokenizer, load_hf_tokenizer
-from icrl.episode import Episode
+from icrl.method.episode import Episode
 from icrl.errors import UsageError
-from icrl.prompts import build_messages
+from icrl.method.prompts import build_messages
 
 README_MESSAGES = [{"role": "system", "content": "S"}, {"role": "user", "content": "Query: hi"}]
 

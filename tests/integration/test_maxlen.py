@@ -1,4 +1,4 @@
-"""E1: how many ICRL episodes fit in a window (icrl/maxlen.py and its top-level script).
+"""E1: how many ICRL episodes fit in a window (icrl/run/window.py and its top-level script).
 
 Every answer is checked against renderings built here independently of the search: the
 worst case (ranking, label, feedback) is recomputed with count_tokens one text at a time,
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from icrl.episode import Episode
+from icrl.method.episode import Episode
 from icrl.errors import UsageError
-from icrl.maxlen import WINDOW_FRACTION, _largest_fitting, find_max_examples, search_max_examples
-from icrl.prompts import build_messages, feedback_message
+from icrl.run.window import WINDOW_FRACTION, _largest_fitting, find_max_examples, search_max_examples
+from icrl.method.prompts import build_messages, feedback_message
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "find_max_examples_given_max_window.py"
@@ -189,7 +189,7 @@ def test_cli_prints_the_number(smollm_results):
 @pytest.mark.parametrize("flags, extra", [([], 1), (["--published_convention"], 1), (["--largest_fitting"], 0)])
 def test_largest_fitting_flag(capsys, monkeypatch, smollm, smollm_results, flags, extra):
     """In process (the tokenizer load is reused): --largest_fitting prints n, the default n + 1."""
-    import icrl.maxlen as maxlen
+    import icrl.cli.window as maxlen
 
     monkeypatch.setattr(maxlen, "_load_chat", lambda name, token, rope=None: smollm)
     monkeypatch.setattr(maxlen, "_quiet_transformers", lambda: None)
@@ -201,8 +201,8 @@ def test_largest_fitting_flag(capsys, monkeypatch, smollm, smollm_results, flags
 
 def test_no_icrl_search_uses_the_icl_system_prompt(smollm, tasks, smollm_results):
     """--no-icrl: the published search renders the same episodes under the (shorter) ICL prompt."""
-    from icrl.maxlen import context_messages
-    from icrl.prompts import SYSTEM_PROMPT_ICL, SYSTEM_PROMPT_ICRL
+    from icrl.run.window import context_messages
+    from icrl.method.prompts import SYSTEM_PROMPT_ICL, SYSTEM_PROMPT_ICRL
 
     task = tasks["clinic150"]
     episode = [Episode("q", "a", 1, "a", 1)]
@@ -282,7 +282,7 @@ def test_published_quirks_share_the_first_runs_size_between_icrl_and_icl(tmp_pat
 
 
 def test_cached_size_keys():
-    from icrl.maxlen import cached_size
+    from icrl.run.window import cached_size
 
     assert cached_size({}, True, 4096) == (None, ["icrl@4096"])
     assert cached_size({"icrl@4096": 60}, False, 4096) == (None, ["icl@4096"])

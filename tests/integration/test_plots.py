@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from icrl.analysis.figures_cli import main
+from icrl.cli.figures import main
 from icrl.records import find_runs
 from icrl.analysis.results import Results
 from icrl.analysis.runs import method_of, model_size, parse_filters
@@ -20,7 +20,7 @@ MAIN_FIGURES = ["main_results", "regret", "train_accuracy", "ablation_p_keep"]
 @pytest.fixture(scope="module")
 def drawn(icrl_runs, tmp_path_factory):
     """The tiny runs (with their tokens counted) drawn once with default options."""
-    from icrl.analysis.token_cli import main as count_tokens
+    from icrl.cli.tokens import main as count_tokens
 
     assert count_tokens(["--data_dir", str(icrl_runs)]) == 0
     out = tmp_path_factory.mktemp("plots")

@@ -134,7 +134,7 @@ def test_a_silent_server_is_said_within_seconds_then_fails_in_one_line_at_the_li
 
 @pytest.mark.parametrize("mode", ["garbage", "invalid_json", "empty_choices", "nonlabel", "404", "wrongpath"])
 def test_a_server_answering_something_else_is_one_line_naming_it(tmp_path, capsys, mode):
-    from icrl.experiment import main
+    from icrl.cli.run import main
 
     with FakeOpenAIServer(mode=mode) as server:
         url = server.base_url if mode != "wrongpath" else server.base_url.replace("/v1", "/api")
@@ -169,7 +169,7 @@ def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
 
 
 def test_a_directory_lock_refuses_a_second_holder_even_without_its_file(tmp_path):
-    from icrl.lock import DirectoryLock, Locked
+    from icrl.records.lock import DirectoryLock, Locked
 
     held = DirectoryLock(tmp_path).acquire()
     try:

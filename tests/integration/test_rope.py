@@ -84,7 +84,7 @@ def test_qwen25_window_is_131072_unless_turned_off(qwen_dir):
 
 
 def test_cli_rejects_a_bad_rope_scaling(capsys):
-    from icrl.experiment import main
+    from icrl.cli.run import main
 
     code = main(["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
                  "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--rope_scaling", "yarn:4"])

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from icrl.errors import UsageError
-from icrl.experiment import main
+from icrl.cli.run import main
 from icrl.tasks import sources
 
 ARGS = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased_only_positive",
@@ -21,11 +21,12 @@ ARGS = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiase
 
 # -- --help ----------------------------------------------------------------------------------------
 def _parsers():
-    from icrl import cli, maxlen
-    from icrl.analysis import figures_cli as plots, token_cli as token_count
+    from icrl import cli
+    from icrl.cli import window as maxlen
+    from icrl.cli import figures as plots, tokens as token_count
     from icrl.cli import sweep as sweep_cli
 
-    return {"run_experiment.py": cli.build_parser(), "find_max_examples_given_max_window.py": maxlen._parser(),
+    return {"run_experiment.py": cli.build_parser(), "find_max_examples_given_max_window.py": maxlen.build_parser(),
             "run_count_tokens.py": token_count.build_parser(), "run_draw_plots.py": plots.build_parser(),
             "run_sweep.py": sweep_cli.build_parser()}
 

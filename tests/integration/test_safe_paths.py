@@ -12,7 +12,7 @@ import pytest
 from fake_openai_server import FakeOpenAIServer
 from icrl.cli import build_parser
 from icrl.records import experiment_dir, max_context_path
-from icrl.safepaths import folder_name, model_folder
+from icrl.records.safepaths import folder_name, model_folder
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKENIZER = Path(os.environ.get("ICRL_TOKENIZERS_DIR", "/work/shared/tokenizers")) / "Qwen__Qwen2.5-7B-Instruct"

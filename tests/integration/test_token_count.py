@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icrl.episode import Episode
-from icrl.prompts import build_messages
+from icrl.method.episode import Episode
+from icrl.method.prompts import build_messages
 from icrl.records import find_runs, read_json, read_jsonl
 from icrl.analysis.counting import PrefixTree, Replay, SegmentEncoder, count_run, naive_uncached, prompt_format
 from icrl.analysis.synthetic import synthesize_run
-from icrl.analysis.token_cli import main
+from icrl.cli.tokens import main
 from runs_fixture import datasets_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -319,7 +319,7 @@ def test_ratio_compares_like_with_like_and_seeds_get_distinct_labels():
     import pandas as pd
 
     from icrl.analysis.runs import distinct_labels
-    from icrl.analysis.token_cli import _add_ratios, format_table
+    from icrl.analysis.tokens import _add_ratios, format_table
 
     def row(method, steps, processed, run):
         return {"model": "m", "task": "t", "run": run, "method": method, "steps": steps, "test_set": "20 items x",

@@ -16,7 +16,7 @@ import pytest
 
 from icrl.records import find_runs, read_json, read_jsonl
 from icrl.tasks import Example, Task
-from icrl.viewer.cli import main
+from icrl.cli.view import main
 
 from icrl.analysis.synthetic import synthesize_run
 
@@ -268,7 +268,7 @@ def test_each_test_input_shows_its_own_retrieved_context(driver, data_dir, tmp_p
     a click on one goes to that step."""
     from selenium.webdriver.common.by import By
 
-    from icrl.experiment import main as run
+    from icrl.cli.run import main as run
 
     data = tmp_path / "data"
     assert run(["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--icrl",

@@ -47,7 +47,7 @@ def test_bad_run_input_is_one_line(case):
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_run_input_exits_2_and_leaves_nothing(case, tmp_path, monkeypatch, capsys):
-    from icrl.experiment import main
+    from icrl.cli.run import main
 
     monkeypatch.chdir(tmp_path)
     argv, _ = CASES[case]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from icrl.experiment import main
+from icrl.cli.run import main
 from icrl.records import find_runs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -177,7 +177,7 @@ def test_too_small_a_max_model_len_names_the_flag(tmp_path, capsys):
 
 # -- the analysis tools ----------------------------------------------------------------------------
 def test_token_counter_csv_that_is_a_folder_says_so(tmp_path, capsys):
-    from icrl.analysis.token_cli import main as count_main
+    from icrl.cli.tokens import main as count_main
 
     (tmp_path / "tables").mkdir()
     assert count_main(["--data_dir", str(tmp_path), "--csv", str(tmp_path / "tables")]) == 2
@@ -186,14 +186,14 @@ def test_token_counter_csv_that_is_a_folder_says_so(tmp_path, capsys):
 
 @pytest.mark.parametrize("value", ["nan", "inf"])
 def test_token_counter_refuses_a_fraction_that_is_not_one(value, tmp_path, capsys):
-    from icrl.analysis.token_cli import main as count_main
+    from icrl.cli.tokens import main as count_main
 
     assert count_main(["--data_dir", str(tmp_path), "--explorative_p_keep", value]) == 2
     assert "--explorative_p_keep" in one_error_line(capsys)
 
 
 def test_a_plots_refusal_leaves_no_empty_folder(tmp_path, capsys):
-    from icrl.analysis.figures_cli import main as plots_main
+    from icrl.cli.figures import main as plots_main
 
     (tmp_path / "empty").mkdir()
     assert plots_main(["--data_dir", "empty"]) == 2  # default --out_dir plots
@@ -207,8 +207,8 @@ def test_a_plots_refusal_leaves_no_empty_folder(tmp_path, capsys):
 
 
 def test_token_counter_and_window_search_refusals_leave_nothing(tmp_path, capsys):
-    from icrl.analysis.token_cli import main as count_main
-    from icrl.maxlen import main as maxlen_main
+    from icrl.cli.tokens import main as count_main
+    from icrl.cli.window import main as maxlen_main
 
     assert count_main(["--data_dir", "nothing_here", "--csv", "out/tokens.csv"]) == 2
     one_error_line(capsys)

@@ -1,4 +1,4 @@
-"""Agents that are not LLMs (icrl.agents): LinUCB, epsilon-greedy and the online supervised learner
+"""Agents that are not LLMs (icrl.method.agents): LinUCB, epsilon-greedy and the online supervised learner
 through the same runner as an LLM run: records, folders, resume, sweeps and figures."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from icrl.agents.learners import EpsilonGreedy, LinUCB, Supervised
+from icrl.method.agents.learners import EpsilonGreedy, LinUCB, Supervised
 from icrl.config import LEARNER_ONLY, LLM_ONLY
-from icrl.experiment import main
+from icrl.cli.run import main
 from icrl.records import experiment_dir, find_runs
 
 SMALL = ["--task_name", "trec_coarse", "--train_k", "40", "--test_every", "20", "--test_k", "10",
@@ -193,7 +193,7 @@ def test_learner_drawn_beside_llm_runs_with_its_label(tmp_path, data_dir, capsys
 
     matplotlib.use("Agg")
     from icrl.analysis.figures_base import Context
-    from icrl.analysis.figures_cli import main as draw
+    from icrl.cli.figures import main as draw
     from icrl.analysis.figures_methods import fig_main_results
     from icrl.analysis.results import Results
 
@@ -225,9 +225,9 @@ def test_learner_drawn_beside_llm_runs_with_its_label(tmp_path, data_dir, capsys
 
 
 def test_minilm_features_come_from_the_embedder(tmp_path, data_dir, monkeypatch):
-    """--features minilm embeds the stream's and the test items' inputs with icrl.embeddings
+    """--features minilm embeds the stream's and the test items' inputs with icrl.method.embeddings
     (a stand-in Embedder here: the real model is slow on a CPU) and records the choice."""
-    import icrl.embeddings
+    import icrl.method.embeddings
 
     seen = []
 
@@ -236,7 +236,7 @@ def test_minilm_features_come_from_the_embedder(tmp_path, data_dir, monkeypatch)
             seen.extend(texts)
             return np.array([[len(t), t.count(" "), 1.0] for t in texts], dtype=np.float32)
 
-    monkeypatch.setattr(icrl.embeddings, "Embedder", Stub)
+    monkeypatch.setattr(icrl.method.embeddings, "Embedder", Stub)
     assert run(tmp_path, "--agent", "supervised", "--features", "minilm") == 0
     (run_dir,) = find_runs(tmp_path)
     assert run_dir.relative_to(tmp_path).parts[0] == "agent+supervised+minilm"
@@ -256,7 +256,7 @@ def test_a_longer_train_k_extends_a_learners_run(tmp_path, data_dir):
 
 
 def test_token_counts_leave_learners_out(tmp_path, data_dir, capsys):
-    from icrl.analysis.token_cli import main as count_tokens
+    from icrl.cli.tokens import main as count_tokens
 
     assert run(tmp_path, "--agent", "supervised") == 0
     capsys.readouterr()
@@ -269,7 +269,7 @@ def test_token_counts_leave_learners_out(tmp_path, data_dir, capsys):
 def test_figures_of_folders_with_several_learners_or_only_learners(tmp_path, data_dir, capsys):
     """Two learners beside an LLM run were taken for a model-scale ablation pair, and a folder of
     learners alone had no model to group diagnostics by: both ended in a traceback."""
-    from icrl.analysis.figures_cli import main as draw
+    from icrl.cli.figures import main as draw
 
     mixed, alone = tmp_path / "mixed", tmp_path / "alone"
     for data in (mixed, alone):

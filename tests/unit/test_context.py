@@ -7,8 +7,8 @@ import warnings
 import numpy as np
 import pytest
 
-from icrl.context import STRATEGY_NAMES, make_strategy, replay
-from icrl.episode import Episode
+from icrl.method.strategies.base import STRATEGY_NAMES, make_strategy, replay
+from icrl.method.episode import Episode
 from icrl.errors import UsageError
 
 RANDOM_NAMES = [n for n in STRATEGY_NAMES if n.startswith("random_")]

@@ -29,9 +29,9 @@ README_MAX_LINES = 250
 PARSERS = {
     "run_experiment.py": [("icrl.cli", "build_parser")],
     "run_sweep.py": [("icrl.cli.sweep", "build_parser")],
-    "run_draw_plots.py": [("icrl.analysis.figures_cli", "build_parser")],
-    "run_count_tokens.py": [("icrl.analysis.token_cli", "build_parser")],
-    "find_max_examples_given_max_window.py": [("icrl.maxlen", "build_parser"), ("icrl.maxlen", "_parser")],
+    "run_draw_plots.py": [("icrl.cli.figures", "build_parser")],
+    "run_count_tokens.py": [("icrl.cli.tokens", "build_parser")],
+    "find_max_examples_given_max_window.py": [("icrl.cli.window", "build_parser")],
 }
 SCRIPT = re.compile(r"^(?:\./)?(run_\w+\.py|find_max_examples_given_max_window\.py)$")
 SHELL_STOP = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1", "2>", "1>"}

@@ -1,4 +1,4 @@
-"""The task as a Gymnasium environment (icrl.env): the run's stream, reward and feedback."""
+"""The task as a Gymnasium environment (icrl.method.env): the run's stream, reward and feedback."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from icrl.env import ENV_ID, ClassificationEnv
-from icrl.experiment import main
+from icrl.method.env import ENV_ID, ClassificationEnv
+from icrl.cli.run import main
 from icrl.records import find_runs
 
 

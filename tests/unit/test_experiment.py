@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from icrl.experiment import main, plan_steps
+from icrl.cli.run import main
+from icrl.run.plan import plan_steps
 from icrl.records import find_runs, read_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -281,7 +282,7 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
 @pytest.mark.model
 def test_default_context_size_fills_the_window_and_is_cached(tmp_path, capsys):
     from icrl.backends.chat import load_chat_tokenizer
-    from icrl.maxlen import find_max_examples
+    from icrl.run.window import find_max_examples
     from icrl.tasks import load_task
 
     argv = [a for a in base_args(tmp_path, train_k="3", test_every="5", test_k="2")]
@@ -312,11 +313,11 @@ def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(
     The fake backend's tokenizer and chat template stand in for a model's (the search on real
     tokenizers: test_maxlen.py)."""
     from icrl.backends.fake import FakeChat
-    from icrl.maxlen import search_max_examples
+    from icrl.run.window import search_max_examples
     from icrl.run.data import load_data
     from icrl.run.size import resolve_max_examples
     from icrl.cli import parse_args
-    import icrl.maxlen as maxlen
+    import icrl.run.window as maxlen
 
     chat = FakeChat(1024)
     calls = []

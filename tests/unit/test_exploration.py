@@ -13,8 +13,9 @@ import pytest
 
 from icrl.backends.fake import INTERRUPT_ENV
 from icrl.cli import parse_args
-from icrl.experiment import Experiment, main
-from icrl.exploration import EXPLORE_STREAM, step_rng
+from icrl.run.experiment import Experiment
+from icrl.cli.run import main
+from icrl.method.exploration import EXPLORE_STREAM, step_rng
 from recorded import untimed_records
 
 BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "24",

@@ -278,7 +278,7 @@ def test_unknown_model_and_absent_server(monkeypatch):
 def test_run_experiment_exits_2_when_no_server_and_keeps_the_key_secret(data_dir, tmp_path, capsys, monkeypatch):
     import socket
 
-    from icrl.experiment import main
+    from icrl.cli.run import main
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -309,7 +309,7 @@ def test_config_and_identity_never_hold_the_key():
 
 
 def test_the_lock_file_hides_the_key(monkeypatch):
-    from icrl import lock
+    from icrl.records import lock
 
     monkeypatch.setattr(lock.sys, "argv", ["run_experiment.py", "--api_key", "sk-SECRET", "--api_key=sk-SECRET2"])
     assert lock._command() == "run_experiment.py --api_key *** --api_key=***"

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from icrl.episode import Episode
+from icrl.method.episode import Episode
 from icrl.errors import UsageError
-from icrl.feedback import shown_feedback
-from icrl.prompts import SYSTEM_PROMPT_ICL, SYSTEM_PROMPT_ICRL, build_messages, feedback_message
+from icrl.method.feedback import shown_feedback
+from icrl.method.prompts import SYSTEM_PROMPT_ICL, SYSTEM_PROMPT_ICRL, build_messages, feedback_message
 
 TASK = SimpleNamespace(prediction_prefix="Intent:", description="")
 

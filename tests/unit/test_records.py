@@ -157,7 +157,7 @@ def test_schema_names_every_field_of_a_real_run(tmp_path, data_dir, monkeypatch)
     every required field present, no field they do not name."""
     import json
 
-    from icrl.experiment import main
+    from icrl.cli.run import main
     from icrl.records import schema
 
     monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))

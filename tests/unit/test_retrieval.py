@@ -1,11 +1,11 @@
-"""Retrieval contexts (issue 24.1): the embedding cache (icrl/embeddings.py) and the knn strategies."""
+"""Retrieval contexts (issue 24.1): the embedding cache (icrl/method/embeddings.py) and the knn strategies."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from icrl.embeddings import Embedder, text_key
+from icrl.method.embeddings import Embedder, text_key
 from icrl.errors import UsageError
 
 
@@ -115,7 +115,7 @@ def test_a_model_that_cannot_be_loaded_is_one_usage_error(tmp_path, monkeypatch)
 
 
 def test_without_the_package_and_offline_the_error_says_what_to_install(tmp_path, monkeypatch):
-    import icrl.embeddings as embeddings
+    import icrl.method.embeddings as embeddings
     monkeypatch.setattr(embeddings, "_packaged_model_dir", lambda name: None)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
@@ -128,10 +128,10 @@ def test_without_the_package_and_offline_the_error_says_what_to_install(tmp_path
 
 import json  # noqa: E402
 
-from icrl import context, retrieval  # noqa: E402
+from icrl.method.strategies import base as context, retrieval  # noqa: E402
 from icrl.backends.fake import INTERRUPT_ENV  # noqa: E402
-from icrl.episode import Episode  # noqa: E402
-from icrl.experiment import main  # noqa: E402
+from icrl.method.episode import Episode  # noqa: E402
+from icrl.cli.run import main  # noqa: E402
 from icrl.records import read_jsonl  # noqa: E402
 
 RNG = np.random.default_rng(0)

@@ -10,10 +10,11 @@ import pytest
 
 from icrl.backends.fake import INTERRUPT_ENV
 from icrl.cli import parse_args
-from icrl.episode import Episode
-from icrl.experiment import Experiment, main
-from icrl.prompts import build_messages, feedback_message
-from icrl.rewards import CoarseCredit, make_reward
+from icrl.method.episode import Episode
+from icrl.run.experiment import Experiment
+from icrl.cli.run import main
+from icrl.method.prompts import build_messages, feedback_message
+from icrl.method.rewards import CoarseCredit, make_reward
 from icrl.tasks import load_task
 from recorded import untimed_records
 

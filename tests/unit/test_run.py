@@ -7,14 +7,15 @@ import json
 
 import pytest
 
-from icrl import context
+from icrl.method.strategies import base as context
 from icrl.backends import backend_spec, load_backend
 from icrl.backends.fake import INTERRUPT_ENV, FakeBackend
 from icrl.cli import parse_args
 from icrl.errors import UsageError
-from icrl.experiment import Experiment, main
+from icrl.run.experiment import Experiment
+from icrl.cli.run import main
 from icrl.records import read_jsonl
-from icrl.rewards import ExactMatch, Reward, make_reward, register_reward
+from icrl.method.rewards import ExactMatch, Reward, make_reward, register_reward
 from icrl.run.observers import Observer
 from icrl.run.plan import summarize
 
@@ -122,7 +123,7 @@ def test_a_reward_object_scores_training_and_test_steps(tmp_path):
 
 
 def test_exact_match_is_the_default_reward_and_flips_as_published():
-    from icrl.feedback import shown_feedback
+    from icrl.method.feedback import shown_feedback
 
     reward = make_reward(flip=True, flip_prob=0.5)
     assert isinstance(reward, ExactMatch)

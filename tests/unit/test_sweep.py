@@ -14,7 +14,7 @@ import pytest
 
 from icrl.cli import build_parser, parse_args
 from icrl.errors import UsageError
-from icrl.experiment import Experiment
+from icrl.run.experiment import Experiment
 from icrl.sweep import runner
 from icrl.sweep.grid import expand, parse_grid_option, parse_shard, shard_indices
 from icrl.sweep.presets import preset_runs

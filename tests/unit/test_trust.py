@@ -18,8 +18,8 @@ import pytest
 
 from icrl.cli import parse_args
 from icrl.errors import UsageError
-from icrl.experiment import main
-from icrl.lock import DirectoryLock, Locked
+from icrl.cli.run import main
+from icrl.records.lock import DirectoryLock, Locked
 from icrl.run.data import load_data
 from icrl.records import experiment_dir, find_runs, inspect_run, read_jsonl, write_json_atomic
 
@@ -90,7 +90,7 @@ def _lines(path):
 
 
 # -- 1. one writer per run ------------------------------------------------------------------------
-HOLD = ("import sys, time; from icrl.lock import DirectoryLock; DirectoryLock(sys.argv[1]).acquire(); "
+HOLD = ("import sys, time; from icrl.records.lock import DirectoryLock; DirectoryLock(sys.argv[1]).acquire(); "
         "print('held', flush=True); time.sleep(120)")
 
 
@@ -169,7 +169,7 @@ def test_garbage_appended_to_train_of_a_finished_run_is_not_finished_and_is_one_
 
 
 def test_token_counter_skips_a_damaged_run_with_a_note(finished, capsys):
-    from icrl.analysis.token_cli import main as count_main
+    from icrl.cli.tokens import main as count_main
 
     out, run_dir, _ = finished
     (run_dir / "test.jsonl").unlink()
@@ -263,8 +263,8 @@ def test_corrupt_context_size_cache_is_recomputed(tmp_path, capsys):
 
 
 def test_malformed_dataset_and_bad_tool_outputs_are_one_line(tmp_path, data_dir, capsys, monkeypatch):
-    from icrl.analysis.figures_cli import main as plots_main
-    from icrl.analysis.token_cli import main as count_main
+    from icrl.cli.figures import main as plots_main
+    from icrl.cli.tokens import main as count_main
 
     bad = tmp_path / "data" / "trec"
     bad.mkdir(parents=True)

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from icrl.episode import Episode
-from icrl.prompts import build_messages
+from icrl.method.episode import Episode
+from icrl.method.prompts import build_messages
 from icrl.tasks import load_task
 
 pytestmark = [
@@ -133,7 +133,7 @@ def test_approximate_contexts_hit_the_prefix_cache(engine, data_dir, tmp_path, m
     prefix cache (read from the engine's prefix-cache counters). The unfiltered strategy, so that
     the contexts grow even though this small model is rarely right on banking77."""
     import icrl.backends as backends
-    from icrl.experiment import main
+    from icrl.cli.run import main
 
     monkeypatch.setattr(backends, "load_backend", lambda *a, **k: engine)
     before = engine.prefix_cache_counters()
@@ -171,7 +171,7 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tm
     `run_experiment.py --backend vllm`; the same command killed with SIGKILL mid-run (its own
     engine) and rerun (a new, cold engine) ends with the records of the uninterrupted run."""
     import icrl.backends as backends
-    from icrl.experiment import main
+    from icrl.cli.run import main
 
     command_args = [*PAPER_STYLE, "--data_dir", str(data_dir)]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}

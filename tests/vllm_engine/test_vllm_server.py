@@ -97,7 +97,7 @@ def test_paper_style_run_end_to_end_server_killed_and_resumed(server, engine, da
     error, exit 2; the server restarts and the same command resumes and finishes with the
     records of the same run on the in-process engine."""
     import icrl.backends as backends
-    from icrl.experiment import main
+    from icrl.cli.run import main
 
     args = [*PAPER_STYLE, "--data_dir", str(data_dir)]
     args[args.index("vllm")] = "openai"

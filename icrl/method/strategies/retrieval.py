@@ -1,7 +1,7 @@
 """Retrieval contexts (beyond the paper, opt-in): the k past episodes most similar to the input.
 
 Strategies ``knn_lexical`` and ``knn_embedding``, each also with the filters of
-:mod:`icrl.context` (``knn_lexical_only_positive``, ``knn_embedding_only_negative``, ...).
+:mod:`icrl.method.strategies.base` (``knn_lexical_only_positive``, ``knn_embedding_only_negative``, ...).
 They are query-aware and stateless: ``select(history, rng, query=prompt)`` is called for each
 step's training input and, at a test step, for each test input.
 
@@ -17,7 +17,7 @@ One select, with k = max_examples (``--max_context_examples``, or the automatic 
      (``(?u)\\b\\w\\w+\\b``), English stop words removed, no stemming; the index is built over the
      kept episodes (document frequencies are those of the pool the context is drawn from);
    * ``knn_embedding``: cosine similarity of all-MiniLM-L6-v2 sentence embeddings
-     (:class:`icrl.embeddings.Embedder`: each prompt embedded once, cached on disk);
+     (:class:`icrl.method.embeddings.Embedder`: each prompt embedded once, cached on disk);
 
 4. the k best by score, ties broken by recency (the newer episode wins), so when nothing
    matches (all scores 0) the context is the k most recent kept episodes;
@@ -35,8 +35,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from icrl.context import FILTERS, Strategy, _any, register_strategy
-from icrl.episode import Episode
+from icrl.method.strategies.base import FILTERS, Strategy, _any, register_strategy
+from icrl.method.episode import Episode
 
 BM25_STOPWORDS = "english"
 SCORE_DIGITS = 6
@@ -105,7 +105,7 @@ class Lexical(Similarity):
 
 
 class Embedding(Similarity):
-    """Cosine similarity of sentence embeddings (:class:`icrl.embeddings.Embedder`)."""
+    """Cosine similarity of sentence embeddings (:class:`icrl.method.embeddings.Embedder`)."""
 
     name = "embedding"
 
@@ -116,7 +116,7 @@ class Embedding(Similarity):
     @property
     def embedder(self):
         if self._embedder is None:
-            from icrl.embeddings import Embedder
+            from icrl.method.embeddings import Embedder
             self._embedder = Embedder()
         return self._embedder
 

@@ -28,7 +28,7 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from icrl.episode import Episode
+from icrl.method.episode import Episode
 from icrl.errors import UsageError
 
 SAMPLING_METHODS = ("uniform", "exact")
@@ -208,7 +208,7 @@ class Approximate(Strategy):
 
     def _pick(self, rng, early: bool) -> int:
         """The index of the context to show (``early``: no episode has passed the filter yet).
-        ``icrl.exploration.UCBApproximate`` overrides it."""
+        ``icrl.method.exploration.UCBApproximate`` overrides it."""
         if early or self.sampling_method != "exact":
             return int(rng.choice(range(self.max_contexts)))
         return int(rng.choice(range(self.max_contexts), p=softmax(self.log_probs)))
@@ -309,4 +309,4 @@ def replay(strategy: Strategy, history: Sequence[Episode], seed: int) -> Strateg
     return strategy
 
 
-from icrl import retrieval as _retrieval  # noqa: E402,F401  registers the knn_* strategies (beyond the paper)
+from icrl.method.strategies import retrieval as _retrieval  # noqa: E402,F401  registers the knn_* strategies (beyond the paper)

@@ -2,7 +2,7 @@
 
 ::
 
-    from icrl.embeddings import Embedder
+    from icrl.method.embeddings import Embedder
     vectors = Embedder().embed(["how far is the moon?", "who wrote Hamlet?"])  # (2, 384) float32
 
 ``Embedder(name="all-MiniLM-L6-v2")`` loads the sentence-transformers model

@@ -23,7 +23,7 @@ import os
 import re
 from pathlib import Path
 
-from .errors import UsageError
+from ..errors import UsageError
 
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from icrl.episode import Episode
+from icrl.method.episode import Episode
 from icrl.errors import UsageError
 
 SYSTEM_PROMPT_ICRL = (

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import argparse
 
-from .errors import UsageError
+from ..errors import UsageError
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "half", "float")
 MAX_WINDOW = 1 << 24  # 16M tokens: above any model's window; a bigger number is a typo
 
 
 def check(args: argparse.Namespace) -> None:
-    from .context import REGISTRY as STRATEGIES  # registered ones included
+    from ..method.strategies.base import REGISTRY as STRATEGIES  # registered ones included
 
     if not str(args.output_dir).strip():
         raise UsageError("--output_dir is empty; give the results folder (default: data)")

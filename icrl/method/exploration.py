@@ -26,8 +26,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from .context import Approximate, replay
-from .errors import UsageError
+from .strategies.base import Approximate, replay
+from ..errors import UsageError
 
 EXPLORE_STREAM, RESET_STREAM = 1, 2
 

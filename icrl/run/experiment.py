@@ -3,38 +3,33 @@
 Claim the run directory; decide from the records alone whether the run is new, resumed,
 extended or finished; load the data and the backend; plan; write (or check) the config
 record; run the loop with its observers; write the results. The steps themselves are
-``icrl.run.loop``; ``main`` is run_experiment.py.
+``icrl.run.loop``; run_experiment.py's command line is ``icrl.cli.run``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
-import signal
-import sys
 from typing import Optional, Sequence
 
-from .agents import Agent
-from .agents.naming import is_learner
-from .config import RunConfig
-from .context import make_strategy
-from . import verify
-from .errors import UsageError
-from .exploration import with_ucb
-from .masking import scrub
-from .records import RunRecords, experiment_dir, inspect_run
-from .rewards import Reward, make_reward
-from .run.data import check_same_data, load_data
-from .run.directory import RunDirectory
-from .run.environment import attach_log_file, console_logging, detach_log_file, load_backend_of
-from .run.loop import Loop
-from .run.observers import Observer, ProgressBar, Wandb
-from .run.plan import Plan, plan_steps, summarize  # noqa: F401  (plan_steps: part of this module's API)
-from .run.resume import check_same_plan, config_record, decide, extend
-from .diskfull import os_error_line
-from .run.signals import Interrupted, check, ignore_signals, interrupted_by_term, restore, say
-from .run.size import resolve_max_examples
+from ..method.agents import Agent
+from ..method.agents.naming import is_learner
+from ..config import RunConfig
+from ..method.strategies.base import make_strategy
+from ..records import verify
+from ..errors import UsageError
+from ..method.exploration import with_ucb
+from ..records import RunRecords, experiment_dir, inspect_run
+from ..method.rewards import Reward, make_reward
+from .data import check_same_data, load_data
+from .directory import RunDirectory
+from .environment import attach_log_file, detach_log_file, load_backend_of
+from .loop import Loop
+from .observers import Observer, ProgressBar, Wandb
+from .plan import Plan, summarize
+from .resume import check_same_plan, config_record, decide, extend
+from ..infra.signals import Interrupted, ignore_signals, restore
+from .size import resolve_max_examples
 
 log = logging.getLogger("icrl")
 
@@ -91,7 +86,7 @@ class Experiment:
         observers += [ProgressBar(cfg.options.progress, f"{data.task.name} {what}"),
                       *self.observers]
         self.load_backend()
-        learner = is_learner(s.agent)  # icrl.agents: no context, no model
+        learner = is_learner(s.agent)  # icrl.method.agents: no context, no model
         size = None if learner else resolve_max_examples(cfg, data, self.backend)
         plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
         strategy = None if plan.mode == "zero_shot" or learner else with_ucb(make_strategy(
@@ -157,48 +152,3 @@ class Experiment:
             resolved = state.config["resolved"]
             self.records.write_results(summarize(state.train, state.test, resolved["steps"], resolved["mode"]))
         log.info("interrupted at step %d", self._steps_done)
-
-
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Entry point of run_experiment.py: exit 0 on success, 2 on bad input, 128 + signal number
-    when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
-    from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
-    experiment, stopped = None, False
-    previous = interrupted_by_term()
-    try:
-        from .cli import parse_args  # inside the try: a stop during this import is honoured in one line
-
-        config = parse_args(argv)
-        console_logging(config.options.verbose)
-        if config.demo:
-            print("no arguments: running the embedded demo (SmolLM2-135M on trec_coarse, explorative ICRL)")
-        experiment = Experiment(config)
-        check()  # a stop that arrived inside an import
-        summary = experiment.run()
-    except UsageError as exc:
-        print(f"error: {scrub(str(exc))}", file=sys.stderr)
-        return 2
-    except (KeyboardInterrupt, Interrupted) as exc:
-        ignore_signals()  # a second signal must not cut the exit short
-        # Objects torn down mid-call (an async client whose event loop a signal closed) may
-        # complain as they are collected; the process is stopping, the records are saved.
-        sys.unraisablehook = lambda unraisable: None
-        stopped = True
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        step = experiment.steps_done if experiment is not None else 0
-        say(f"interrupted at step {step}; rerun the same command to resume")
-        return 128 + int(signum)
-    except OSError as exc:
-        line = os_error_line(exc, "rerun the same command to resume")
-        if line is None:
-            raise
-        print(scrub(line), file=sys.stderr)
-        return 2
-    finally:
-        if not (stopped and from_script):  # the script exits with signals ignored; callers get theirs back
-            restore(previous)
-    acc = summary.get("final_test_accuracy")
-    print(f"results: {experiment.out_dir}")
-    print(f"final test accuracy {acc:.4f}" if isinstance(acc, float) and not math.isnan(acc) else "no test accuracy",
-          f"| regret {summary['regret']}" if summary.get("regret") is not None else "")
-    return 0

@@ -1,4 +1,5 @@
-"""Figures and a summary table from the records of many runs (run_draw_plots.py); no model.
+"""Figures and a summary table from the records of many runs (run_draw_plots.py, whose command
+line is :mod:`icrl.cli.figures`); no model.
 
 Every run under ``--data_dir`` is read through :class:`icrl.analysis.results.Results`. Figures are
 written as PNG and PDF (matplotlib, Agg, mathtext only: no LaTeX needed) to ``--out_dir``
@@ -34,12 +35,11 @@ not overlap, see :mod:`icrl.analysis.verdict`), and run_draw_plots.py prints the
 
 from __future__ import annotations
 
-import argparse
-import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional, Sequence
+from typing import Callable
 
-from ..errors import ArgumentParser, UsageError
+from ..errors import UsageError
 from ..records import write_atomic
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
@@ -57,42 +57,20 @@ FIGURES: list[tuple[str, Callable]] = [
 ]
 
 
-# -- the command line ---------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="run_draw_plots.py",
-                description="Draw the paper's figures and a summary CSV from the records under --data_dir "
-                            "(no model is loaded).",
-                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--data_dir", default="data", help="results root (as run_experiment.py --output_dir)")
-    p.add_argument("--out_dir", default="plots", help="where the PNG/PDF figures and summary.csv go")
-    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
-                   help="only runs with this value (e.g. task=banking77, model=smollm2-135m, method=explorative, "
-                        "context_p_keep=0.1); repeat a key for either value")
-    p.add_argument("--smooth", type=int, default=50, help="rolling window (steps) for training accuracy")
-    p.add_argument("--explorative_p_keep", type=float, default=DEFAULT_EXPLORATIVE_P_KEEP,
-                   help="p_keep of random_unbiased_only_positive drawn as explorative ICRL")
-    p.add_argument("--other_runs", action="store_true",
-                   help="main_results, regret and train_accuracy: also draw runs of the paper's methods at "
-                        "settings the published figures leave out (naive+ at temperature 1, explorative at a given "
-                        "context size, ...), as dashed lines labelled with their settings; without it only the "
-                        "published selection is drawn: naive at temperature 1.0, naive+ at 2.0, explorative with "
-                        "the automatic size and temperature 1.0, approximate with 8 uniform contexts")
-    p.add_argument("--only", action="append", default=[], metavar="FIGURE",
-                   help=f"draw only this figure (repeatable): {', '.join(n for n, _ in FIGURES)}")
-    return p
+@dataclass(frozen=True)
+class FigureOptions:
+    """What run_draw_plots.py draws (its flags, ``icrl.cli.figures``)."""
+
+    data_dir: str = "data"
+    out_dir: str = "plots"
+    filter: tuple = ()
+    smooth: int = 50
+    explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP
+    other_runs: bool = False
+    only: tuple = ()
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-        return draw(args)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-
-
-def draw(args) -> int:
+def draw(args: FigureOptions) -> int:
     import matplotlib
 
     if args.smooth < 1:

@@ -1,6 +1,6 @@
 """One writer per directory: an advisory OS lock that the kernel releases when its holder dies.
 
-    from icrl.lock import DirectoryLock, Locked
+    from icrl.records.lock import DirectoryLock, Locked
     lock = DirectoryLock(run_dir)      # lock file: run_dir/.lock (created, never deleted)
     lock.acquire()                     # raises Locked (a UsageError) naming the holder
     ...
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .errors import UsageError
+from ..errors import UsageError
 
 LOCK_FILE = ".lock"
 
@@ -150,7 +150,7 @@ def _same_file(fd: int, path: Path) -> bool:
 
 def _command() -> str:
     """This process's command line, secrets (every spelling of ``--hf_token`` and ``--api_key``,
-    URL passwords) replaced by *** (icrl.masking)."""
-    from .masking import mask_words
+    URL passwords) replaced by *** (icrl.infra.masking)."""
+    from ..infra.masking import mask_words
 
     return " ".join(mask_words(sys.argv))

@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Callable
 
-from .run.signals import WRITE_ERRORS
+from .signals import WRITE_ERRORS
 
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from .records import DamagedRecords
+from . import DamagedRecords
 
 
 def _labels(config: dict, where) -> list:

@@ -1,4 +1,5 @@
-"""``python run_view.py DATA_DIR [--out FILE]``: write the episode viewer for the runs there."""
+"""run_view.py's command line: ``python run_view.py DATA_DIR [--out FILE]`` writes the episode viewer
+(:mod:`icrl.viewer`) for the runs there."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(argv)
-    from .page import write_page
+    from ..viewer.page import write_page
 
     data_dir = Path(args.data_dir)
     try:

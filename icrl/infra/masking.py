@@ -22,7 +22,7 @@ import re
 from typing import Iterable, Optional
 from urllib.parse import urlsplit, urlunsplit
 
-from .config import SECRET_FLAGS
+from ..config import SECRET_FLAGS
 
 SECRET_OPTIONS = SECRET_FLAGS  # the fields of config.Secrets, as flags
 SECRET_DESTS = tuple(flag[2:] for flag in SECRET_FLAGS)

@@ -1,20 +1,19 @@
-"""run_count_tokens.py: count the tokens of finished runs (see :mod:`icrl.analysis.counting`),
-cache the counts per run and print them as one table."""
+"""run_count_tokens.py (command line: :mod:`icrl.cli.tokens`): count the tokens of finished runs
+(see :mod:`icrl.analysis.counting`), cache the counts per run and print them as one table."""
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import math
 import os
-import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
-from ..errors import ArgumentParser, UsageError
+from ..errors import UsageError
 from ..records import read_json, write_atomic, write_csv_atomic, write_json_atomic
 from .counting import count_run
 from .results import Results
@@ -95,30 +94,6 @@ def write_counts(run_dir: Path, key: dict, summary: dict, rows: list[dict]) -> N
     write_json_atomic(run_dir / TOKEN_COUNTS_JSON, {"key": key, "summary": summary})
 
 
-# -- the command line ---------------------------------------------------------------------------
-def build_parser() -> argparse.ArgumentParser:
-    p = ArgumentParser(prog="run_count_tokens.py",
-                description="Count the tokens of finished runs by replaying their records (no model is loaded): the "
-                            "paper's processed tokens (the published run_count_tokens.py's figure), every prompt "
-                            "token of the training and test calls, and what a perfect prefix cache would still "
-                            "compute.")
-    p.add_argument("--data_dir", default="data", help="results root (as run_experiment.py --output_dir)")
-    p.add_argument("--model", action="append", default=[], help="only runs of this model (repeatable)")
-    p.add_argument("--task", action="append", default=[], help="only runs of this task (repeatable)")
-    p.add_argument("--strategy", action="append", default=[],
-                   help="only runs of this context strategy or method (e.g. explorative) (repeatable)")
-    p.add_argument("--tokenizer", default=None,
-                   help="count with this tokenizer (HF id, directory or smollm2-135m) (default: each run's own model)")
-    p.add_argument("--csv", default=None, help="also write the combined table to this CSV file (default: none)")
-    p.add_argument("--force", action="store_true", help="count again even when token_counts.json is current")
-    p.add_argument("--full_tokenization", action="store_true",
-                   help="tokenize every prompt whole (slower; the default is checked to give the same ids)")
-    p.add_argument("--verify", type=int, default=32,
-                   help="prompts per run, besides the first 8, also tokenized whole to check the incremental ids")
-    p.add_argument("--explorative_p_keep", type=float, default=0.1, help="p_keep that names a run explorative")
-    return p
-
-
 def select_runs(results: Results, models, tasks, strategies):
     runs = results.runs
     runs = runs[runs["finished"].astype(bool)] if len(runs) else runs
@@ -131,21 +106,24 @@ def select_runs(results: Results, models, tasks, strategies):
     return runs
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = build_parser().parse_args(argv)
-        if args.verify < 0:
-            raise UsageError(f"--verify must be >= 0, got {args.verify}")
-        if not 0 < args.explorative_p_keep <= 1:  # nan and inf too
-            raise UsageError(f"--explorative_p_keep must be in (0, 1], got {args.explorative_p_keep}")
-        return _main(args)
-    except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+@dataclass(frozen=True)
+class CountOptions:
+    """What run_count_tokens.py counts (its flags, ``icrl.cli.tokens``)."""
+
+    data_dir: str = "data"
+    model: tuple = ()
+    task: tuple = ()
+    strategy: tuple = ()
+    tokenizer: Optional[str] = None
+    csv: Optional[str] = None
+    force: bool = False
+    full_tokenization: bool = False
+    verify: int = 32
+    explorative_p_keep: float = 0.1
 
 
-def _main(args) -> int:
+def count_tokens(args: CountOptions) -> int:
+    """Count (or read from each run's cache) and print the table; 0 when done."""
     import pandas as pd
 
     if args.csv:
@@ -159,7 +137,7 @@ def _main(args) -> int:
     for note in results.notes:
         print(f"note: {note}")
     runs = select_runs(results, args.model, args.task, args.strategy)
-    if len(runs) and "learner" in runs and runs["learner"].notna().any():  # icrl.agents: no model, no prompt
+    if len(runs) and "learner" in runs and runs["learner"].notna().any():  # icrl.method.agents: no model, no prompt
         print(f"note: {int(runs['learner'].notna().sum())} run(s) of learners that are not LLMs have no tokens "
               f"to count: left out")
         runs = runs[runs["learner"].isna()]

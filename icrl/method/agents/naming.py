@@ -30,5 +30,5 @@ def label_of_args(args: dict) -> str:
 
 def agent_folder(args: dict) -> str:
     """The run folder's first part for a learner, in place of the model's: ``agent+<agent>+<features>``
-    (a model's folder never holds a '+': icrl.safepaths)."""
+    (a model's folder never holds a '+': icrl.records.safepaths)."""
     return f"agent+{args['agent']}+{args.get('features', FEATURES[0])}"

@@ -1,8 +1,8 @@
 """A task's training stream as a Gymnasium environment: the online protocol of a run, for any agent.
 
-    from icrl.env import ClassificationEnv
+    from icrl.method.env import ClassificationEnv
     env = ClassificationEnv("trec_coarse", training_seed=100, train_k=300)
-    # or gymnasium.make("icrl/Classification-v0", task_name="trec_coarse", ...) once icrl.env is imported
+    # or gymnasium.make("icrl/Classification-v0", task_name="trec_coarse", ...) once icrl.method.env is imported
     text, info = env.reset()
     while True:
         text, reward, terminated, truncated, info = env.step(action)   # action: a label index
@@ -13,7 +13,7 @@
   (``task.prompt``, e.g. ``Question: ...``); ``gymnasium.spaces.Text`` over the characters of the
   task's inputs. The gold label is never in the observation.
 - Action: a label index, ``Discrete(len(env.labels))``; ``env.labels[a]`` is its label string.
-- Reward: the run's reward function (``icrl.rewards``: exact match by default, ``reward=`` another
+- Reward: the run's reward function (``icrl.method.rewards``: exact match by default, ``reward=`` another
   ``Reward`` object) of ``labels[action]`` against the gold label, seeded as a run seeds it.
 - Order: the training stream of a run with the same ``--training_seed`` and ``--train_k``
   (``icrl.run.data.load_data``, the runner's own loading); ``reset(seed=s)`` switches to the
@@ -33,9 +33,9 @@ from typing import Optional
 import gymnasium as gym
 import numpy as np
 
-from .config import RunConfig
+from ..config import RunConfig
 from .rewards import Reward, make_reward
-from .run.data import load_data
+from ..run.data import load_data
 
 
 class ClassificationEnv(gym.Env):
@@ -97,4 +97,4 @@ class ClassificationEnv(gym.Env):
 
 ENV_ID = "icrl/Classification-v0"
 if ENV_ID not in gym.registry:  # gymnasium.make("icrl/Classification-v0", task_name=..., ...)
-    gym.register(id=ENV_ID, entry_point="icrl.env:ClassificationEnv")
+    gym.register(id=ENV_ID, entry_point="icrl.method.env:ClassificationEnv")

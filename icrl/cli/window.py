@@ -1,0 +1,108 @@
+"""find_max_examples_given_max_window.py's command line: how many ICRL episodes fit in a
+context window (the search: :mod:`icrl.run.window`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Optional, Sequence
+
+from ..errors import UsageError
+from ..run.window import WINDOW_FRACTION, MaxExamplesResult, search_max_examples
+from .parser import ArgumentParser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(prog="find_max_examples_given_max_window.py", description=(
+        "Print how many ICRL episodes fit in a context window for a model and a task, using "
+        "the model's tokenizer and chat template only (worst case: longest prompts, longest "
+        "label and feedback, 95% of the window). By default it prints what the published "
+        "script prints and its runner uses: one more than the largest n that fits."))
+    parser.add_argument("--model_name", required=True,
+                        help="Hugging Face id (org/name), local tokenizer directory, or smollm2-135m")
+    parser.add_argument("--task_name", required=True, help="e.g. banking77, clinic150_top10_unsemantic, my/task.toml_top5")
+    parser.add_argument("--max_window_tokens", type=int, default=None,
+                        help="window in tokens (default: the model's maximum length)")
+    parser.add_argument("--rope_scaling", default=None,
+                        help="as run_experiment.py: auto (default; YaRN x4 over 32768 for Qwen2.5), none, "
+                             "or TYPE:FACTOR:ORIGINAL_LEN; sets the default window")
+    parser.add_argument("--data_dir", default=None, help="raw dataset folder (default: $ICRL_DATA_DIR, else the Hugging Face Hub)")
+    parser.add_argument("--hf_token", default=None, help="token for gated models on the hub, never stored (default: $HF_TOKEN)")
+    parser.add_argument("--no-icrl", dest="icrl", action="store_false",
+                        help="search under the supervised ICL system prompt (as the published search "
+                             "does for a --no-icrl run; default: the ICRL system prompt)")
+    parser.add_argument("--largest_fitting", action="store_true",
+                        help="print the largest n that fits instead of the published number (which "
+                             "is n + 1, the context size the published runner uses)")
+    parser.add_argument("--published_convention", action="store_true",
+                        help="accepted for compatibility: the published number is the default now")
+    parser.add_argument("--verbose", action="store_true",
+                        help="also write the worst case and the token counts to stderr")
+    return parser
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return repr(text if len(text) <= limit else text[:limit] + "...")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    start = time.perf_counter()
+    _quiet_transformers()
+    try:
+        args = build_parser().parse_args(argv)
+        if args.max_window_tokens is not None and args.max_window_tokens <= 0:
+            raise UsageError(f"--max_window_tokens must be positive, got {args.max_window_tokens}")
+        from icrl.tasks import load_task  # the task first: a bad name fails before any tokenizer load
+
+        task = load_task(args.task_name, data_dir=args.data_dir)
+        chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling)
+        result = search_max_examples(chat, task, args.max_window_tokens, icrl=args.icrl)
+    except UsageError as exc:
+        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        return 2
+    if args.verbose:
+        _report(result, args, chat, task, time.perf_counter() - start)
+    print(result.max_examples if args.largest_fitting else result.published_convention)
+    return 0
+
+
+def _quiet_transformers() -> None:
+    """Silence warnings such as 'sequence length is longer than the maximum' (counting only)."""
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.set_verbosity_error()
+    except Exception:  # transformers missing: the tokenizer load reports it
+        pass
+
+
+def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[str] = None):
+    from icrl.backends.chat import load_chat_tokenizer
+
+    try:
+        return load_chat_tokenizer(model_name, hf_token=hf_token, rope_scaling=rope_scaling)
+    except UsageError:
+        raise
+    except Exception as exc:  # unreadable or incomplete tokenizer files
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise UsageError(f"cannot load the tokenizer of {model_name!r} ({type(exc).__name__}: {first})") from None
+
+
+def _report(result: MaxExamplesResult, args, chat, task, seconds: float) -> None:
+    n = result.max_examples
+    lines = [
+        f"model: {args.model_name} (maximum length {chat.max_model_len} tokens)",
+        f"task: {task.name} ({result.num_prompts} prompts, {len(task.labels)} labels)",
+        f"window: {result.window} tokens; bound: {result.bound:g} tokens ({WINDOW_FRACTION:.0%})",
+        f"longest label: {result.longest_label!r} (with its feedback: {result.episode_label_tokens} tokens)",
+        f"longest feedback: {result.feedback_text!r} "
+        f"({'positive' if result.longest_feedback else 'negative'})",
+        f"longest prompt: {_short(result.longest_prompt)} ({result.longest_prompt_tokens} tokens)",
+        f"tokens at n={n}: {result.tokens} <= {result.bound:g}",
+        (f"capped: all {result.num_prompts} prompts fit (n={n} episodes)" if result.capped
+         else f"tokens at n={n + 1}: {result.tokens_next} > {result.bound:g}"),
+        f"published convention (n + 1, the runner's default context size): {result.published_convention}",
+        f"full prompts rendered: {result.renders}; time: {seconds:.2f} s",
+    ]
+    print("\n".join(lines), file=sys.stderr)

@@ -1,0 +1,1 @@
+"""Context strategies: which past episodes go into the prompt."""

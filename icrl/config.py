@@ -17,9 +17,17 @@ Each field declares its role once, in its metadata, next to its help text:
 - ``optional``: a group name; the group's fields are written in config.json "args" only when one
   of them differs from its default (opt-in settings beyond the paper: exploration, rewards,
   agents; the records of every run without them stay byte for byte as they were; implies
-  ``added``).
+  ``added``); the group "strategy" holds the strategies' own parameters, written for the runs
+  of the strategies that declare them (``owners``).
 - ``only``: "llm" or "learner": the field means something to that kind of agent alone (``--agent``);
   the other kind refuses it when it is set (``icrl.cli.validate``).
+- ``param``: the declaration (:class:`icrl.method.registry.Param`) of a field that a part of
+  the method declares.
+
+RunSpec is the published script's arguments and ours (``_Spec``), then the parameters the parts
+of the method declare (``icrl.method.declared_params``: exploration, rewards, agents, the
+strategies' own), added as fields when this module is imported: a new part's parameter is a
+field, a flag and a record entry without an edit here.
 
 The lists of names the rest of the package needs (runtime names, secret flags, folder parts,
 result columns, backend options) are derived from this metadata, never written out again.
@@ -33,19 +41,28 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Optional
 
 from .backends.embedded import DEFAULT_MODEL
-from .method.strategies.base import SAMPLING_METHODS, STRATEGY_NAMES
+from .infra.masking import SECRET_OPTIONS
+from .method import declared_params
+from .method.strategies import SAMPLING_METHODS, STRATEGIES
 
 _FOLDER_NONE = object()
 
 
 def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
-         extends: bool = False, added: bool = False, optional: str = "", only: str = ""):
+         extends: bool = False, added: bool = False, optional: str = "", only: str = "", param=None,
+         owners: tuple = ()):
     """A configuration field: its default, help text and roles (see the module docstring)."""
     assert only in ("", "llm", "learner"), only
     return field(default=default, metadata={
         "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
         "backend": backend, "extends": extends, "added": added or bool(optional), "optional": optional,
-        "only": only})
+        "only": only, "param": param, "owners": owners})
+
+
+def declared_field(param, group: str, owners: tuple = ()):
+    """The field of a parameter a part of the method declares (recorded with ``group``)."""
+    return flag(param.default, param.help, folder=_FOLDER_NONE if param.folder is None else param.folder,
+                column=param.column, optional=group, only=param.only, param=param, owners=owners)
 
 
 # Our definitions of the three flags the published script parsed and never read (docs/method.md,
@@ -54,8 +71,8 @@ EXPLORATION_NAMES = ("ucb_alpha", "prob_reset", "p_exploration")
 
 
 @dataclass(frozen=True)
-class RunSpec:
-    """What a run computes (config.json "args"). The published path's parts, then ours."""
+class _Spec:
+    """The published script's arguments and ours; RunSpec adds the declared parameters."""
 
     model_name: str = flag(DEFAULT_MODEL, "Hugging Face id, local directory, or the embedded 'smollm2-135m'",
                            column="model")
@@ -63,7 +80,7 @@ class RunSpec:
                                           "nlu, or a task file path/to/task.toml (docs/tasks.md) "
                                           "[+ _top<K>][+ _unsemantic]", column="task")
     context_strategy_name: Optional[str] = flag(
-        None, f"required (not for zero-shot, --max_context_examples 0): one of {', '.join(STRATEGY_NAMES)}",
+        None, f"required (not for zero-shot, --max_context_examples 0): one of {', '.join(STRATEGIES.names())}",
         column="strategy", only="llm")
     context_p_keep: float = flag(1.0, "probability that each past episode is kept when the context is drawn "
                                       "(explorative ICRL: 0.1)", column="p_keep", only="llm")
@@ -127,50 +144,34 @@ class RunSpec:
                                  "structured-output choice; chat: messages with a JSON-schema enum of the labels; "
                                  "auto: completions when the server supports it", folder="api", backend=True,
                        only="llm")
-    # -- beyond the paper (docs/method.md "Beyond the paper: exploration and rewards"); optional: a
-    # run that does not set one records exactly what it recorded before it existed.
-    p_exploration: Optional[float] = flag(
-        None, "epsilon-greedy: with this probability a training step's prediction is a uniformly random label, "
-              "with no model call (test steps always use the model)",
-        folder="epsgreedy", column="p_exploration", optional="p_exploration", only="llm")
-    prob_reset: Optional[float] = flag(
-        None, "with this probability, at the start of a step, the strategy forgets every earlier episode "
-              "(approximate strategies: the contexts restart empty)",
-        folder="forget", column="prob_reset", optional="prob_reset", only="llm")
-    ucb_alpha: Optional[float] = flag(
-        None, "approximate strategies: choose which of the K contexts to show by UCB over each context's rewards, "
-              "mean + ALPHA * sqrt(ln N / n), instead of --approximate_context_sampling_method",
-        folder="ctxucb", column="ucb_alpha", optional="ucb_alpha", only="llm")
-    reward: str = flag("exact_match", "reward function: exact_match (the paper's) or coarse_credit (1 for the right "
-                                      "label, 0.5 for a wrong label of the right parent class, 0 otherwise; "
-                                      "tasks with a [hierarchy], e.g. trec_fine)",
-                       folder="reward", column="reward", optional="reward")
-
-    # Agents that are not LLMs (icrl.method.agents): opt-in, absent from the records of every LLM run.
-    agent: str = flag("llm", "llm: an LLM with a context strategy (the paper); linucb, epsilon_greedy: a "
-                             "contextual-bandit learner on text features, one arm per label, learning from the "
-                             "reward; supervised: the same ridge learner given the gold label (upper bound)",
-                      optional="agent")
-    features: str = flag("tfidf", "a learner's text features: tfidf (fitted on the training inputs, no labels; "
-                                  "64-dim SVD) or minilm (all-MiniLM-L6-v2 embeddings)", optional="agent",
-                       only="learner")
-    bandit_alpha: float = flag(1.0, "--agent linucb: the exploration bonus alpha", folder="alpha", optional="agent",
-                               only="learner")
-    bandit_epsilon: float = flag(0.1, "--agent epsilon_greedy: the probability of a random arm", folder="eps",
-                                 optional="agent", only="learner")
-
     def as_record(self) -> dict:
-        """config.json "args": every field (an ``optional`` group only when one of its fields is set),
-        sorted by name, as JSON gives it back."""
+        """config.json "args": every field (an ``optional`` group only when one of its fields is set;
+        a strategy's own parameters for runs of that strategy), sorted by name, as JSON gives it back."""
         set_groups = {f.metadata["optional"] for f in fields(self)
                       if f.metadata.get("optional") and getattr(self, f.name) != f.default}
+        strategy = self.context_strategy_name
+        base = STRATEGIES.get(strategy).base if strategy in STRATEGIES else None
         values = {f.name: getattr(self, f.name) for f in fields(self)
-                  if not f.metadata.get("optional") or f.metadata["optional"] in set_groups}
+                  if not f.metadata.get("optional") or f.metadata["optional"] in set_groups - {"strategy"}
+                  or base in f.metadata.get("owners", ())}
         return json.loads(json.dumps(dict(sorted(values.items()))))
 
     @property
     def zero_shot(self) -> bool:
         return self.max_context_examples == 0
+
+
+def _annotation(param):
+    return Optional[param.type] if param.default is None else param.type
+
+
+RunSpec = dataclasses.make_dataclass(
+    "RunSpec", [(d.param.name, _annotation(d.param), declared_field(d.param, d.group, d.owners))
+                for d in declared_params()],
+    bases=(_Spec,), frozen=True, namespace={
+        "__doc__": "What a run computes (config.json \"args\"): the published path's parts, then ours, then the "
+                   "parameters the parts of the method declare.",
+        "__module__": __name__})
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,7 @@ def _shallow(obj) -> dict:
 RUNTIME_NAMES = frozenset(f.name for f in fields(RunOptions))
 SECRET_NAMES = frozenset(f.name for f in fields(Secrets))
 SECRET_FLAGS = tuple(f"--{f.name}" for f in fields(Secrets))
+assert SECRET_FLAGS == SECRET_OPTIONS, "icrl.infra.masking must mask every field of Secrets"
 BACKEND_NAMES = tuple(name for name, (_, f) in FIELDS.items() if f.metadata.get("backend"))
 # (field, default, short name) of the run folder's optional parts, in the order they are named.
 FOLDER_FIELDS = tuple((f.name, f.default, f.metadata["folder"]) for f in fields(RunSpec)

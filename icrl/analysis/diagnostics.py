@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..method.agents.naming import is_learner, label_of_args
+from ..method.agents import is_learner, label_of_args
 from ..errors import UsageError
 from ..records import RunState, find_runs, inspect_run, write_atomic
 

@@ -11,6 +11,7 @@ import pandas as pd
 
 from .figures_base import (MAX_PANELS, VALUE_MARKERS, Context, _baseline, _chance, _figure, _hide_unused,
                            _legend_below, _mean_curve, _plot_curve, _short_model)
+from ..method.strategies import FILTER_NAMES, STRATEGIES
 from .runs import CONFIG_COLUMNS, METHODS, model_size
 
 
@@ -31,9 +32,8 @@ def _fmt_num(v) -> str:
     return f"{v:g}" if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else str(v)
 
 
-STRATEGY_NAMES = {"random_biased_start": "oldest (start)", "random_biased_end": "most recent (end)",
-                  "random_unbiased": "random (unbiased)"}
-FILTER_NAMES = {"": "all episodes", "_only_positive": "positive only", "_only_negative": "negative only"}
+# The random family's strategies (the paper's context ablation), by the titles they declare.
+STRATEGY_NAMES = {entry.base: entry.cls.title or entry.base for entry in STRATEGIES if entry.family == "random"}
 
 ABLATIONS = [
     Ablation("ablation_p_keep", r"$p_\mathrm{keep}$", "p_keep", "context_p_keep", fmt=_fmt_num),
@@ -48,10 +48,10 @@ ABLATIONS = [
              fmt=lambda v: "omitted" if v else "shown"),
     Ablation("ablation_flip_feedback", "flipped w.p.", "flip", "icrl_flip_feedback(_prob)", fmt=_fmt_num),
     Ablation("ablation_beam_size", "contexts $K$", "max_contexts", "max_contexts (approximate)",
-             keep=lambda r: (r["mode"] == "icrl") & (r["strategy_base"] == "approximate"), fmt=_fmt_num),
+             keep=lambda r: (r["mode"] == "icrl") & (r["family"] == "approximate"), fmt=_fmt_num),
     Ablation("ablation_sampling_method", "context sampling", "sampling_method",
              "approximate_context_sampling_method",
-             keep=lambda r: (r["mode"] == "icrl") & (r["strategy_base"] == "approximate")),
+             keep=lambda r: (r["mode"] == "icrl") & (r["family"] == "approximate")),
     Ablation("ablation_semantic_labels", "labels", "unsemantic", "semantic vs. _unsemantic labels",
              fmt=lambda v: "abstract" if v else "semantic", order=lambda v: bool(v)),
     Ablation("ablation_temperature", "temperature", "temperature", "temperature", fmt=_fmt_num),
@@ -89,7 +89,7 @@ def _describe(group: pd.DataFrame, column: str) -> str:
         parts.append(row["strategy_base"])
     if column != "p_keep" and not (group["method"].nunique() == 1 and row["method"] in ("naive", "naive+", "explorative")):
         parts.append(f"$p_\\mathrm{{keep}}$={_fmt_num(row['p_keep'])}")
-    if row["strategy_base"] == "approximate":
+    if row["family"] == "approximate":
         if column != "max_contexts":
             parts.append(f"K={_fmt_num(row['max_contexts'])}")
         if column != "sampling_method":

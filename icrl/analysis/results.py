@@ -76,7 +76,7 @@ class Results:
             self._states[row["run_id"]] = state
         runs = pd.DataFrame(rows)
         if runs.empty:
-            runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method", "paper_method"])
+            runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method", "paper_method", "family"])
         else:
             runs["label"] = runs.apply(run_label, axis=1)
             runs["config_key"] = [ "|".join(map(str, values)) for values in runs[list(CONFIG_COLUMNS)].itertuples(index=False)]

@@ -18,8 +18,10 @@ import pandas as pd
 
 from .. import config
 from .. import config as config_module  # run_row's ``config`` is a run's config.json
-from ..method.agents.naming import NAMES as LEARNER_NAMES, label_of_args
 from ..errors import UsageError
+from ..method import declared_params
+from ..method.agents import AGENTS, is_learner, label_of_args
+from ..method.strategies import STRATEGIES, split_name
 from ..records import CONFIG, RESULTS, TEST, TRAIN, RunState, read_json
 
 TOKEN_COUNTS_JSON = "token_counts.json"
@@ -99,14 +101,6 @@ def paper_method_of(row, explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP)
     return ""
 
 
-def split_strategy(strategy: str) -> tuple[str, str]:
-    """("random_unbiased", "_only_positive") from "random_unbiased_only_positive"."""
-    for suffix in ("_only_positive", "_only_negative"):
-        if strategy.endswith(suffix):
-            return strategy[: -len(suffix)], suffix
-    return strategy, ""
-
-
 def run_label(row) -> str:
     """A short human name for one run: method (or strategy) and the settings that matter."""
     if row["mode"] == "zero_shot":
@@ -117,8 +111,9 @@ def run_label(row) -> str:
     parts = []
     if row["mode"] == "icl" or row["method"] not in ("naive", "naive+"):
         parts.append(f"p={_fmt(row['p_keep'])}")
-    if row["strategy_base"] == "approximate":
-        parts.append(f"K={_fmt(row['max_contexts'])} {row['sampling_method']}")
+    strategy = STRATEGIES.get(row["strategy"]).cls if row["strategy"] in STRATEGIES else None
+    if strategy is not None:
+        parts += strategy.label_parts(row)  # e.g. approximate: K=8 uniform
     parts.append(f"m={_fmt(row['max_context_examples'])}")
     if row["omit_feedback"]:
         parts.append("no feedback")
@@ -128,25 +123,25 @@ def run_label(row) -> str:
         parts.append(f"T={_fmt(row['temperature'])}")
     if row["exemplars_per_label"]:
         parts.append(f"{row['exemplars_per_label']} exemplars/label")
-    for column, text in BEYOND_THE_PAPER.items():
-        if _beyond(row.get(column)):
-            parts.append(text.format(_fmt(row[column])))
+    parts += beyond_the_paper(row)
     return f"{name} ({', '.join(parts)})"
 
 
-# Our flags beyond the paper (docs/method.md): column -> its part of a run's label.
-BEYOND_THE_PAPER = {"p_exploration": "epsilon {}", "prob_reset": "reset {}", "ucb_alpha": "UCB {}",
-                    "reward": "reward {}"}
+# The declared parameters beyond the paper with a results column and a label: exploration,
+# rewards, the strategies' own (a learner's are in its name, ``label_of_args``).
+LABELLED = tuple(d.param for d in declared_params() if d.param.column and d.param.label and d.group != "agent")
 
 
-def beyond_the_paper(row) -> bool:
-    """Whether a run uses any of our exploration flags or a reward other than exact match."""
-    return any(_beyond(row.get(c)) for c in BEYOND_THE_PAPER)
-
-
-def _beyond(value) -> bool:
-    """Set (not None or NaN, and not the paper's exact-match reward)."""
-    return value is not None and value != "exact_match" and not (isinstance(value, float) and math.isnan(value))
+def beyond_the_paper(row) -> list[str]:
+    """The label parts of the declared settings beyond the paper a run uses (our exploration
+    flags, a reward other than exact match, a strategy's own parameters); empty for none."""
+    parts = []
+    for param in LABELLED:
+        value = row.get(param.column)
+        part = param.label_of(value.item() if hasattr(value, "item") else value)
+        if part:
+            parts.append(part)
+    return parts
 
 
 LABEL_DETAILS = (("total_steps", "{} steps"), ("test_set", "test {}"), ("seed", "seed {}"),
@@ -243,9 +238,14 @@ def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
         row["max_context_examples"] = resolved["max_context_examples"]
     row["mode"] = resolved.get("mode") or ("zero_shot" if row["max_context_examples"] == 0
                                            else "icrl" if row["icrl"] else "icl")
-    row["strategy_base"], row["strategy_filter"] = split_strategy(row["strategy"] or "")
-    if row["strategy_base"] != "approximate":
-        row["max_contexts"], row["sampling_method"] = None, None
+    row["strategy_base"], row["strategy_filter"] = split_name(row["strategy"] or "")
+    entry = STRATEGIES.get(row["strategy"]) if row["strategy"] in STRATEGIES else None
+    row["family"] = entry.family if entry else None
+    uses = entry.cls.uses if entry else ()
+    if "max_contexts" not in uses:  # a setting the run's strategy does not read
+        row["max_contexts"] = None
+    if "approximate_context_sampling_method" not in uses:
+        row["sampling_method"] = None
     if not row["flip_feedback"]:
         row["flip_prob"] = None
     row["flip"] = float(row["flip_prob"]) if row["flip_feedback"] else 0.0
@@ -254,7 +254,7 @@ def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     row["task_base"] = task.replace("_unsemantic", "")
     # A learner that is not an LLM (icrl.method.agents): its label stands in the model's column.
     row["agent"] = args.get("agent", "llm")
-    row["learner"] = LEARNER_NAMES.get(row["agent"])
+    row["learner"] = AGENTS.get(row["agent"]).title if is_learner(row["agent"]) and row["agent"] in AGENTS else None
     if row["learner"]:
         row["model"] = label_of_args(args)
     row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)

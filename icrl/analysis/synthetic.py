@@ -28,7 +28,7 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     random label); contexts come from the real strategy code, as in a live run.
     ``extra_args`` override entries of the recorded arguments. Returns the run directory.
     """
-    from ..method.strategies.base import make_strategy
+    from ..method.strategies import make_strategy, strategy_of
     from ..run.plan import plan_steps
     from ..records import RunRecords, experiment_dir
 
@@ -38,13 +38,15 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     icrl = extra_args.get("icrl", True)
     mode = "icrl" if icrl else "icl"
     n_steps, test_steps = plan_steps(mode, len(train), test_every, max_examples)
+    uses = strategy_of(strategy).cls.uses
     train = train[:n_steps]
     steps = len(train)
     args = {"model_name": model_name, "task_name": task.name, "context_strategy_name": strategy,
             "context_p_keep": p_keep, "max_context_examples": max_examples, "icrl": True,
             "icrl_omit_feedback": False, "icrl_flip_feedback": False, "icrl_flip_feedback_prob": None,
-            "max_contexts": max_contexts if strategy.startswith("approximate") else -1,
-            "approximate_context_sampling_method": sampling_method if strategy.startswith("approximate") else None,
+            "max_contexts": max_contexts if "max_contexts" in uses else -1,
+            "approximate_context_sampling_method": sampling_method if "approximate_context_sampling_method" in uses
+            else None,
             "temperature": 1.0, "train_k": steps, "test_every": test_every, "test_k": test_k,
             "exemplars_per_label": 0, "seed": seed, "training_seed": seed, "test_seed": seed,
             "backend": "synthetic", "device": None, "dtype": "auto", **extra_args}

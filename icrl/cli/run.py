@@ -9,6 +9,7 @@ checks it (pure; nothing loads, nothing is written).
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import signal
 import sys
@@ -21,12 +22,13 @@ from ..errors import UsageError
 from ..infra.diskfull import os_error_line
 from ..infra.masking import register_args, scrub
 from ..infra.signals import Interrupted, check, ignore_signals, interrupted_by_term, restore, say
-from ..method.agents.naming import AGENTS, FEATURES, is_learner
+from ..method import declared_params
+from ..method.agents import is_learner
+from ..method.strategies import STRATEGIES
 from ..run.environment import console_logging
 from ..run.experiment import Experiment
-from . import badinput
 from .parser import ArgumentParser
-from .validate import validate
+from .validate import check_flags, validate
 
 # With no arguments at all, run_experiment.py runs this: SmolLM2 on TREC coarse with
 # explorative ICRL, sized to finish in a few minutes on 2 CPU cores.
@@ -45,6 +47,27 @@ def _adder(group):
         """``new_names``: flags that come first, ``--name`` staying as an old spelling."""
         group.add_argument(*new_names, f"--{name}", dest=name, default=default_of(name), help=help_of(name), **how)
     return add
+
+
+def _how(param) -> dict:
+    """How a declared parameter is spelled as a flag: its type and choices."""
+    if param.type is bool:
+        return {"action": argparse.BooleanOptionalAction}
+    return {"type": param.type, **({"choices": list(param.choices)} if param.choices else {})}
+
+
+def _declared_groups() -> dict:
+    """The declared parameters by --help group: "beyond" (exploration, rewards), "agent", then
+    one group per strategy (named by its base name) for the strategies' own."""
+    groups: dict = {"beyond": [], "agent": []}
+    for d in declared_params():
+        if d.group == "agent":
+            groups["agent"].append(d.param)
+        elif d.group == "strategy":
+            groups.setdefault(d.owners[0], []).append(d.param)
+        else:
+            groups["beyond"].append(d.param)
+    return groups
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,12 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     pub("test_seed", type=int)
     pub("hf_token")
     pub("verbose", **boolean)
+    declared = _declared_groups()
     beyond = _adder(p.add_argument_group(
         "beyond the paper (our definitions, off by default: docs/method.md; the published script parses the first "
         "three and ignores them)"))
-    for name in ("p_exploration", "prob_reset", "ucb_alpha"):
-        beyond(name, type=float)
-    beyond("reward")  # checked by validate: rewards registered in code are choices too
+    for param in declared.pop("beyond"):
+        beyond(param.name, **_how(param))
     ours = _adder(p.add_argument_group("icrl options"))
     ours("backend", choices=BACKEND_CHOICES)
     ours("data_dir")
@@ -110,26 +133,54 @@ def build_parser() -> argparse.ArgumentParser:
     api("timeout", type=float)
     api("max_retries", type=int)
     agents = _adder(p.add_argument_group("agents that are not LLMs (docs/method.md, \"Beyond the paper\")"))
-    agents("agent", choices=list(AGENTS))
-    agents("features", choices=list(FEATURES))
-    agents("bandit_alpha", type=float)
-    agents("bandit_epsilon", type=float)
+    for param in declared.pop("agent"):
+        agents(param.name, **_how(param))
+    for owner, params in declared.items():  # the strategies' own parameters, a group per strategy
+        group = _adder(p.add_argument_group(f"{owner} (--context_strategy_name {owner}): {STRATEGIES.get(owner).cls.summary}"
+                                            if owner in STRATEGIES else owner))
+        for param in params:
+            group(param.name, **_how(param))
     return p
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> RunConfig:
     """Parse, resolve and validate; an empty argument list means the demo preset."""
     argv = list(argv or [])
-    values = vars(build_parser().parse_args(argv if argv else DEMO_ARGS))
+    parser = build_parser()
+    words = argv if argv else DEMO_ARGS
+    values = vars(parser.parse_args(words))
     register_args(values)  # its secrets are masked wherever they would be written or shown
-    badinput.check(argparse.Namespace(**values))  # issue 25.6: combinations once accepted silently
+    check_flags(values)
     if values["max_context_examples"] == 0:
         values["context_strategy_name"] = None  # zero-shot has no context: any strategy is the same run
     if is_learner(values["agent"]):
         learner_values(values)
     config = RunConfig.from_values(values, demo=not argv)
-    validate(config)
+    validate(config, spelled_flags(parser, words))
     return config
+
+
+def spelled_flags(parser: argparse.ArgumentParser, words: Sequence[str]) -> dict:
+    """Field name -> the option string the user typed for it (its last use; an abbreviation is
+    taken as typed)."""
+    options = {option: action.dest for action in parser._actions for option in action.option_strings}
+    spelled = {}
+    for word in words:
+        flag = str(word).split("=", 1)[0]
+        if not flag.startswith("--"):
+            continue
+        matches = {dest for option, dest in options.items() if option == flag} or \
+            {dest for option, dest in options.items() if option.startswith(flag)}
+        if len(matches) == 1:
+            spelled[matches.pop()] = flag
+    return spelled
+
+
+@functools.lru_cache(maxsize=1)
+def primary_flags() -> dict:
+    """Field name -> its flag as --help shows it first (``--published_quirks`` for
+    published_tokenization)."""
+    return {action.dest: action.option_strings[0] for action in build_parser()._actions if action.option_strings}
 
 
 def learner_values(values: dict) -> None:

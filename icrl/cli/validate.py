@@ -1,43 +1,69 @@
-"""``validate(config)``: reject bad combinations with a one-line UsageError, before any model
-loads and before anything is written. Pure: it reads the configuration and changes nothing."""
+"""Bad input, refused in one line (a UsageError: exit 2) before any model loads and before
+anything is written:
+
+- ``check_flags(values)``: the flags as parsed, before they are resolved into a configuration
+  (combinations the published script accepted silently or that would fail late);
+- ``validate(config)``: the configuration (pure: it reads it and changes nothing); a part of
+  the method is checked from its declaration (``icrl.method.registry``).
+
+An error names a flag as the user typed it when it can (``spelled``: flag name -> the option
+string used), else by its first spelling in --help."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
-from ..method.agents.naming import is_learner
 from ..config import LEARNER_ONLY, LLM_ONLY, RunConfig, default_of
-from ..method.strategies.base import REGISTRY, SAMPLING_METHODS
 from ..errors import UsageError
-from ..method.exploration import validate as validate_exploration
+from ..method import agents, exploration, rewards
+from ..method.agents import is_learner
+from ..method.strategies import STRATEGIES, strategy_of, strategy_params
+from ..method.strategies.base import owners_of
 from ..tasks import parse_task_name
 
+DTYPES = ("auto", "float32", "bfloat16", "float16", "half", "float")
+MAX_WINDOW = 1 << 24  # 16M tokens: above any model's window; a bigger number is a typo
 
-def validate(config: RunConfig) -> None:
-    """Reject bad combinations with a one-line UsageError (nothing loaded, nothing written)."""
+
+def check_flags(values: Mapping) -> None:
+    """The parsed flags (a run_experiment.py parser's values), before zero-shot and learner runs
+    are resolved: what cannot be right whatever the rest says."""
+    if not str(values["output_dir"]).strip():
+        raise UsageError("--output_dir is empty; give the results folder (default: data)")
+    if values["context_strategy_name"] is not None:
+        STRATEGIES.get(values["context_strategy_name"])  # unknown: one line with the choices
+    if values["icrl_flip_feedback_prob"] is not None and not values["icrl_flip_feedback"]:
+        raise UsageError("--icrl_flip_feedback_prob is set but --icrl_flip_feedback is not: add --icrl_flip_feedback, "
+                         "or drop the probability")
+    if values["icrl_omit_feedback"] and values["icrl"] is False:
+        raise UsageError("--icrl_omit_feedback only applies to ICRL; drop it or use --icrl")
+    if values["max_model_len"] is not None and values["max_model_len"] > MAX_WINDOW:
+        raise UsageError(f"--max_model_len {values['max_model_len']} is larger than any model's window "
+                         f"(at most {MAX_WINDOW}); give the window in tokens, e.g. 8192")
+    if values["base_url"] and values["backend"] not in ("openai", "auto"):
+        raise UsageError(f"--base_url is for --backend openai, not {values['backend']}; drop it or use --backend openai")
+    if values["dtype"] not in DTYPES:
+        raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
+
+
+def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> None:
+    """Reject bad combinations with a one-line UsageError (nothing loaded, nothing written).
+    ``spelled``: how the user typed each flag (for the messages)."""
     s, o = config.spec, config.options
     if not s.task_name:
         raise UsageError("--task_name is required (e.g. banking77); run with no arguments for the demo")
     parse_task_name(s.task_name)
-    validate_agent(config)
+    validate_agent(config, spelled)
     strategy = s.context_strategy_name
     if s.max_context_examples == 0:
         if strategy is not None:
             raise UsageError("a zero-shot run (--max_context_examples 0) has no context strategy; "
                              "drop --context_strategy_name")  # parse_args clears it before building
     elif not strategy and not is_learner(s.agent):
-        raise UsageError(f"--context_strategy_name is required; choose one of: {', '.join(REGISTRY)}")
-    if strategy is not None and strategy not in REGISTRY:
-        raise UsageError(f"unknown --context_strategy_name {strategy!r}; "
-                         f"choose one of: {', '.join(REGISTRY)}")
-    if strategy and strategy.startswith("approximate"):
-        if s.max_contexts is None or s.max_contexts < 1:
-            raise UsageError(f"{strategy} needs --max_contexts >= 1 (e.g. 8)")
-        if s.approximate_context_sampling_method not in SAMPLING_METHODS:
-            raise UsageError(f"{strategy} needs --approximate_context_sampling_method "
-                             f"{' or '.join(SAMPLING_METHODS)}")
+        raise UsageError(f"--context_strategy_name is required; choose one of: {', '.join(STRATEGIES.names())}")
+    validate_strategy(config, spelled)
     if s.icrl is None:
         raise UsageError("pass --icrl (in-context RL) or --no-icrl (supervised ICL): the published script "
                          "silently runs supervised ICL when both are omitted")
@@ -71,10 +97,11 @@ def validate(config: RunConfig) -> None:
         raise UsageError("--debug_k must be >= 0 and --batch_size >= 1")
     if min(s.seed, s.training_seed, s.test_seed) < 0:
         raise UsageError("seeds must be >= 0")
-    if not s.icrl and (strategy or "").endswith(("_only_positive", "_only_negative")):
+    if not s.icrl and strategy and strategy_of(strategy).filter:
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
-    validate_exploration(s)
+    exploration.validate(s)
+    rewards.validate(s)
     validate_backend_flags(config)
     if s.backend not in ("openai", "fake") and not is_learner(s.agent):  # the fake loads no model: any name is a label
         validate_model_path(s.model_name)
@@ -166,33 +193,56 @@ def validate_device(device: Optional[str]) -> None:
     _check_device(torch, device)
 
 
+def validate_strategy(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> None:
+    """The strategy's name, its settings (its declaration's ``check``), its own parameters; a
+    parameter of another strategy is refused."""
+    s = config.spec
+    name = s.context_strategy_name
+    entry = strategy_of(name) if name is not None else None
+    mine = {p.name for p in entry.cls.params} if entry else set()
+    for param in strategy_params():
+        value = getattr(s, param.name)
+        if value != param.default and param.name not in mine:
+            raise UsageError(f"{flag_name(param.name, spelled)} only applies to --context_strategy_name "
+                             f"{' or '.join(owners_of(param.name))}")
+        problem = param.problem(value)
+        if problem:
+            raise UsageError(problem)
+    if entry is not None:
+        entry.cls.check(name, config.values())
+
+
+def flag_name(name: str, spelled: Optional[Mapping[str, str]] = None) -> str:
+    """The flag of field ``name`` as the user typed it, else its first spelling in --help."""
+    if spelled and name in spelled:
+        return spelled[name]
+    from .run import primary_flags  # the parser's spellings
+
+    return primary_flags().get(name, f"--{name}")
+
+
 class WrongAgentSetting(UsageError):
     """A setting given to the kind of agent (LLM or learner) that does not take it; a sweep that
     crossed both kinds with one base says how to split them (icrl.sweep.runner)."""
 
 
-def refuse_settings(spec, names, who: str) -> None:
+def refuse_settings(spec, names, who: str, spelled: Optional[Mapping[str, str]] = None) -> None:
     """Raise WrongAgentSetting naming every field of ``names`` that is set (differs from its default)."""
-    given = [f"--{n}" for n in names if getattr(spec, n) != default_of(n)]
+    given = [flag_name(n, spelled) for n in names if getattr(spec, n) != default_of(n)]
     if given:
         verb = "only applies" if len(given) == 1 else "only apply"
         raise WrongAgentSetting(f"{', '.join(given)} {verb} to {who}")
 
 
-def validate_agent(config: RunConfig) -> None:
+def validate_agent(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> None:
     """A learner (--agent linucb|epsilon_greedy|supervised) takes none of an LLM's settings, and an
-    LLM none of a learner's."""
+    LLM none of a learner's; a learner's own parameters go with it (``icrl.method.agents.validate``)."""
     s = config.spec
+    agents.AGENTS.get(s.agent)
+    learners = ", ".join(name for name in agents.AGENTS.names() if is_learner(name))
     if not is_learner(s.agent):
-        refuse_settings(s, LEARNER_ONLY, "a learner (--agent linucb, epsilon_greedy or supervised); drop them for "
-                                         "an LLM run")
+        refuse_settings(s, LEARNER_ONLY, f"a learner (--agent {' or '.join(learners.rsplit(', ', 1))}); drop them "
+                                         f"for an LLM run", spelled)
         return
-    refuse_settings(s, LLM_ONLY, f"an LLM; --agent {s.agent} is a learner on text features: drop them")
-    if s.bandit_alpha != default_of("bandit_alpha") and s.agent != "linucb":
-        raise UsageError("--bandit_alpha is LinUCB's: use it with --agent linucb")
-    if s.bandit_epsilon != default_of("bandit_epsilon") and s.agent != "epsilon_greedy":
-        raise UsageError("--bandit_epsilon is epsilon-greedy's: use it with --agent epsilon_greedy")
-    if not (math.isfinite(s.bandit_alpha) and s.bandit_alpha >= 0):
-        raise UsageError(f"--bandit_alpha must be a finite number >= 0, got {s.bandit_alpha}")
-    if not 0 <= s.bandit_epsilon <= 1:
-        raise UsageError(f"--bandit_epsilon must be in [0, 1], got {s.bandit_epsilon}")
+    refuse_settings(s, LLM_ONLY, f"an LLM; --agent {s.agent} is a learner on text features: drop them", spelled)
+    agents.validate(s)

@@ -1,4 +1,4 @@
-"""Secrets never reach a file or the terminal (issues 23.2, 25.3).
+"""Secrets never reach a file or the terminal.
 
 - ``mask_words(words)``: a command line with the values of the secret flags replaced by
   ``***``, whatever spelling argparse accepts for them: ``--api_key K``, ``--api_key=K`` and
@@ -22,10 +22,8 @@ import re
 from typing import Iterable, Optional
 from urllib.parse import urlsplit, urlunsplit
 
-from ..config import SECRET_FLAGS
-
-SECRET_OPTIONS = SECRET_FLAGS  # the fields of config.Secrets, as flags
-SECRET_DESTS = tuple(flag[2:] for flag in SECRET_FLAGS)
+# The flags whose values are secrets: the fields of icrl.config.Secrets (it checks they agree).
+SECRET_OPTIONS = ("--hf_token", "--api_key")
 SECRET_ENV = ("OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 MASK = "***"
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/@\s'\"]*)@")
@@ -42,8 +40,8 @@ def register(value: Optional[str]) -> None:
 def register_args(values: dict) -> None:
     """The secrets of parsed run arguments (the parser's values; and of the environment, and
     URL passwords)."""
-    for dest in SECRET_DESTS:
-        register(values.get(dest))
+    for flag in SECRET_OPTIONS:
+        register(values.get(flag[2:]))
     for name in SECRET_ENV:
         register(os.environ.get(name))
     _register_url(values.get("base_url"))
@@ -57,10 +55,11 @@ def _register_url(url: Optional[str]) -> None:
         register(password)
 
 
-def is_secret_option(word: str, options: Iterable[str] = SECRET_OPTIONS, all_options: Iterable[str] = ()) -> bool:
+def is_secret_option(word: str, options: Optional[Iterable[str]] = None, all_options: Iterable[str] = ()) -> bool:
     """Whether the option part of ``word`` (before ``=``) names a secret flag as argparse would
     resolve it: exactly, or as a prefix (abbreviation) of one. ``all_options``: the parser's
     option strings; an exact match of another option is not a secret."""
+    options = SECRET_OPTIONS if options is None else list(options)
     flag = word.split("=", 1)[0]
     if not flag.startswith("--") or len(flag) < 3:
         return False

@@ -9,25 +9,28 @@ default; a run without them draws nothing more and records exactly what it recor
   always use the model.
 - ``--prob_reset p``: at the start of step t, with probability p, the strategy forgets every
   episode of steps < t: from then on only episodes of steps >= t can enter a context (a stateful
-  strategy is reset: the approximate contexts restart empty).
+  strategy forgets its episodes: the approximate contexts restart empty).
 - ``--ucb_alpha a`` (approximate strategies): the context shown is chosen by UCB over the K
-  contexts (``UCBApproximate``), not uniformly or by probability.
+  contexts (:class:`icrl.method.strategies.ucb.UCB`), not uniformly or by probability.
 
-Each draw comes from a generator of its own, ``step_rng(seed, t, stream)``, separate from the
-strategy's ``default_rng(seed + t)``, from the feedback flipping's and from the query-aware test
-generators (``icrl.run.loop.query_rng``), so a flag changes only what it defines.
+Each is declared once (:class:`ExplorationMethod`, registered in ``EXPLORATIONS``) with its
+parameter; a method is on when its parameter is set. Each draw comes from a generator of its
+own, ``step_rng(seed, t, stream)``, separate from the strategy's ``default_rng(seed + t)``,
+from the feedback flipping's and from the query-aware test generators
+(``icrl.run.loop.query_rng``), so a flag changes only what it defines.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
 
-from .strategies.base import Approximate, replay
 from ..errors import UsageError
+from .registry import Param, Registry, finite_non_negative, probability
+from .strategies import make_strategy, strategy_of, strategy_params
+from .strategies.ucb import UCB
 
 EXPLORE_STREAM, RESET_STREAM = 1, 2
 
@@ -39,6 +42,104 @@ def step_rng(seed: int, step: int, stream: int) -> np.random.Generator:
     return np.random.default_rng((seed + step, 0, stream))
 
 
+# -- the declarations --------------------------------------------------------------------------
+class ExplorationMethod:
+    """One exploration method: its parameter (on when set), what it needs of the run (``check``),
+    and how it joins the run's strategy (``attach``)."""
+
+    name = ""
+    param: Param
+    summary = ""
+
+    def check(self, spec) -> None:
+        """Refuse in one line a run this method cannot act on (its parameter's range is checked
+        before, from ``param``)."""
+
+    def attach(self, strategy, value) -> None:
+        """Make ``strategy`` act on the method (most act in the loop instead: nothing here)."""
+
+
+class EpsilonGreedy(ExplorationMethod):
+    name = "epsilon_greedy"
+    param = Param("p_exploration", None, "epsilon-greedy: with this probability a training step's prediction is a "
+                  "uniformly random label, with no model call (test steps always use the model)",
+                  check=probability, folder="epsgreedy", column="p_exploration", label="epsilon {}", only="llm")
+    summary = "a random label instead of the model's at a training step"
+
+    def check(self, spec):
+        if not spec.icrl:
+            raise UsageError("--p_exploration only applies to ICRL (it replaces a training prediction); use --icrl")
+
+
+class Reset(ExplorationMethod):
+    name = "reset"
+    param = Param("prob_reset", None, "with this probability, at the start of a step, the strategy forgets every "
+                  "earlier episode (approximate strategies: the contexts restart empty)",
+                  check=probability, folder="forget", column="prob_reset", label="reset {}", only="llm")
+    summary = "the strategy forgets every earlier episode"
+
+
+class ContextUCB(ExplorationMethod):
+    name = "ucb"
+    param = Param("ucb_alpha", None, "approximate strategies: choose which of the K contexts to show by UCB over each "
+                  "context's rewards, mean + ALPHA * sqrt(ln N / n), instead of "
+                  "--approximate_context_sampling_method", check=finite_non_negative, folder="ctxucb",
+                  column="ucb_alpha", label="UCB {}", only="llm")
+    summary = "UCB over the K contexts of an approximate strategy"
+
+    def check(self, spec):
+        name = spec.context_strategy_name
+        if not name or strategy_of(name).family != "approximate":
+            raise UsageError(f"--ucb_alpha chooses among the K contexts of an approximate strategy, not "
+                             f"{name or 'none'}; use --context_strategy_name approximate or "
+                             f"approximate_only_positive")
+        if not spec.icrl:
+            raise UsageError("--ucb_alpha learns from rewards: use --icrl")
+
+    def attach(self, strategy, value):
+        strategy.chooser = UCB(value, strategy.max_contexts)
+
+
+EXPLORATIONS: Registry[ExplorationMethod] = Registry("exploration", "exploration")
+for _method in (EpsilonGreedy(), Reset(), ContextUCB()):
+    EXPLORATIONS.register(_method.name, _method)
+
+
+def exploration_params() -> list[Param]:
+    return [method.param for method in EXPLORATIONS]
+
+
+def validate(spec) -> None:
+    """One-line errors for the exploration flags of a run (icrl.cli.validate)."""
+    on = [method for method in EXPLORATIONS if getattr(spec, method.param.name) is not None]
+    for method in on:
+        problem = method.param.problem(getattr(spec, method.param.name))
+        if problem:
+            raise UsageError(problem)
+    if on and spec.max_context_examples == 0:
+        raise UsageError(f"a zero-shot run (--max_context_examples 0) has no training steps to explore; drop "
+                         f"{', '.join(m.param.flag for m in list(EXPLORATIONS)[:-1])} and "
+                         f"{list(EXPLORATIONS)[-1].param.flag}")
+    for method in on:
+        method.check(spec)
+
+
+def strategy_of_run(spec, max_examples: int):
+    """The strategy of a run (``spec``: its RunSpec) with ``max_examples`` episodes in context,
+    acting on the exploration methods that are on (``--ucb_alpha``)."""
+    strategy = make_strategy(spec.context_strategy_name, max_examples, spec.context_p_keep,
+                             published_quirks=spec.published_tokenization,
+                             **{p.name: getattr(spec, p.name) for p in strategy_params()},
+                             max_contexts=spec.max_contexts,
+                             sampling_method=spec.approximate_context_sampling_method)
+    for method in EXPLORATIONS:
+        value = getattr(spec, method.param.name)
+        if value is not None:
+            method.attach(strategy, value)
+    return strategy
+
+
+# -- what the loop asks ----------------------------------------------------------------------
 @dataclass(frozen=True)
 class Exploration:
     """The exploration flags of one run; each None when off."""
@@ -74,117 +175,19 @@ class Exploration:
 
     def replay(self, strategy, history: Sequence, train_recs: Sequence[dict], seed: int):
         """Rebuild a stateful strategy's state after steps 0..len(history)-1, as if they had run
-        live: the published ``context.replay`` when no flag acts on the strategy; else each step's
-        reset, select on the visible history, and (UCB) the observed reward of a step that showed
-        its context (not explored)."""
-        if self.prob_reset is None and not isinstance(strategy, UCBApproximate):
-            return replay(strategy, history, seed)
+        live: each step's reset (``forget``), select on the visible history, and the reward of a
+        step that showed its context to the model (not explored). With no flag on this is the
+        published ``replay`` (icrl.method.strategies.base)."""
         strategy.reset()
         if not strategy.stateful:
             return strategy
         start = 0
         for t in range(len(history)):
             if self.resets_at(seed, t):
-                getattr(strategy, "reset_history", strategy.reset)()
+                strategy.forget()
                 start = t
             strategy.select(history[start:t], np.random.default_rng(seed + t))
-            if isinstance(strategy, UCBApproximate) and not train_recs[t].get("explored"):
-                record = train_recs[t]
+            record = train_recs[t]
+            if not record.get("explored"):
                 strategy.observe_reward(record["reward"] if "reward" in record else record["accuracy"])
         return strategy
-
-
-def validate(spec) -> None:
-    """One-line errors for the exploration flags and the reward of a run (cli.validate)."""
-    strategy = spec.context_strategy_name or ""
-    for name in ("p_exploration", "prob_reset"):
-        value = getattr(spec, name)
-        if value is not None and not 0 <= value <= 1:
-            raise UsageError(f"--{name} must be a probability in [0, 1], got {value}")
-    if spec.max_context_examples == 0 and any(getattr(spec, n) is not None for n in ("p_exploration", "prob_reset",
-                                                                                      "ucb_alpha")):
-        raise UsageError("a zero-shot run (--max_context_examples 0) has no training steps to explore; drop "
-                         "--p_exploration, --prob_reset and --ucb_alpha")
-    if spec.p_exploration is not None and not spec.icrl:
-        raise UsageError("--p_exploration only applies to ICRL (it replaces a training prediction); use --icrl")
-    if spec.ucb_alpha is not None:
-        if not strategy.startswith("approximate"):
-            raise UsageError(f"--ucb_alpha chooses among the K contexts of an approximate strategy, not "
-                             f"{strategy or 'none'}; use --context_strategy_name approximate or "
-                             f"approximate_only_positive")
-        if not spec.icrl:
-            raise UsageError("--ucb_alpha learns from rewards: use --icrl")
-        if not (0 <= spec.ucb_alpha < math.inf):
-            raise UsageError(f"--ucb_alpha must be a finite number >= 0, got {spec.ucb_alpha}")
-    from .rewards import reward_names
-
-    if spec.reward not in reward_names():
-        raise UsageError(f"unknown --reward {spec.reward!r}; choose one of: {', '.join(reward_names())}")
-    if spec.reward != "exact_match" and not spec.icrl:
-        raise UsageError(f"--reward {spec.reward} only applies to ICRL; drop it or use --icrl")
-
-
-class UCBApproximate(Approximate):
-    """The approximate strategy, its shown context chosen by UCB (``--ucb_alpha``), our definition.
-
-    The K contexts grow exactly as in ``Approximate`` (same draws). Then, instead of drawing the
-    index, it takes the context k with the highest
-
-        mean_k + alpha * sqrt(ln N / n_k)
-
-    where n_k is the number of steps that showed context k so far, mean_k the mean reward of
-    those steps and N the sum of the n_k. A context never shown comes first; ties (among
-    untried contexts, or equal scores) go to the lowest index. No draw is made for the index.
-    The reward is the step's reward (``observe_reward``; never flipped), observed only for steps that
-    showed the context to the model (not explored steps). A reset (``--prob_reset``) empties
-    the contexts but keeps the statistics: they belong to the K slots, not to their episodes.
-    """
-
-    def __init__(self, *args, alpha: float, **kwargs):
-        self.alpha = alpha
-        super().__init__(*args, **kwargs)
-
-    def reset(self):
-        super().reset()
-        self.counts = [0] * self.max_contexts
-        self.sums = [0.0] * self.max_contexts
-        self._scores: list = [None] * self.max_contexts
-
-    def reset_history(self):
-        """Forget the episodes (``--prob_reset``), keep the slots' statistics."""
-        counts, sums = self.counts, self.sums
-        self.reset()
-        self.counts, self.sums = counts, sums
-
-    def _pick(self, rng, early: bool) -> int:
-        total = sum(self.counts)
-        scores = []
-        for n, s in zip(self.counts, self.sums):
-            scores.append(math.inf if n == 0 else s / n + self.alpha * math.sqrt(math.log(total) / n))
-        self._scores = scores
-        return max(range(self.max_contexts), key=lambda k: (scores[k], -k))
-
-    def observe_reward(self, reward) -> None:
-        """The reward of the step that showed the last chosen context."""
-        k = self._last_index
-        self.counts[k] += 1
-        self.sums[k] += float(reward)
-
-    def metrics(self):
-        out = super().metrics()
-        if out:
-            k = self._last_index
-            score = self._scores[k]
-            out["ucb"] = {"score": None if score == math.inf else score, "counts": list(self.counts),
-                          "means": [s / n if n else None for s, n in zip(self.sums, self.counts)]}
-        return out
-
-
-def with_ucb(strategy, alpha: Optional[float]):
-    """``strategy`` as a UCBApproximate when ``alpha`` is set (validate checked it is approximate)."""
-    if alpha is None:
-        return strategy
-    if not isinstance(strategy, Approximate):
-        raise UsageError("--ucb_alpha needs an approximate strategy")
-    return UCBApproximate(strategy.max_examples, strategy.p_keep, strategy.accept, max_contexts=strategy.max_contexts,
-                          sampling_method=strategy.sampling_method, alpha=float(alpha))

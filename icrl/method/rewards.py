@@ -10,8 +10,10 @@ prompt says right or wrong), which is then flipped with --icrl_flip_feedback exa
 ``icrl.method.feedback.shown_feedback`` does (its own generator, seeded seed + step), so the published
 runs keep their random streams (flipping a partial credit of 0.5 leaves 0.5). Omitting the
 feedback (--icrl_omit_feedback) is a matter of the prompt (``icrl.method.prompts``), not of the
-reward. A new reward subclasses ``Reward`` and is registered with ``register_reward``;
-``bind(task)`` is called once the task is loaded (a reward that needs the task checks it there).
+reward. A new reward subclasses ``Reward`` (its ``name``, ``summary`` and its own ``params``)
+and is registered with ``register_reward``: it is then a choice of ``--reward`` and its
+parameters are flags (:mod:`icrl.method.registry`); ``bind(task)`` is called once the task is
+loaded (a reward that needs the task checks it there).
 
     exact_match    1 for the gold label, else 0 (the paper's; the default)
     coarse_credit  ours: 1 for the gold label, 0.5 for another label of the gold label's parent
@@ -20,16 +22,29 @@ reward. A new reward subclasses ``Reward`` and is registered with ``register_rew
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Optional
 
 from ..errors import UsageError
 from .feedback import shown_feedback
+from .registry import Param, Registry
+
+REWARDS: Registry[type] = Registry("reward", "--reward")
+DEFAULT_REWARD = "exact_match"
+
+
+def register_reward(cls: type) -> type:
+    """Make ``cls`` (a Reward subclass) the reward ``cls.name``: ``make_reward(name)`` builds
+    ``cls(flip=..., flip_prob=...)`` (a class decorator)."""
+    REWARDS.register(cls.name, cls)
+    return cls
 
 
 class Reward:
     """Scores a prediction against the gold label; ``flip``/``flip_prob``: the feedback ablation."""
 
     name = "reward"
+    summary = ""
+    params: tuple = ()  # its own parameters (flags), beyond --reward itself
     same_as_accuracy = False  # True: the reward is the exact-match accuracy, not recorded again
 
     def __init__(self, flip: bool = False, flip_prob: Optional[float] = None):
@@ -54,22 +69,27 @@ class Reward:
         return reward, shown_feedback(self.shown(reward), seed, step, self.flip, self.flip_prob)
 
 
+@register_reward
 class ExactMatch(Reward):
     """1 when the predicted label is the gold label, else 0 (the paper's reward)."""
 
     name = "exact_match"
+    summary = "1 for the right label, else 0 (the paper's)"
     same_as_accuracy = True
 
     def score(self, prediction, answer):
         return int(prediction == answer)
 
 
+@register_reward
 class CoarseCredit(Reward):
     """Ours: 1 for the gold label, 0.5 (``PARTIAL``) for a wrong label with the gold label's
     parent class in the task's ``hierarchy``, else 0. Shown in context as right, partly right
     (``icrl.method.prompts.feedback_message``) or wrong."""
 
     name = "coarse_credit"
+    summary = ("1 for the right label, 0.5 for a wrong label of the right parent class, 0 otherwise; tasks with a "
+               "[hierarchy], e.g. trec_fine")
     PARTIAL = 0.5
 
     def __init__(self, flip: bool = False, flip_prob: Optional[float] = None):
@@ -90,21 +110,34 @@ class CoarseCredit(Reward):
         return self.PARTIAL if parent is not None and self.parent.get(prediction) == parent else 0
 
 
-REWARDS: dict[str, Callable[..., Reward]] = {"exact_match": ExactMatch, "coarse_credit": CoarseCredit}
-DEFAULT_REWARD = "exact_match"
-
-
-def register_reward(name: str, factory: Callable[..., Reward]) -> None:
-    """Make ``make_reward(name)`` build ``factory(flip=..., flip_prob=...)``."""
-    REWARDS[name] = factory
 
 
 def reward_names() -> tuple:
     """The registered rewards' names (the choices of --reward)."""
-    return tuple(REWARDS)
+    return REWARDS.names()
 
 
 def make_reward(name: str = DEFAULT_REWARD, flip: bool = False, flip_prob: Optional[float] = None) -> Reward:
-    if name not in REWARDS:
-        raise UsageError(f"unknown reward {name!r}; choose one of: {', '.join(REWARDS)}")
-    return REWARDS[name](flip=flip, flip_prob=flip_prob)
+    return REWARDS.get(name)(flip=flip, flip_prob=flip_prob)
+
+
+REWARD = Param("reward", DEFAULT_REWARD, "reward function: exact_match (the paper's) or coarse_credit (1 for the right "
+                                         "label, 0.5 for a wrong label of the right parent class, 0 otherwise; tasks "
+                                         "with a [hierarchy], e.g. trec_fine)",
+               type=str, folder="reward", column="reward", label="reward {}")
+
+
+def reward_params() -> list[Param]:
+    """--reward, then the registered rewards' own parameters (each once)."""
+    seen = {REWARD.name: REWARD}
+    for cls in REWARDS:
+        for param in cls.params:
+            seen.setdefault(param.name, param)
+    return list(seen.values())
+
+
+def validate(spec) -> None:
+    """One-line errors for the reward of a run (icrl.cli.validate)."""
+    REWARDS.get(spec.reward)
+    if spec.reward != DEFAULT_REWARD and not spec.icrl:
+        raise UsageError(f"--reward {spec.reward} only applies to ICRL; drop it or use --icrl")

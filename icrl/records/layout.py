@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..method.agents.naming import agent_folder
+from ..method.agents import agent_folder
+from ..method.strategies import STRATEGIES
 from ..config import FOLDER_FIELDS
 from .safepaths import folder_name, inside, model_folder
 from ..tasks import task_folder
@@ -19,11 +20,11 @@ def experiment_dir(output_dir, args: dict) -> Path:
     """The published directory layout for one experiment's arguments, plus ``run_folder``; a
     learner's run (``--agent`` other than llm) has ``agent+<agent>+<features>`` in place of the
     model's folder (no model folder holds a '+', so it is distinct from every LLM run's)."""
-    strategy = args["context_strategy_name"] or "none"
-    if args["max_context_examples"] == 0:
+    name = args["context_strategy_name"]
+    if args["max_context_examples"] == 0 or not name:
         strategy = "none"  # zero-shot has no context to pick
-    if strategy.startswith("approximate"):
-        strategy = f"{strategy}_{args['approximate_context_sampling_method']}_{args['max_contexts']}"
+    else:  # the strategy's declaration names its folder (approximate: _<method>_<K> added)
+        strategy = STRATEGIES.get(name).cls.folder(name, args) if name in STRATEGIES else name
     if args.get("exemplars_per_label"):
         strategy += f"_exemplars{args['exemplars_per_label']}"
     flip = str(args["icrl_flip_feedback"])

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from .. import __version__
-from ..method.agents.naming import is_learner
+from ..method.agents import is_learner
 from ..config import BACKEND_NAMES, RunConfig
 from ..infra.diskfull import OneLineFileHandler
 from ..infra.masking import ScrubFilter

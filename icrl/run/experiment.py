@@ -13,12 +13,11 @@ import logging
 from typing import Optional, Sequence
 
 from ..method.agents import Agent
-from ..method.agents.naming import is_learner
+from ..method.agents import is_learner
 from ..config import RunConfig
-from ..method.strategies.base import make_strategy
 from ..records import verify
 from ..errors import UsageError
-from ..method.exploration import with_ucb
+from ..method.exploration import strategy_of_run
 from ..records import RunRecords, experiment_dir, inspect_run
 from ..method.rewards import Reward, make_reward
 from .data import check_same_data, load_data
@@ -89,9 +88,7 @@ class Experiment:
         learner = is_learner(s.agent)  # icrl.method.agents: no context, no model
         size = None if learner else resolve_max_examples(cfg, data, self.backend)
         plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
-        strategy = None if plan.mode == "zero_shot" or learner else with_ucb(make_strategy(
-            s.context_strategy_name, plan.max_examples, s.context_p_keep, s.max_contexts,
-            s.approximate_context_sampling_method, published_quirks=s.published_tokenization), s.ucb_alpha)
+        strategy = None if plan.mode == "zero_shot" or learner else strategy_of_run(s, plan.max_examples)
         recorded = decision.config
         if decision.kind == "extend":
             recorded, plan = extend(cfg, out, self.records, recorded, plan, data)

@@ -162,7 +162,7 @@ class Loop:
             if self.explore.prob_reset is not None:
                 extra["reset"] = self.explore.resets_at(self.seed, t)
                 if extra["reset"]:
-                    getattr(self.strategy, "reset_history", self.strategy.reset)()
+                    self.strategy.forget()
                     self.visible_from = t
                 visible = self.history[self.visible_from:]
             query = {"query": task.prompt(example)} if self.query_aware else {}
@@ -188,7 +188,7 @@ class Loop:
                 reward, feedback = self.reward(prediction, answer, seed=s.seed, step=t)
                 if not self.reward.same_as_accuracy:
                     extra["reward"] = reward
-                if self.agent is None and explored is None and hasattr(self.strategy, "observe_reward"):
+                if self.agent is None and explored is None:
                     self.strategy.observe_reward(reward)  # --ucb_alpha: the shown context's reward
                 episode = Episode(prompt, prediction, feedback, answer, int(prediction == answer))
 

@@ -138,7 +138,8 @@ def test_learner_folders_are_distinct_from_every_models():
     (["--agent", "epsilon_greedy", "--bandit_epsilon", "1.5"], "--bandit_epsilon must be in [0, 1]"),
     (["--icrl", "--context_strategy_name", "random_unbiased", "--bandit_alpha", "2"], "only applies to a learner"),
     (["--agent", "ucb"], "invalid choice"),
-    (["--agent", "linucb", "--published_quirks"], "--published_tokenization only applies to an LLM"),
+    (["--agent", "linucb", "--published_quirks"], "--published_quirks only applies to an LLM"),
+    (["--agent", "linucb", "--published_tokenization"], "--published_tokenization only applies to an LLM"),
     (["--agent", "supervised", "--dtype", "float32", "--eot_token", "X"], "--dtype, --eot_token only apply to an LLM"),
 ])
 def test_bad_learner_arguments_are_one_line_errors(words, message, tmp_path, capsys):
@@ -153,12 +154,13 @@ def test_a_learner_refuses_every_llm_setting(name):
     import dataclasses
 
     from icrl.cli import parse_args
+    from icrl.cli.run import primary_flags
     from icrl.cli.validate import validate
     from icrl.errors import UsageError
 
     config = parse_args(["--agent", "linucb", *SMALL[:8], "--seed", "1", "--training_seed", "1", "--test_seed", "1"])
     changed = dataclasses.replace(config, spec=dataclasses.replace(config.spec, **{name: "changed"}))
-    with pytest.raises(UsageError, match=f"--{name} only applies to an LLM"):
+    with pytest.raises(UsageError, match=f"{primary_flags()[name]} only applies to an LLM"):
         validate(changed)
 
 

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 
-from icrl.method.strategies.base import STRATEGY_NAMES, make_strategy, replay
+from icrl.method.strategies import PUBLISHED as STRATEGY_NAMES, make_strategy, replay
 from icrl.method.episode import Episode
 from icrl.errors import UsageError
 

@@ -128,7 +128,7 @@ def test_without_the_package_and_offline_the_error_says_what_to_install(tmp_path
 
 import json  # noqa: E402
 
-from icrl.method.strategies import base as context, retrieval  # noqa: E402
+from icrl.method.strategies import PUBLISHED, base as context, retrieval  # noqa: E402
 from icrl.backends.fake import INTERRUPT_ENV  # noqa: E402
 from icrl.method.episode import Episode  # noqa: E402
 from icrl.cli.run import main  # noqa: E402
@@ -159,7 +159,7 @@ def test_knn_names_are_registered_with_the_filters_and_are_none_of_the_published
                  "knn_embedding", "knn_embedding_only_positive", "knn_embedding_only_negative"):
         strategy = context.make_strategy(name, 3)
         assert strategy.query_aware and not strategy.stateful
-    assert not set(retrieval.KNN_NAMES) & set(context.STRATEGY_NAMES)
+        assert context.strategy_of(name).family == "retrieval" and name not in PUBLISHED
 
 
 def test_lexical_knn_puts_the_most_similar_last_and_breaks_ties_by_recency():
@@ -319,7 +319,7 @@ def test_knn_runs_with_the_automatic_context_size(tmp_path, fake_env):
 
 def test_an_embedding_knn_run_resumes_identically_with_a_stand_in_model(tmp_path, fake_env, monkeypatch):
     cache = tmp_path / "vectors"
-    monkeypatch.setitem(retrieval.SIMILARITIES, "embedding",
+    monkeypatch.setattr(retrieval.KnnEmbedding, "similarity_class",
                         lambda: retrieval.Embedding(counting_embedder(cache)[0]))
     _, whole = run(tmp_path / "whole", "knn_embedding_only_negative")
     monkeypatch.setenv(INTERRUPT_ENV, "9")

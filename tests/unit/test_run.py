@@ -8,6 +8,8 @@ import json
 import pytest
 
 from icrl.method.strategies import base as context
+from icrl.method.strategies import PUBLISHED, register_strategy
+from icrl.method.strategies.base import unregister_strategy
 from icrl.backends import backend_spec, load_backend
 from icrl.backends.fake import INTERRUPT_ENV, FakeBackend
 from icrl.cli import parse_args
@@ -15,7 +17,7 @@ from icrl.errors import UsageError
 from icrl.run.experiment import Experiment
 from icrl.cli.run import main
 from icrl.records import read_jsonl
-from icrl.method.rewards import ExactMatch, Reward, make_reward, register_reward
+from icrl.method.rewards import REWARDS, ExactMatch, Reward, make_reward, register_reward
 from icrl.run.observers import Observer
 from icrl.run.plan import summarize
 
@@ -34,11 +36,16 @@ def data_env(data_dir, monkeypatch):
 class SameFirstWord(context.Strategy):
     """Query-aware toy: the newest episodes whose question starts with the query's question word."""
 
+    name = "toy_same_first_word"
+    family = "toy"
+    filters = ("",)
     query_aware = True
+    made: list = []  # every instance built for a run
 
-    def __init__(self, max_examples, p_keep, max_contexts=None, sampling_method=None):
-        super().__init__(max_examples, p_keep)
+    def __init__(self, max_examples, p_keep, accept=context._any):
+        super().__init__(max_examples, p_keep, accept)
         self.queries: list = []
+        self.made.append(self)
 
     def select(self, history, rng, query=None):
         self.queries.append(query)
@@ -47,14 +54,16 @@ class SameFirstWord(context.Strategy):
         return same[max(len(same) - self.max_examples, 0):]
 
 
-def test_a_query_aware_strategy_gets_one_context_per_test_input(tmp_path, monkeypatch):
-    made = []
+@pytest.fixture
+def same_first_word():
+    register_strategy(SameFirstWord)
+    SameFirstWord.made.clear()
+    yield SameFirstWord.made
+    unregister_strategy(SameFirstWord)
 
-    def factory(*args):
-        made.append(SameFirstWord(*args))
-        return made[-1]
 
-    monkeypatch.setitem(context.REGISTRY, "toy_same_first_word", factory)
+def test_a_query_aware_strategy_gets_one_context_per_test_input(tmp_path, same_first_word):
+    made = same_first_word
     assert main([*BASE, "--context_strategy_name", "toy_same_first_word", "--output_dir", str(tmp_path),
                  "--train_k", "20", "--test_every", "10", "--test_k", "8"]) == 0
     run_dir = next(tmp_path.rglob("config.json")).parent
@@ -77,16 +86,16 @@ def test_a_query_aware_strategy_gets_one_context_per_test_input(tmp_path, monkey
 
 def test_a_query_aware_strategy_must_be_stateless():
     class Stateful(SameFirstWord):
+        name = "toy_stateful"
         stateful = True
 
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(context.REGISTRY, "toy_stateful", lambda *a: Stateful(*a))
-        with pytest.raises(UsageError, match="stateless"):
-            context.make_strategy("toy_stateful", 3)
+    with pytest.raises(ValueError, match="stateless"):
+        register_strategy(Stateful)
+    assert "toy_stateful" not in context.STRATEGIES
 
 
 def test_published_strategies_are_not_query_aware():
-    for name in context.STRATEGY_NAMES:
+    for name in PUBLISHED:
         assert context.make_strategy(name, 3, 0.5, 2, "uniform").query_aware is False
 
 
@@ -130,9 +139,12 @@ def test_exact_match_is_the_default_reward_and_flips_as_published():
     for step in range(20):
         assert reward("A", "A", seed=7, step=step) == (1, shown_feedback(1, 7, step, True, 0.5))
         assert reward("A", "B", seed=7, step=step) == (0, shown_feedback(0, 7, step, True, 0.5))
-    register_reward("letter_overlap", LetterOverlap)
-    assert make_reward("letter_overlap").score("abc", "abcd") == 0.75
-    with pytest.raises(UsageError, match="unknown reward"):
+    register_reward(LetterOverlap)
+    try:
+        assert make_reward("letter_overlap").score("abc", "abcd") == 0.75
+    finally:
+        REWARDS.unregister("letter_overlap")
+    with pytest.raises(UsageError, match="unknown --reward 'nope'"):
         make_reward("nope")
 
 

@@ -19,9 +19,70 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .features import featurize
+from ...errors import UsageError
+from ..registry import Param, Registry
+from .features import FEATURES, featurize
 from .learners import EpsilonGreedy, LinUCB, Supervised
-from .naming import AGENTS, agent_label, is_learner, label_of_args  # noqa: F401
+
+
+class LLM:
+    """The agent of the paper: an LLM with a context strategy (declared like the learners)."""
+
+    name = "llm"
+    title = "LLM"
+    params: tuple = ()
+    summary = "an LLM with a context strategy (the paper)"
+
+
+AGENTS: Registry[type] = Registry("agent", "--agent")
+for _cls in (LLM, LinUCB, EpsilonGreedy, Supervised):
+    AGENTS.register(_cls.name, _cls)
+
+AGENT = Param("agent", "llm", "llm: an LLM with a context strategy (the paper); linucb, epsilon_greedy: a "
+                              "contextual-bandit learner on text features, one arm per label, learning from the "
+                              "reward; supervised: the same ridge learner given the gold label (upper bound)",
+              type=str, choices=AGENTS.names())
+
+
+def is_learner(agent) -> bool:
+    return agent not in (None, "llm")
+
+
+def agent_params() -> list[Param]:
+    """--agent, --features, then each learner's own parameters."""
+    return [AGENT, FEATURES, *[param for cls in AGENTS for param in cls.params]]
+
+
+def label_of_args(args: dict) -> str:
+    """The name a figure or table gives a learner's run (config.json "args"), e.g. "LinUCB (tfidf)",
+    "LinUCB (minilm, alpha=0.5)": its title, its features, its own parameters that are not at
+    their defaults."""
+    cls = AGENTS.get(args.get("agent"))
+    parts = [str(args.get("features", FEATURES.default))]
+    for param in cls.params:
+        value = args.get(param.name, param.default)
+        part = param.label_of(float(value) if isinstance(value, (int, float)) and value is not None else value)
+        if part:
+            parts.append(part)
+    return f"{cls.title} ({', '.join(parts)})"
+
+
+def agent_folder(args: dict) -> str:
+    """The run folder's first part for a learner, in place of the model's: ``agent+<agent>+<features>``
+    (a model's folder never holds a '+': icrl.records.safepaths)."""
+    return f"agent+{args['agent']}+{args.get('features', FEATURES.default)}"
+
+
+def validate(spec) -> None:
+    """A learner's own parameters go with that learner (one line otherwise)."""
+    for cls in AGENTS:
+        for param in cls.params:
+            value = getattr(spec, param.name)
+            if value != param.default and spec.agent != cls.name:
+                raise UsageError(f"{param.flag} is {cls.title}'s: use it with --agent {cls.name}")
+            problem = param.problem(value)
+            if problem:
+                raise UsageError(problem)
 
 class NoModel:
     """What a learner's run has in place of a backend: no model to load, nothing to predict
@@ -59,14 +120,7 @@ class Agent:
         return cls(spec, task.labels, features)
 
     def _learner(self):
-        s, k, d = self.spec, len(self.labels), self.X_train.shape[1]
-        if s.agent == "linucb":
-            return LinUCB(k, d, s.seed, alpha=s.bandit_alpha)
-        if s.agent == "epsilon_greedy":
-            return EpsilonGreedy(k, d, s.seed, epsilon=s.bandit_epsilon)
-        if s.agent == "supervised":
-            return Supervised(k, d, s.seed)
-        raise ValueError(f"unknown agent {s.agent!r}; choose one of: {', '.join(AGENTS[1:])}")
+        return AGENTS.get(self.spec.agent).of(len(self.labels), self.X_train.shape[1], self.spec)
 
     def replayed(self, records: Sequence[dict]) -> "Agent":
         """A new agent (its features reused) that learned from ``records`` only: this one as it

@@ -20,7 +20,11 @@ from typing import Sequence
 
 import numpy as np
 
-from .naming import FEATURES
+from ..registry import Param
+
+FEATURES = Param("features", "tfidf", "a learner's text features: tfidf (fitted on the training inputs, no labels; "
+                                     "64-dim SVD) or minilm (all-MiniLM-L6-v2 embeddings)",
+                 type=str, choices=("tfidf", "minilm"), only="learner")
 TFIDF_DIM = 64
 SVD_SEED = 0
 TFIDF_VOCABULARY = 5000  # the most frequent unigrams and bigrams seen in at least two inputs
@@ -41,7 +45,7 @@ def featurize(kind: str, fit_texts: Sequence[str], train_texts: Sequence[str], t
         embedder = Embedder()  # each text embedded once, cached on disk
         train, test = embedder.embed(list(train_texts)), embedder.embed(list(test_texts))
     else:
-        raise ValueError(f"unknown features {kind!r}; choose one of: {', '.join(FEATURES)}")
+        raise ValueError(f"unknown features {kind!r}; choose one of: {', '.join(FEATURES.choices)}")
     return _finish(train), _finish(test)
 
 

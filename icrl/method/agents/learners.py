@@ -20,6 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..registry import Param, finite_non_negative
+
+BANDIT_ALPHA = Param("bandit_alpha", 1.0, "--agent linucb: the exploration bonus alpha", check=finite_non_negative,
+                     folder="alpha", label="alpha={}", only="learner")
+BANDIT_EPSILON = Param("bandit_epsilon", 0.1, "--agent epsilon_greedy: the probability of a random arm",
+                       check=lambda v: None if 0 <= v <= 1 else "in [0, 1]", folder="eps", label="epsilon={}",
+                       only="learner")
+
 
 class RidgeArms:
     """Ridge regression per arm, inverse covariance kept up to date (Sherman-Morrison)."""
@@ -48,9 +56,15 @@ def _argmax(scores: np.ndarray, rng: np.random.Generator) -> int:
 
 
 class Learner:
-    """One arm per label. ``act`` (training step), ``learn`` (after the reward), ``greedy`` (test)."""
+    """One arm per label. ``act`` (training step), ``learn`` (after the reward), ``greedy`` (test).
+
+    The declaration: ``name`` (the --agent choice), ``title`` (in figures and tables), ``params``
+    (its own parameters besides --features), ``summary``."""
 
     name = "learner"
+    title = "learner"
+    params: tuple = ()
+    summary = ""
     uses_gold = False  # True: learns from the gold label instead of the reward
 
     def __init__(self, n_arms: int, dim: int, seed: int, lam: float = 1.0):
@@ -74,10 +88,17 @@ class Learner:
 
 class LinUCB(Learner):
     name = "linucb"
+    title = "LinUCB"
+    params = (BANDIT_ALPHA,)
+    summary = "LinUCB, exploration bonus --bandit_alpha (bandit: learns from the reward)"
 
     def __init__(self, n_arms: int, dim: int, seed: int, alpha: float = 1.0, lam: float = 1.0):
         super().__init__(n_arms, dim, seed, lam)
         self.alpha = alpha
+
+    @classmethod
+    def of(cls, n_arms: int, dim: int, spec) -> "LinUCB":
+        return cls(n_arms, dim, spec.seed, alpha=spec.bandit_alpha)
 
     def act(self, x, step):
         self.last_metrics = {}
@@ -86,10 +107,17 @@ class LinUCB(Learner):
 
 class EpsilonGreedy(Learner):
     name = "epsilon_greedy"
+    title = "epsilon-greedy"
+    params = (BANDIT_EPSILON,)
+    summary = "ridge per arm, a random arm with probability --bandit_epsilon (bandit)"
 
     def __init__(self, n_arms: int, dim: int, seed: int, epsilon: float = 0.1, lam: float = 1.0):
         super().__init__(n_arms, dim, seed, lam)
         self.epsilon = epsilon
+
+    @classmethod
+    def of(cls, n_arms: int, dim: int, spec) -> "EpsilonGreedy":
+        return cls(n_arms, dim, spec.seed, epsilon=spec.bandit_epsilon)
 
     def act(self, x, step):
         rng = self.rng(step)
@@ -102,6 +130,8 @@ class Supervised(Learner):
     """One-vs-rest ridge on the gold label: every arm shares one covariance, so it is kept once."""
 
     name = "supervised"
+    title = "online supervised"
+    summary = "the same ridge model given the gold label (online supervised: the bandits' upper bound)"
     uses_gold = True
 
     def __init__(self, n_arms: int, dim: int, seed: int, lam: float = 1.0):
@@ -109,6 +139,10 @@ class Supervised(Learner):
         self.A_inv = np.eye(dim) / lam
         self.B = np.zeros((dim, n_arms))
         self.last_metrics = {}
+
+    @classmethod
+    def of(cls, n_arms: int, dim: int, spec) -> "Supervised":
+        return cls(n_arms, dim, spec.seed)
 
     def act(self, x, step):
         return _argmax(x @ self.A_inv @ self.B, self.rng(step))

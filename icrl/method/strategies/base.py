@@ -12,7 +12,14 @@ A query-aware strategy (class attribute ``query_aware = True``) also sees the in
 a context for: ``select(history, rng, query=prompt)``, once for the step's training input and,
 at a test step, once per test input (each with its own generator, ``icrl.run.loop.query_rng``),
 so it must be stateless. The published strategies are not query-aware: one context per step.
-New strategies are added with ``register_strategy``.
+
+A strategy is a subclass of :class:`Strategy` that declares itself in class attributes (its
+base ``name``, ``family``, the ``filters`` it takes, ``query_aware``, ``stateful``, its own
+``params``, the shared published settings it ``uses``, a one-line ``summary``) and is
+registered with :func:`register_strategy`: it is then a choice of ``--context_strategy_name``
+under each of its names (the base name with each filter suffix), its parameters are flags, and
+every tool reads the declaration (see :mod:`icrl.method.registry`). ``strategy_of(name)`` is the
+one place a strategy's name is taken apart.
 
 The random stream is used in the same order as the published code (Monea et al. 2024,
 arXiv 2410.05362), so a given seed reproduces the published contexts.
@@ -24,14 +31,14 @@ strategies accept them, and neither filter matches them.
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from icrl.method.episode import Episode
-from icrl.errors import UsageError
-
-SAMPLING_METHODS = ("uniform", "exact")
+from ...errors import UsageError
+from ..episode import Episode
+from ..registry import Param, Registry
 
 
 # --- filters ---------------------------------------------------------------------------
@@ -53,20 +60,74 @@ FILTERS: dict[str, Callable[[Episode], bool]] = {
     "_only_positive": _positive,
     "_only_negative": _negative,
 }
+FILTER_NAMES = {"": "all episodes", "_only_positive": "positive only", "_only_negative": "negative only"}
+
+
+# --- what a strategy is built from ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Setting:
+    """What one run's strategy is built from: its context size, the shared p_keep, its filter,
+    the run's configuration values (the strategy's own parameters and the published settings it
+    ``uses``), and ``published_quirks`` (--published_quirks: the published code's behaviour where
+    it differs from ours)."""
+
+    max_examples: int
+    p_keep: float = 1.0
+    accept: Callable[[Episode], bool] = _any
+    values: Mapping[str, Any] = field(default_factory=dict)
+    published_quirks: bool = False
 
 
 # --- base ------------------------------------------------------------------------------
 
 class Strategy:
-    """Chooses the in-context episodes for one step; see the module docstring."""
+    """Chooses the in-context episodes for one step; see the module docstring.
 
+    The declaration, in class attributes: ``name`` (the base name; the registered names are it
+    with each suffix of ``filters``), ``family`` (strategies alike in what they keep: random,
+    approximate, retrieval), ``query_aware``, ``stateful``, ``params`` (its own parameters, each
+    a flag and a configuration field), ``uses`` (the published settings it reads besides
+    --max_context_examples and --context_p_keep, e.g. --max_contexts), ``summary`` (one line:
+    what it keeps in context), ``title`` (how figures name it among its family), ``published``
+    (a strategy of the published code)."""
+
+    name = ""
+    family = ""
+    filters: tuple = tuple(FILTERS)
     stateful = False
     query_aware = False  # True: select() is given the input the context is for (``query``)
+    params: tuple[Param, ...] = ()
+    uses: tuple[str, ...] = ()
+    summary = ""
+    title = ""  # how figures name it beside others of its family (default: its name)
+    published = False  # one of the published code's strategies
 
     def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any):
         self.max_examples = max_examples
         self.p_keep = p_keep
         self.accept = accept
+
+    @classmethod
+    def build(cls, setting: Setting) -> "Strategy":
+        """The strategy of a run (subclasses with parameters read them from ``setting.values``)."""
+        return cls(setting.max_examples, setting.p_keep, setting.accept)
+
+    @classmethod
+    def check(cls, name: str, values: Mapping[str, Any]) -> None:
+        """Refuse, in one line, settings this strategy (registered as ``name``) cannot run with
+        (``values``: the run's configuration; its own ``params`` are checked one by one before)."""
+
+    @classmethod
+    def folder(cls, name: str, args: Mapping[str, Any]) -> str:
+        """The run folder's strategy part (the published layout): the strategy's name."""
+        return name
+
+    @classmethod
+    def label_parts(cls, row: Mapping[str, Any]) -> list[str]:
+        """What a run's label in figures and tables says of this strategy's settings (``row``:
+        the run's row of the results table); its own params with a ``label`` are added anyway."""
+        return []
 
     def select(self, history: Sequence[Episode], rng: np.random.Generator,
                query: Optional[str] = None) -> list[Episode]:
@@ -80,193 +141,87 @@ class Strategy:
     def reset(self) -> None:
         """Forget all state (a no-op for stateless strategies)."""
 
-
-# --- random family (stateless) ------------------------------------------------------------
-
-class RandomStrategy(Strategy):
-    """Keep each (filtered) episode with probability p_keep, then cut to max_examples.
-
-    Random stream, in order: binomial(1, p_keep, size=n); permutation of the kept positions
-    (always drawn, even when nothing or everything is kept); then ``_cut`` picks at most
-    max_examples of them. The context is in chronological order.
-    """
-
-    def select(self, history, rng, query=None):
-        pool = [episode for episode in history if self.accept(episode)]
-        keep = rng.binomial(1, self.p_keep, size=len(pool))
-        idx = rng.permutation(np.nonzero(keep == 1)[0])
-        return [pool[i] for i in self._cut(idx)]
-
-    def _cut(self, idx: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-
-class BiasedStart(RandomStrategy):
-    """random_biased_start: of the kept episodes, the max_examples OLDEST ones.
-
-    With p_keep = 1 the context freezes on the first max_examples episodes.
-    """
-
-    def _cut(self, idx):
-        return np.sort(idx)[: self.max_examples]
-
-
-class BiasedEnd(RandomStrategy):
-    """random_biased_end: of the kept episodes, the max_examples MOST RECENT ones.
-
-    With p_keep = 1 this is the paper's naive ICRL (a sliding window of recent episodes).
-    """
-
-    def _cut(self, idx):
-        idx = np.sort(idx)
-        return idx[max(len(idx) - self.max_examples, 0):]  # not idx[-m:]: m = 0 means none
-
-
-class Unbiased(RandomStrategy):
-    """random_unbiased: of the kept episodes, max_examples chosen uniformly at random.
-
-    With p_keep = 0.1 and the positive filter this is the paper's explorative ICRL.
-    """
-
-    def _cut(self, idx):
-        return np.sort(idx[: self.max_examples])
-
-
-RANDOM_BASES: dict[str, type[RandomStrategy]] = {
-    "random_biased_start": BiasedStart,
-    "random_biased_end": BiasedEnd,
-    "random_unbiased": Unbiased,
-}
-
-
-# --- approximate family (stateful) ---------------------------------------------------------
-
-class Approximate(Strategy):
-    """approximate: K contexts grown online; each step one of them is shown (paper's approximate ICRL).
-
-    The newest episode joins each non-full context with probability p_keep; a context is then
-    picked uniformly ("uniform") or in proportion to its probability ("exact").
-
-    State: K append-only contexts of at most max_examples episodes, and each context's
-    log-probability (sum of log p_keep / log(1 - p_keep) over its keep/drop draws).
-    Each select, with the step's rng:
-
-    * while no episode of the history passes the filter (in particular, at step 0):
-      ``rng.choice(range(K))`` and an empty context, as in the published code;
-    * else, if the NEWEST episode (history[-1]) passes the filter: for each context k in
-      order, full contexts are skipped without a draw, otherwise ``rng.binomial(1, p_keep)``
-      appends it (logp += log p_keep) or not (logp += log(1 - p_keep));
-      if the newest episode is filtered out, nothing changes and nothing is drawn;
-    * then the context index: uniform ``rng.choice(range(K))``, exact
-      ``rng.choice(range(K), p=softmax(logp))``; a copy of that context is returned.
-
-    Only the newest episode is looked at, so call select exactly once per step, in order;
-    ``replay`` rebuilds the state of a resumed run.
-
-    Difference from the published code: there, ``approximate_only_positive`` filters the
-    whole history and offers the LAST POSITIVE episode, so when the newest episode is
-    negative the most recent positive one is offered again (and can be appended twice, with
-    extra log-probability terms). Here a filtered-out newest episode changes nothing, unless
-    ``reoffer`` is set (``--published_quirks``; the token counter sets it to rebuild the
-    contexts the published ``run_count_tokens.py`` counts): then the newest episode that
-    passes the filter is offered, with the draws above, as published.
-    """
-
-    stateful = True
-
-    def __init__(self, max_examples, p_keep, accept=_any, *, max_contexts: int, sampling_method: str):
-        super().__init__(max_examples, p_keep, accept)
-        self.max_contexts = max_contexts
-        self.sampling_method = sampling_method
-        self.reoffer = False  # the published re-offer of the last accepted episode (see above)
-        self._log_keep = float(np.log(p_keep))
-        self._log_drop = float(np.log(1 - p_keep)) if p_keep < 1 else -np.inf  # never drawn at p_keep = 1
+    def forget(self) -> None:
+        """Forget the episodes seen so far (``--prob_reset``), keeping what was learned about the
+        strategy's own choices (UCB's statistics); by default the same as ``reset``."""
         self.reset()
 
-    def reset(self):
-        self.contexts: list[list[Episode]] = [[] for _ in range(self.max_contexts)]
-        self.log_probs: list[float] = [0.0] * self.max_contexts
-        self._last_index: Optional[int] = None
-
-    def select(self, history, rng, query=None):
-        if self.reoffer:  # the newest episode that passes the filter, as published
-            newest = next((episode for episode in reversed(history) if self.accept(episode)), None)
-        else:
-            newest = history[-1] if any(self.accept(episode) for episode in history) else None
-        if newest is None:
-            return self._choose(self._pick(rng, early=True))
-        if self.accept(newest):
-            for k, context in enumerate(self.contexts):
-                if len(context) >= self.max_examples:
-                    continue
-                if rng.binomial(1, self.p_keep):
-                    context.append(newest)
-                    self.log_probs[k] += self._log_keep
-                else:
-                    self.log_probs[k] += self._log_drop
-        return self._choose(self._pick(rng, early=False))
-
-    def _pick(self, rng, early: bool) -> int:
-        """The index of the context to show (``early``: no episode has passed the filter yet).
-        ``icrl.method.exploration.UCBApproximate`` overrides it."""
-        if early or self.sampling_method != "exact":
-            return int(rng.choice(range(self.max_contexts)))
-        return int(rng.choice(range(self.max_contexts), p=softmax(self.log_probs)))
-
-    def _choose(self, k: int) -> list[Episode]:
-        self._last_index = k
-        return list(self.contexts[k])
-
-    def metrics(self):
-        if self._last_index is None:
-            return {}
-        return {"context_index": self._last_index,
-                "context_lengths": [len(context) for context in self.contexts]}
+    def observe_reward(self, reward) -> None:
+        """The reward of the step whose context the last select chose (when the model predicted
+        with it; not after an explored step). Only strategies that learn from it use it."""
 
 
-def softmax(log_probs: Sequence[float]) -> np.ndarray:
-    """exp(l - logsumexp(l)) as in the published code; -inf entries get probability 0."""
-    log_probs = np.asarray(log_probs, dtype=float)
-    if np.all(np.isneginf(log_probs)):  # cannot happen (p_keep > 0), but never return NaN
-        return np.full(len(log_probs), 1 / len(log_probs))
-    return np.exp(log_probs - np.logaddexp.reduce(log_probs))
+# --- the registry: one entry per name (base name + filter) ---------------------------------
+
+class StrategyName(NamedTuple):
+    """A registered name taken apart: its strategy class and its filter suffix."""
+
+    cls: type
+    filter: str
+
+    @property
+    def base(self) -> str:
+        return self.cls.name
+
+    @property
+    def family(self) -> str:
+        return self.cls.family
+
+    @property
+    def accept(self) -> Callable[[Episode], bool]:
+        return FILTERS[self.filter]
 
 
-APPROXIMATE_FILTERS = ("", "_only_positive")
+STRATEGIES: Registry[StrategyName] = Registry("context strategy", "--context_strategy_name")
 
 
-# --- registry ------------------------------------------------------------------------------
-
-def _random_factory(cls, accept):
-    def make(max_examples, p_keep, max_contexts, sampling_method):
-        return cls(max_examples, p_keep, accept)
-    return make
-
-
-def _approximate_factory(accept):
-    def make(max_examples, p_keep, max_contexts, sampling_method):
-        if not _is_int(max_contexts) or max_contexts < 1:
-            raise UsageError(f"approximate strategies need max_contexts >= 1 (got {max_contexts!r})")
-        if sampling_method not in SAMPLING_METHODS:
-            raise UsageError(f"unknown sampling_method {sampling_method!r} for approximate strategies; "
-                             f"choose one of: {', '.join(SAMPLING_METHODS)}")
-        return Approximate(max_examples, p_keep, accept,
-                           max_contexts=max_contexts, sampling_method=sampling_method)
-    return make
-
-
-REGISTRY: dict[str, Callable[..., Strategy]] = {
-    **{base + suffix: _random_factory(cls, accept)
-       for base, cls in RANDOM_BASES.items() for suffix, accept in FILTERS.items()},
-    **{"approximate" + suffix: _approximate_factory(FILTERS[suffix]) for suffix in APPROXIMATE_FILTERS},
-}
-STRATEGY_NAMES: tuple[str, ...] = tuple(REGISTRY)  # the published ones
-
-
-def register_strategy(name: str, factory: Callable[..., Strategy]) -> None:
-    """Make ``name`` a strategy: ``factory(max_examples, p_keep, max_contexts, sampling_method)``.
+def register_strategy(cls: type) -> type:
+    """Register a Strategy subclass under its name with each of its filters (a class decorator).
     A query-aware strategy must be stateless (its select is called once per test input)."""
-    REGISTRY[name] = factory
+    if not cls.name or not cls.family:
+        raise ValueError(f"{cls.__name__} declares no name or family")
+    if cls.query_aware and cls.stateful:
+        raise ValueError(f"{cls.name}: a query-aware strategy must be stateless (one context per test input)")
+    for suffix in cls.filters:
+        STRATEGIES.register(cls.name + suffix, StrategyName(cls, suffix))
+    return cls
+
+
+def unregister_strategy(cls: type) -> None:
+    """Take a strategy's names out of the registry again (tests that register one of their own)."""
+    for suffix in cls.filters:
+        STRATEGIES.unregister(cls.name + suffix)
+
+
+def strategy_of(name: str) -> StrategyName:
+    """The class and filter of a registered strategy name (UsageError for any other name)."""
+    return STRATEGIES.get(name)
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """(base name, filter suffix) of a strategy name, registered or not (records of a strategy
+    this installation lacks): "random_unbiased_only_positive" -> ("random_unbiased", "_only_positive")."""
+    if name in STRATEGIES:
+        found = STRATEGIES.get(name)
+        return found.base, found.filter
+    for suffix in FILTERS:
+        if suffix and name.endswith(suffix):
+            return name[: -len(suffix)], suffix
+    return name, ""
+
+
+def strategy_params() -> list[Param]:
+    """Every registered strategy's own parameters, in registration order (each once)."""
+    seen: dict[str, Param] = {}
+    for entry in STRATEGIES:
+        for param in entry.cls.params:
+            seen.setdefault(param.name, param)
+    return list(seen.values())
+
+
+def owners_of(param: str) -> list[str]:
+    """The base names of the strategies that declare ``param``."""
+    return list(dict.fromkeys(e.base for e in STRATEGIES if any(p.name == param for p in e.cls.params)))
 
 
 def _is_int(value) -> bool:
@@ -274,25 +229,23 @@ def _is_int(value) -> bool:
 
 
 def make_strategy(name: str, max_examples: int, p_keep: float = 1.0, max_contexts: int = -1,
-                  sampling_method: Optional[str] = None, published_quirks: bool = False) -> Strategy:
+                  sampling_method: Optional[str] = None, published_quirks: bool = False,
+                  **values) -> Strategy:
     """Build the strategy registered as ``name``; bad names/options raise UsageError.
 
-    max_contexts and sampling_method are used (and required) by the approximate family only.
-    ``published_quirks``: an approximate strategy re-offers the last accepted episode when
-    the newest one is filtered out, as the published code does (``Approximate``).
+    max_contexts and sampling_method are the published settings of the approximate family;
+    ``values``: other configuration values (a strategy's own parameters).
+    ``published_quirks``: the published code's behaviour where it differs (``Approximate``).
     """
-    if name not in REGISTRY:
-        raise UsageError(f"unknown context strategy {name!r}; choose one of: {', '.join(REGISTRY)}")
+    entry = strategy_of(name)
     if not _is_int(max_examples) or max_examples < 0:
         raise UsageError(f"max_examples must be an integer >= 0 (got {max_examples!r})")
     if not isinstance(p_keep, (int, float, np.floating)) or isinstance(p_keep, bool) or not 0 < p_keep <= 1:
         raise UsageError(f"p_keep must be in (0, 1] (got {p_keep!r})")
-    strategy = REGISTRY[name](max_examples, float(p_keep), max_contexts, sampling_method)
-    if published_quirks and isinstance(strategy, Approximate):
-        strategy.reoffer = True
-    if strategy.query_aware and strategy.stateful:
-        raise UsageError(f"{name}: a query-aware strategy must be stateless (it chooses one context per test input)")
-    return strategy
+    values = {"max_contexts": max_contexts, "approximate_context_sampling_method": sampling_method,
+              **{p.name: p.default for p in entry.cls.params}, **values}
+    entry.cls.check(name, values)
+    return entry.cls.build(Setting(max_examples, float(p_keep), entry.accept, values, published_quirks))
 
 
 def replay(strategy: Strategy, history: Sequence[Episode], seed: int) -> Strategy:
@@ -307,6 +260,3 @@ def replay(strategy: Strategy, history: Sequence[Episode], seed: int) -> Strateg
         for t in range(len(history)):
             strategy.select(history[:t], np.random.default_rng(seed + t))
     return strategy
-
-
-from icrl.method.strategies import retrieval as _retrieval  # noqa: E402,F401  registers the knn_* strategies (beyond the paper)

@@ -127,13 +127,13 @@ class Embedding(Similarity):
         return (vectors @ self.embedder.embed_one(query)).astype(np.float64)
 
 
-SIMILARITIES: dict[str, Callable[[], Similarity]] = {"lexical": Lexical, "embedding": Embedding}
-
-
 class Knn(Strategy):
-    """The k kept episodes most similar to the query, the most similar last (module docstring)."""
+    """The k kept episodes most similar to the query, the most similar last (module docstring);
+    ``similarity_class``: the Similarity a subclass scores with."""
 
+    family = "retrieval"
     query_aware = True
+    similarity_class: type = Similarity
 
     def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any,
                  *, similarity: Similarity):
@@ -153,18 +153,23 @@ class Knn(Strategy):
         self._last_scores = [round(float(scores[i]), SCORE_DIGITS) for i in chosen]
         return [kept[i] for i in chosen]
 
+    @classmethod
+    def build(cls, setting):
+        return cls(setting.max_examples, setting.p_keep, setting.accept, similarity=cls.similarity_class())
+
     def metrics(self):
         return {"knn_scores": list(self._last_scores)}
 
 
-def _knn_factory(similarity: str, accept):
-    def make(max_examples, p_keep, max_contexts, sampling_method):
-        return Knn(max_examples, p_keep, accept, similarity=SIMILARITIES[similarity]())
-    return make
+@register_strategy
+class KnnLexical(Knn):
+    name = "knn_lexical"
+    similarity_class = Lexical
+    summary = "the kept episodes most similar to the input by BM25, the most similar last"
 
 
-KNN_NAMES: tuple[str, ...] = tuple(f"knn_{similarity}{suffix}" for similarity in SIMILARITIES for suffix in FILTERS)
-
-for _similarity in SIMILARITIES:
-    for _suffix, _accept in FILTERS.items():
-        register_strategy(f"knn_{_similarity}{_suffix}", _knn_factory(_similarity, _accept))
+@register_strategy
+class KnnEmbedding(Knn):
+    name = "knn_embedding"
+    similarity_class = Embedding
+    summary = "the kept episodes most similar to the input by MiniLM embeddings, the most similar last"

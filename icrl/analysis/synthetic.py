@@ -1,19 +1,19 @@
 """Records of finished ICRL and ICL runs written without a model (for benchmarks and tests).
 
 This is a second copy of the experiment loop's order of events (context, training call, test
-step, records); once a fake backend exists (label = f(prompt, seed)), the real loop can write
-these records instead (see the report of issue 22).
+step, records), with predictions drawn to be right with a given probability (which no backend
+offers) and no timings: records of long runs in milliseconds, for the token-count benchmark and
+the tests of the figures and the viewer.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 
 from ..method.episode import Episode
-from ..records import TEST, TRAIN
+from ..records.schema import TestLine, TrainLine
 
 
 def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiased_only_positive",
@@ -63,42 +63,28 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     strat = make_strategy(strategy, max_examples, p_keep, max_contexts, sampling_method,
                           published_quirks=bool(extra_args.get("published_tokenization")))
     history: list[Episode] = []
-    index_of: dict = {}
     tests = set(test_steps)
     test_answers = [task.answer(e) for e in test_examples]
-    train_lines, test_lines, correct_total = [], [], 0
+    train_lines, test_lines = [], []
     chance = p_correct if callable(p_correct) else (lambda t: p_correct)
     for t, example in enumerate(train):
         context = strat.select(history, np.random.default_rng(seed + t))
-        ids = [index_of[id(e)] for e in context]
+        ids = [e.step for e in context]
         answer = task.answer(example)
         if icrl:
             prediction = answer if rng.random() < chance(t) else task.labels[int(rng.integers(len(task.labels)))]
             accuracy = int(prediction == answer)
-            correct_total += accuracy
         else:  # supervised ICL: no training call, the gold answer is shown
             prediction = accuracy = None
         if t in tests:
             predictions = [a if rng.random() < chance(t) else task.labels[0] for a in test_answers]
-            test_lines.append({"step": t, "accuracy": float(np.mean([p == a for p, a in zip(predictions, test_answers)])),
-                               "per_class_accuracy": {}, "predictions": predictions, "context_size": len(ids),
-                               "context": ids, "metrics": strat.metrics(), "time_s": 0.0})
-        episode = Episode(task.prompt(example), prediction, accuracy, answer, accuracy)
-        train_lines.append({"step": t, "example_id": example.id, "prompt": episode.prompt, "prediction": prediction,
-                            "feedback": accuracy, "answer": answer, "accuracy": accuracy, "context_size": len(ids),
-                            "context": ids, "metrics": strat.metrics(), "time_s": 0.0})
-        index_of[id(episode)] = len(history)
+            test_lines.append(TestLine(t, float(np.mean([p == a for p, a in zip(predictions, test_answers)])), {},
+                                       predictions, len(ids), ids, metrics=strat.metrics()).as_json())
+        episode = Episode(task.prompt(example), prediction, accuracy, answer, accuracy, t)
+        train_lines.append(TrainLine(t, example.id, episode.prompt, prediction, accuracy, answer, accuracy, len(ids),
+                                     ids, strat.metrics()).as_json())
         history.append(episode)
-    for name, lines in ((TRAIN, train_lines), (TEST, test_lines)):
-        with open(records.directory / name, "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(json.dumps(line, ensure_ascii=False) + "\n")
-    accuracy = {str(r["step"]): r["accuracy"] for r in test_lines}
-    best = max(test_lines, key=lambda r: r["accuracy"])
-    records.write_results({
-        "finished": True, "mode": mode, "steps_completed": steps, "total_steps": n_steps,
-        "final_test_accuracy": test_lines[-1]["accuracy"], "best_test_accuracy": best["accuracy"],
-        "best_test_step": best["step"], "regret": steps - correct_total if icrl else None,
-        "train_accuracy": correct_total / steps if icrl else None,
-        "test_accuracy": accuracy, "mean_step_time_s": 0.0, "total_time_s": 0.0})
+    records.rewrite_train(train_lines)
+    records.rewrite_test(test_lines)
+    records.refresh_results(train_lines, test_lines, n_steps, mode)
     return records.directory

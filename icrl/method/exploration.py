@@ -17,7 +17,7 @@ Each is declared once (:class:`ExplorationMethod`, registered in ``EXPLORATIONS`
 parameter; a method is on when its parameter is set. Each draw comes from a generator of its
 own, ``step_rng(seed, t, stream)``, separate from the strategy's ``default_rng(seed + t)``,
 from the feedback flipping's and from the query-aware test generators
-(``icrl.run.loop.query_rng``), so a flag changes only what it defines.
+(``icrl.method.agents.llm.query_rng``), so a flag changes only what it defines.
 """
 
 from __future__ import annotations

@@ -1,13 +1,16 @@
-"""The records' schema, as TypedDicts: what each file of a run directory holds, field by field.
+"""The records' schema: what each file of a run directory holds, field by field.
 
-Documentation and type hints only (nothing is validated against these at run time; the checks
-that matter for resuming are in check.py). Fields in the ``total=False`` classes may be absent:
+The lines of train.jsonl and test.jsonl are the dataclasses ``TrainLine`` and ``TestLine``: the
+loop builds them and ``RunRecords`` writes them (``as_json``), so this is the code that writes.
+The other files are described as TypedDicts (type hints and documentation; the checks that
+matter for resuming are in check.py). Fields in the ``total=False`` classes may be absent:
 records written before they existed, or fields of only some backends or runs.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, TypedDict
+from dataclasses import dataclass, field, fields
+from typing import Any, Dict, List, Optional, TypedDict
 
 
 # -- config.json ------------------------------------------------------------------------------
@@ -166,48 +169,73 @@ class ConfigRecord(_ConfigRecord, total=False):
     extended: List[Extension]  # one entry per extension, oldest first
 
 
-# -- train.jsonl and test.jsonl ---------------------------------------------------------------
-class _TrainLine(TypedDict):
+# -- train.jsonl and test.jsonl: written from these types (``RunRecords.append_train/_test``) ---
+@dataclass
+class TrainLine:
+    """One line of train.jsonl: one training step (the step is complete once this is on disk).
+    The optional fields (None) are written only with their flag (docs/method.md, beyond the
+    paper), after the others and before ``time_s``."""
 
     step: int
     example_id: int
     prompt: str
     prediction: Optional[str]   # None in supervised ICL (no training call)
-    feedback: Optional[int]     # the reward shown (flipped with --icrl_flip_feedback); None in ICL
+    feedback: Optional[Any]     # the reward shown (flipped with --icrl_flip_feedback); None in ICL
     answer: str
     accuracy: Optional[int]     # 1 if the prediction is the answer; None in ICL
     context_size: int
     context: List[int]          # steps whose episodes were in the context, in context order
     metrics: dict               # the strategy's metrics (approximate: context_index, context_lengths;
-                                # --ucb_alpha: ucb {score, counts, means}; knn_*: knn_scores)
-    time_s: float               # the whole step, its test included
+                                # --ucb_alpha: ucb {score, counts, means}; knn_*: knn_scores) or the
+                                # learner's (epsilon-greedy: explored)
+    reset: Optional[bool] = None     # --prob_reset: the strategy forgot the steps before this one
+    explored: Optional[bool] = None  # --p_exploration: a random label, no model call
+    reward: Optional[Any] = None     # --reward other than exact_match: the step's reward (accuracy stays exact)
+    time_s: float = 0.0              # the whole step, its test included
+
+    def as_json(self) -> dict:
+        return _as_json(self, OPTIONAL_TRAIN)
+
+    @classmethod
+    def from_json(cls, record: dict) -> "TrainLine":
+        """The line a record says (TypeError for a field it lacks or does not name)."""
+        return cls(**record)
 
 
-class TrainLine(_TrainLine, total=False):
-    """One line of train.jsonl: one training step (the step is complete once this is on disk).
-    The optional fields are written only with their flag (docs/method.md, beyond the paper)."""
+@dataclass
+class TestLine:
+    """One line of test.jsonl: every test prompt predicted with that step's context and seed."""
 
-    explored: bool              # --p_exploration: a random label, no model call
-    reset: bool                 # --prob_reset: the strategy forgot the steps before this one
-    reward: float               # --reward other than exact_match: the step's reward (accuracy stays exact)
-
-
-class _TestLine(TypedDict):
+    __test__ = False  # not a test class (pytest collects classes named Test*)
 
     step: int
     accuracy: float
     per_class_accuracy: Dict[str, float]
     predictions: List[str]
-    context_size: int           # a query-aware strategy (knn_*): a list, one size per test input
-    context: List[int]          # a query-aware strategy writes ``contexts`` instead: one list per test input
-    metrics: dict
-    time_s: float
+    context_size: Any           # a query-aware strategy (knn_*): a list, one size per test input
+    context: Optional[List[int]] = None           # the step's context (not for query-aware strategies)
+    contexts: Optional[List[List[int]]] = None    # query-aware strategies: one context per test input
+    metrics: dict = field(default_factory=dict)
+    reward: Optional[float] = None  # --reward other than exact_match: the mean reward (accuracy stays exact)
+    time_s: float = 0.0
+
+    def as_json(self) -> dict:
+        return _as_json(self, OPTIONAL_TEST)
+
+    @classmethod
+    def from_json(cls, record: dict) -> "TestLine":
+        """The line a record says (TypeError for a field it lacks or does not name)."""
+        return cls(**record)
 
 
-class TestLine(_TestLine, total=False):
-    """One line of test.jsonl: every test prompt predicted with that step's context and seed."""
+OPTIONAL_TRAIN = ("reset", "explored", "reward")
+OPTIONAL_TEST = ("context", "contexts", "reward")
 
-    reward: float  # --reward other than exact_match: the mean reward (accuracy stays exact match)
+
+def _as_json(line, optional: tuple) -> dict:
+    """The line as written: its fields in order, the optional ones only when set."""
+    return {f.name: getattr(line, f.name) for f in fields(line)
+            if f.name not in optional or getattr(line, f.name) is not None}
 
 
 # -- results.json -----------------------------------------------------------------------------

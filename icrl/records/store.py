@@ -1,4 +1,5 @@
-"""One run directory's records: create, append, read for resume, repair, write results."""
+"""One run directory's records: create, append the typed lines, read for resume, repair, and
+refresh results.json (the one place it is written, from the records)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Iterable, Optional
 from .check import check_test, check_train, inspect_run, plan_of, unresumable
 from .io import append_jsonl, parse_jsonl, read_json, remove_leftovers, write_json_atomic, write_jsonl_atomic
 from .layout import CONFIG, LOG, RESULTS, TEST, TRAIN
+from .schema import TestLine, TrainLine
+from .summary import summarize
 
 
 class RunRecords:
@@ -81,20 +84,43 @@ class RunRecords:
             self._rewrite(TEST, test)
         return train, test, notes
 
-    def append(self, name: str, record: dict) -> None:
-        append_jsonl(self.directory / name, record)
+    def append_train(self, line: TrainLine) -> dict:
+        """Write one training step's line (flushed, fsynced); returns it as written."""
+        record = line.as_json()
+        append_jsonl(self.directory / TRAIN, record)
+        return record
 
-    def append_train(self, record: dict) -> None:
-        self.append(TRAIN, record)
+    def append_test(self, line: TestLine) -> dict:
+        """Write one test step's line; returns it as written."""
+        record = line.as_json()
+        append_jsonl(self.directory / TEST, record)
+        return record
 
-    def append_test(self, record: dict) -> None:
-        self.append(TEST, record)
+    def rewrite_train(self, records: Iterable[dict]) -> None:
+        self._rewrite(TRAIN, records)
 
     def rewrite_test(self, records: Iterable[dict]) -> None:
         self._rewrite(TEST, sorted(records, key=lambda r: r["step"]))
 
-    def write_results(self, summary: dict) -> None:
-        write_json_atomic(self.directory / RESULTS, summary)
+    def refresh_results(self, train: Optional[list] = None, test: Optional[list] = None,
+                        steps: Optional[int] = None, mode: Optional[str] = None) -> Optional[dict]:
+        """Write results.json as the summary of the records, unless it already says that: of the
+        given ones (the steps planned, the mode), else of those on disk checked against
+        config.json (None when there is no config.json to read)."""
+        if train is None:
+            state = inspect_run(self.directory)
+            if state.config is None:
+                return None
+            resolved = state.config["resolved"]
+            train, test, steps, mode = state.train, state.test, resolved["steps"], resolved["mode"]
+        summary = summarize(train, test, steps, mode)
+        try:
+            current = self.results()
+        except (OSError, ValueError):
+            current = None  # unreadable: rewritten
+        if current != summary:
+            write_json_atomic(self.directory / RESULTS, summary)
+        return summary
 
     def _rewrite(self, name: str, records: Iterable[dict]) -> None:
         write_jsonl_atomic(self.directory / name, records)

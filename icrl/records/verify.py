@@ -1,4 +1,4 @@
-"""What a run's records say, checked against themselves and the data (issue 23.4).
+"""What a run's records say, checked against themselves and the data.
 
 ``records.inspect_run`` checks their shape (steps, example ids, planned test steps); this
 module checks their content before a finished run is reported or a run is resumed:
@@ -20,7 +20,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
-from . import DamagedRecords
+from .check import DamagedRecords
+from .summary import per_class_accuracy
 
 
 def _labels(config: dict, where) -> list:
@@ -29,14 +30,6 @@ def _labels(config: dict, where) -> list:
         raise DamagedRecords(f"{where}: config.json has no list of labels; restore it, or pass --overwrite "
                              f"to start again")
     return labels
-
-
-def _per_class(answers, correct) -> dict:
-    totals: dict = {}
-    for answer, ok in zip(answers, correct):
-        n, k = totals.get(answer, (0, 0))
-        totals[answer] = (n + 1, k + ok)
-    return {label: k / n for label, (n, k) in sorted(totals.items())}
 
 
 def _close(a, b) -> bool:
@@ -75,7 +68,7 @@ def repair(config: dict, train: list, test: list, where="the run") -> tuple[list
             notes.append(f"test step {r.get('step')} (predictions that are not labels; recomputed)")
             continue
         correct = [int(p == g) for p, g in zip(predictions, answers)]
-        accuracy, per_class = sum(correct) / len(correct), _per_class(answers, correct)
+        accuracy, per_class = sum(correct) / len(correct), per_class_accuracy(answers, correct)
         if not _close(r.get("accuracy"), accuracy) or r.get("per_class_accuracy") != per_class:
             notes.append(f"test step {r['step']}'s accuracy ({r.get('accuracy')!r}, should be {accuracy:.4f})")
             r["accuracy"], r["per_class_accuracy"] = accuracy, per_class

@@ -53,19 +53,18 @@ def backend_spec_of(config: RunConfig, engine: bool = True):
     from ..backends import backend_spec
 
     if is_learner(config.spec.agent):
-        return ("no model",)  # a learner loads no backend (icrl.method.agents.NoModel): one group
+        return ("no model",)  # a learner loads no backend: one group
     values = config.values()
     spec = backend_spec(config.spec.model_name, config.spec.backend, {k: values[k] for k in BACKEND_NAMES})
     return spec.with_engine(seed=config.spec.seed, verbose=config.options.verbose) if engine else spec
 
 
 def load_backend_of(config: RunConfig):
+    """The backend a run loads; None for a learner (no model)."""
     from ..backends import load_spec
 
     if is_learner(config.spec.agent):
-        from ..method.agents import NoModel
-
-        return NoModel()
+        return None
     return load_spec(backend_spec_of(config))
 
 

@@ -12,8 +12,7 @@ import json
 import logging
 from typing import Optional, Sequence
 
-from ..method.agents import Agent
-from ..method.agents import is_learner
+from ..method.agents import is_learner, make_policy
 from ..config import RunConfig
 from ..records import verify
 from ..errors import UsageError
@@ -25,7 +24,7 @@ from .directory import RunDirectory
 from .environment import attach_log_file, detach_log_file, load_backend_of
 from .loop import Loop
 from .observers import Observer, ProgressBar, Wandb
-from .plan import Plan, summarize
+from .plan import Plan
 from .resume import check_same_plan, config_record, decide, extend
 from ..infra.signals import Interrupted, ignore_signals, restore
 from .size import resolve_max_examples
@@ -59,7 +58,8 @@ class Experiment:
         return self.loop.steps_done if self.loop is not None else self._steps_done
 
     def load_backend(self) -> None:
-        if self.backend is None:  # else given (a sweep's shared backend)
+        """The run's model, unless given (a sweep's shared backend); a learner has none."""
+        if self.backend is None:
             self.backend = load_backend_of(self.config)
 
     def run(self) -> dict:
@@ -84,8 +84,11 @@ class Experiment:
         what = s.agent if is_learner(s.agent) else s.context_strategy_name or "zero-shot"
         observers += [ProgressBar(cfg.options.progress, f"{data.task.name} {what}"),
                       *self.observers]
-        self.load_backend()
         learner = is_learner(s.agent)  # icrl.method.agents: no context, no model
+        if learner:
+            self.backend = None
+        else:
+            self.load_backend()
         size = None if learner else resolve_max_examples(cfg, data, self.backend)
         plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
         strategy = None if plan.mode == "zero_shot" or learner else strategy_of_run(s, plan.max_examples)
@@ -95,7 +98,8 @@ class Experiment:
         elif decision.kind == "resume":
             plan = check_same_plan(out, recorded, plan)
         else:
-            self.records.create(config_record(cfg, plan, data, self.backend))
+            backend = self.backend.describe() if self.backend is not None else {"name": "none"}
+            self.records.create(config_record(cfg, plan, data, backend))
             recorded = self.records.config()
         self.plan = plan
         handler = attach_log_file(out)
@@ -103,12 +107,12 @@ class Experiment:
             log.info("arguments: %s", json.dumps(s.as_record()))
             log.info("mode %s, %s context episodes, %d steps, test steps %s",
                      plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
-            agent = Agent.of_run(s, data) if learner else None
-            self.loop = Loop(cfg, data, plan, self.backend, strategy, self.reward, self.records, observers,
-                             check_directory=self.directory.lock.check, agent=agent)
+            policy = make_policy(s, data, backend=self.backend, strategy=strategy, mode=plan.mode,
+                                 debug_k=cfg.options.debug_k)
+            self.loop = Loop(cfg, data, plan, policy, self.reward, self.records, observers,
+                             check_directory=self.directory.lock.check)
             self.loop.run(self.loop.restore(recorded, out, decision.resuming))
-            summary = summarize(self.loop.train_recs, self.loop.test_recs, plan.steps, plan.mode)
-            self.records.write_results(summary)
+            summary = self.records.refresh_results(self.loop.train_recs, self.loop.test_recs, plan.steps, plan.mode)
             for observer in observers:
                 observer.on_finish(summary)
             return summary
@@ -124,13 +128,8 @@ class Experiment:
 
     def _report_finished(self, state) -> dict:
         resolved = state.config["resolved"]
-        summary = summarize(state.train, state.test, resolved["steps"], resolved["mode"])
-        try:
-            current = self.records.results()
-        except (OSError, ValueError):
-            current = None
-        if current != summary:  # missing, unreadable or stale: it is a function of the records
-            self.records.write_results(summary)
+        # missing, unreadable or stale results.json is rewritten: it is a function of the records
+        summary = self.records.refresh_results(state.train, state.test, resolved["steps"], resolved["mode"])
         try:
             data = load_data(self.config)
         except UsageError:
@@ -147,5 +146,5 @@ class Experiment:
         self.loop, self._steps_done = None, state.steps_done
         if state.config is not None:
             resolved = state.config["resolved"]
-            self.records.write_results(summarize(state.train, state.test, resolved["steps"], resolved["mode"]))
+            self.records.refresh_results(state.train, state.test, resolved["steps"], resolved["mode"])
         log.info("interrupted at step %d", self._steps_done)

@@ -1,10 +1,9 @@
 """The plan of a run, pure functions of its configuration and data sizes: the mode, the steps
-and test steps, and the summary (results.json) of its records."""
+and test steps (the summary of its records, results.json, is ``icrl.records.summary``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 
 def mode_of(icrl: bool, max_examples: int) -> str:
@@ -24,40 +23,6 @@ def plan_steps(mode: str, num_train: int, test_every: int, max_examples: int) ->
         last = next((t for t in tests if t >= max_examples), steps - 1)
         steps, tests = last + 1, [t for t in tests if t <= last]
     return steps, tests
-
-
-def steps_done(mode: str, train: Sequence[dict], test: Sequence[dict]) -> int:
-    """Completed steps: training records, or for zero-shot its one test step."""
-    return (1 if test else 0) if mode == "zero_shot" else len(train)
-
-
-def summarize(train: Sequence[dict], test: Sequence[dict], steps: int, mode: str) -> dict:
-    """results.json: final/best test accuracy, regret, accuracy per test step, time per step."""
-    done = len(test) > 0 if mode == "zero_shot" else len(train) == steps
-    accuracy = {r["step"]: r["accuracy"] for r in test}
-    best = max(accuracy.items(), key=lambda kv: (kv[1], -kv[0])) if accuracy else (None, None)
-    predicted = [r["accuracy"] for r in train if r["accuracy"] is not None]
-    # A training record's time covers its whole step, the step's test included.
-    times = [r["time_s"] for r in train] or [r["time_s"] for r in test]
-    return {
-        "finished": done, "mode": mode, "total_steps": steps,
-        "steps_completed": steps_done(mode, train, test),
-        "final_test_accuracy": test[-1]["accuracy"] if test else None,
-        "best_test_accuracy": best[1], "best_test_step": best[0],
-        "regret": (len(predicted) - sum(predicted)) if mode == "icrl" else None,
-        "train_accuracy": (sum(predicted) / len(predicted)) if predicted else None,
-        "test_accuracy": {str(k): v for k, v in accuracy.items()},
-        "mean_step_time_s": (sum(times) / len(times)) if times else None,
-        "total_time_s": sum(times),
-    }
-
-
-def per_class_accuracy(answers: Sequence[str], correct: Sequence[int]) -> dict:
-    totals: dict = {}
-    for answer, ok in zip(answers, correct):
-        n, k = totals.get(answer, (0, 0))
-        totals[answer] = (n + 1, k + ok)
-    return {label: k / n for label, (n, k) in sorted(totals.items())}
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from ..infra.masking import scrub
 from ..records import DamagedRecords, RunRecords, RunState, inspect_run, unresumable, write_json_atomic
 from .data import RunData
 from .environment import environment, say
-from .plan import Plan, plan_steps, summarize
+from .plan import Plan, plan_steps
 
 
 @dataclass
@@ -97,8 +97,8 @@ def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[i
     return steps
 
 
-def config_record(config: RunConfig, plan: Plan, data: RunData, backend) -> dict:
-    """config.json of a new run."""
+def config_record(config: RunConfig, plan: Plan, data: RunData, backend: dict) -> dict:
+    """config.json of a new run (``backend``: what its backend says of itself, ``describe()``)."""
     task = data.task
     return scrub({
         "format_version": 1, "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -106,7 +106,7 @@ def config_record(config: RunConfig, plan: Plan, data: RunData, backend) -> dict
         "resolved": {"mode": plan.mode, "max_context_examples": plan.max_examples, "steps": plan.steps,
                      "test_steps": list(plan.test_steps), "num_exemplars": len(data.exemplars),
                      "train_examples": len(data.train), "test_examples": len(data.test)},
-        "backend": backend.describe(), "environment": environment(),
+        "backend": backend, "environment": environment(),
         **data.record(),
         "train_example_ids": [e.id for e in data.train[:plan.steps]] if plan.mode != "zero_shot" else [],
         "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in data.exemplars],
@@ -137,8 +137,7 @@ def extend(config: RunConfig, out_dir: Path, records: RunRecords, recorded: dict
     grown["resolved"].update(steps=plan.steps, test_steps=list(plan.test_steps), train_examples=len(data.train))
     grown["train_example_ids"] = ids
     write_json_atomic(out_dir / "config.json", grown)
-    state = inspect_run(out_dir)
-    records.write_results(summarize(state.train, state.test, plan.steps, plan.mode))
+    records.refresh_results()
     say(f"extending {out_dir} from {before} to {plan.steps} steps (--train_k {train_k})")
     return grown, plan
 

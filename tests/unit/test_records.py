@@ -5,6 +5,7 @@ import json
 import pytest
 
 from icrl.records import RunRecords, experiment_dir, find_runs, read_jsonl, write_json_atomic
+from icrl.records.schema import TestLine, TrainLine
 
 ARGS = {"model_name": "meta-llama/Meta-Llama-3.1-8B-Instruct", "task_name": "banking77",
         "max_context_examples": None, "icrl": True, "context_strategy_name": "approximate_only_positive",
@@ -107,11 +108,11 @@ def _config(steps=4, test_steps=(0, 2, 3), mode="icrl", num_test=2):
 
 
 def _train(step):
-    return {"step": step, "example_id": 10 + step}
+    return TrainLine(step, 10 + step, "Q", "a", 1, "a", 1, 0, [], {})
 
 
 def _test(step, n=2):
-    return {"step": step, "accuracy": 0.5, "predictions": ["a"] * n}
+    return TestLine(step, 0.5, {"a": 0.5}, ["a"] * n, 0, [])
 
 
 def test_resume_keeps_complete_steps_and_drops_an_orphan_test_line(tmp_path):
@@ -130,7 +131,7 @@ def test_zero_shot_resume_keeps_its_single_test(tmp_path):
     records = RunRecords(tmp_path / "run")
     records.create(_config(1, (0,), "zero_shot"))
     records.append_test(_test(0))
-    assert records.load_for_resume()[:2] == ([], [_test(0)])
+    assert records.load_for_resume()[:2] == ([], [_test(0).as_json()])
 
 
 def test_create_replaces_old_records_and_finished_checks_the_records(tmp_path):
@@ -153,8 +154,10 @@ def test_atomic_json_leaves_no_temporary_files(tmp_path):
 
 
 def test_schema_names_every_field_of_a_real_run(tmp_path, data_dir, monkeypatch):
-    """The TypedDicts of icrl/records/schema.py against the records of a real (fake-backend) run:
-    every required field present, no field they do not name."""
+    """The schema of icrl/records/schema.py against the records of a real (fake-backend) run:
+    every required field present, no field it does not name; the lines read back as the types
+    that wrote them."""
+    import dataclasses
     import json
 
     from icrl.cli.run import main
@@ -170,6 +173,9 @@ def test_schema_names_every_field_of_a_real_run(tmp_path, data_dir, monkeypatch)
 
     def check(record, typed, where):
         keys = set(record)
+        if dataclasses.is_dataclass(typed):  # the lines: written from these types
+            assert typed.from_json(record).as_json() == record, where
+            return
         assert typed.__required_keys__ <= keys, (where, typed.__required_keys__ - keys)
         assert keys <= typed.__required_keys__ | typed.__optional_keys__, (where, keys - typed.__annotations__.keys())
 

@@ -19,7 +19,7 @@ from icrl.cli.run import main
 from icrl.records import read_jsonl
 from icrl.method.rewards import REWARDS, ExactMatch, Reward, make_reward, register_reward
 from icrl.run.observers import Observer
-from icrl.run.plan import summarize
+from icrl.records.summary import summarize
 
 BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "6",
         "--test_every", "3", "--test_k", "5", "--seed", "100", "--training_seed", "100", "--test_seed", "100",

@@ -233,10 +233,10 @@ def test_disk_full_mid_run_is_one_line_and_resumable(tmp_path, capsys, monkeypat
 
     real = RunRecords.append_train
 
-    def full(self, record):
-        if record["step"] == 3:
+    def full(self, line):
+        if line.step == 3:
             raise OSError(errno.ENOSPC, "No space left on device", str(self.directory / "train.jsonl"))
-        real(self, record)
+        return real(self, line)
 
     monkeypatch.setattr(RunRecords, "append_train", full)
     assert main(argv(tmp_path)) == 2

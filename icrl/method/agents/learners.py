@@ -14,13 +14,21 @@ the inverse ``A^-1`` with Sherman-Morrison updates, so a step costs O(d^2) per u
 Randomness (tie breaks, exploration) comes from ``default_rng((seed, step))`` alone, so a learner
 rebuilt by replaying a run's records acts exactly as the one that wrote them. ``greedy`` (test
 steps) is ``argmax theta_a.x`` with ties to the lowest label index; it changes nothing.
+
+``LearnerPolicy`` runs one of them through the run's loop (``icrl.method.agents.policy``): it
+plays each training step's label, learns from the reward once the step is recorded, and answers
+a test step with its greedy labels; nothing is learned from a test item.
 """
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
 from ..registry import Param, finite_non_negative
+from .features import featurize
+from .policy import Decision, Policy
 
 BANDIT_ALPHA = Param("bandit_alpha", 1.0, "--agent linucb: the exploration bonus alpha", check=finite_non_negative,
                      folder="alpha", label="alpha={}", only="learner")
@@ -154,3 +162,54 @@ class Supervised(Learner):
 
     def greedy(self, X):
         return np.argmax(X @ (self.A_inv @ self.B), axis=1)
+
+
+class LearnerPolicy(Policy):
+    """A learner on one run's stream: ``labels`` are its arms, ``learner_class`` one of the above
+    (``--agent``), built with ``spec``; the features of the training stream and test items
+    (``features``: a pair of matrices) are computed once."""
+
+    def __init__(self, learner_class: type, spec, labels: Sequence[str], features: tuple):
+        self.learner_class, self.spec, self.labels = learner_class, spec, list(labels)
+        self.index = {label: i for i, label in enumerate(self.labels)}
+        self.X_train, self.X_test = features
+        self.learner = learner_class.of(len(self.labels), self.X_train.shape[1], spec)
+
+    @classmethod
+    def of_run(cls, learner_class: type, spec, data) -> "LearnerPolicy":
+        """The policy of a run (``icrl.run.data.RunData``): features of its training stream and test items,
+        fitted on the task's training inputs."""
+        task = data.task
+        features = featurize(spec.features, [task.prompt(e) for e in task.train], [task.prompt(e) for e in data.train],
+                             [task.prompt(e) for e in data.test])
+        return cls(learner_class, spec, task.labels, features)
+
+    def replayed(self, records: Sequence[dict]) -> "LearnerPolicy":
+        """A new policy (its features reused) that learned from ``records`` only: this one as it
+        was after them."""
+        policy = LearnerPolicy(self.learner_class, self.spec, self.labels, (self.X_train, self.X_test))
+        policy.replay(records, [])
+        return policy
+
+    def act(self, step, prompt, history):
+        label = self.labels[self.learner.act(self.X_train[step], step)]
+        return Decision(metrics=dict(self.learner.last_metrics), prediction=label)
+
+    def learn(self, step, decision, reward, answer):
+        self.learner.learn(self.X_train[step], self.index[decision.prediction], float(reward), self.index[answer])
+
+    def test(self, step, decision, prompts, progress=None):
+        learner = (decision.snapshot or self).learner
+        predictions = [self.labels[i] for i in learner.greedy(self.X_test)]
+        if progress is not None:
+            progress(len(predictions))
+        return predictions, {"context_size": 0, "context": []}
+
+    def replay(self, records, history):
+        for r in records:  # the graded reward when recorded, else exact match
+            self.learner.learn(self.X_train[r["step"]], self.index[r["prediction"]],
+                               float(r.get("reward", r["accuracy"])), self.index[r["answer"]])
+
+    def recall(self, step, records, history):
+        return Decision(metrics=records[step]["metrics"], prediction=records[step]["prediction"],
+                        snapshot=self.replayed(records[:step]))

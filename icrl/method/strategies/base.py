@@ -10,7 +10,7 @@ then gives the extra per-step metrics of that selection.
 
 A query-aware strategy (class attribute ``query_aware = True``) also sees the input it chooses
 a context for: ``select(history, rng, query=prompt)``, once for the step's training input and,
-at a test step, once per test input (each with its own generator, ``icrl.run.loop.query_rng``),
+at a test step, once per test input (each with its own generator, ``icrl.method.agents.llm.query_rng``),
 so it must be stateless. The published strategies are not query-aware: one context per step.
 
 A strategy is a subclass of :class:`Strategy` that declares itself in class attributes (its

@@ -35,8 +35,8 @@ from typing import Callable, Optional, Sequence
 
 import numpy as np
 
-from icrl.method.strategies.base import FILTERS, Strategy, _any, register_strategy
-from icrl.method.episode import Episode
+from ..episode import Episode
+from .base import Strategy, _any, register_strategy
 
 BM25_STOPWORDS = "english"
 SCORE_DIGITS = 6

@@ -1,0 +1,41 @@
+"""results.json: a summary of a run's records (a pure function of them), and the per-class
+accuracy of a test step."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+
+def per_class_accuracy(answers: Sequence[str], correct: Sequence[int]) -> dict:
+    """Gold label -> the accuracy on the test items of that label, labels sorted."""
+    totals: dict = {}
+    for answer, ok in zip(answers, correct):
+        n, k = totals.get(answer, (0, 0))
+        totals[answer] = (n + 1, k + ok)
+    return {label: k / n for label, (n, k) in sorted(totals.items())}
+
+
+def steps_done(mode: str, train: Sequence[dict], test: Sequence[dict]) -> int:
+    """Completed steps: training records, or for zero-shot its one test step."""
+    return (1 if test else 0) if mode == "zero_shot" else len(train)
+
+
+def summarize(train: Sequence[dict], test: Sequence[dict], steps: int, mode: str) -> dict:
+    """results.json: final/best test accuracy, regret, accuracy per test step, time per step."""
+    done = len(test) > 0 if mode == "zero_shot" else len(train) == steps
+    accuracy = {r["step"]: r["accuracy"] for r in test}
+    best = max(accuracy.items(), key=lambda kv: (kv[1], -kv[0])) if accuracy else (None, None)
+    predicted = [r["accuracy"] for r in train if r["accuracy"] is not None]
+    # A training record's time covers its whole step, the step's test included.
+    times = [r["time_s"] for r in train] or [r["time_s"] for r in test]
+    return {
+        "finished": done, "mode": mode, "total_steps": steps,
+        "steps_completed": steps_done(mode, train, test),
+        "final_test_accuracy": test[-1]["accuracy"] if test else None,
+        "best_test_accuracy": best[1], "best_test_step": best[0],
+        "regret": (len(predicted) - sum(predicted)) if mode == "icrl" else None,
+        "train_accuracy": (sum(predicted) / len(predicted)) if predicted else None,
+        "test_accuracy": {str(k): v for k, v in accuracy.items()},
+        "mean_step_time_s": (sum(times) / len(times)) if times else None,
+        "total_time_s": sum(times),
+    }

@@ -271,6 +271,8 @@ FOLDER_FIELDS = tuple((f.name, f.default, f.metadata["folder"]) for f in fields(
 # config.json "args" name -> results column, in column order.
 RESULT_COLUMNS = {f.name: f.metadata["column"] for f in fields(RunSpec) if f.metadata.get("column")}
 EXTENDING_NAMES = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("extends"))
+# Every field of RunSpec with its default.
+SPEC_DEFAULTS = {f.name: f.default for f in fields(RunSpec)}
 # Fields added after runs were recorded, with the value those runs had.
 ADDED_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.get("added")}
 # the defaults of the fields config.json "args" leaves out while they are at them (role ``optional``)

@@ -30,11 +30,10 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
-from ..method.agents import is_learner, label_of_args
 from ..errors import UsageError
 from ..records import RunState, find_runs, inspect_run, write_atomic
 
-from .runs import method_of
+from .runs import DEFAULT_EXPLORATIVE_P_KEEP, run_label, run_row
 
 DIAGNOSTICS_CSV, PER_CLASS_CSV, DIAGNOSTICS_PNG = "diagnostics.csv", "diagnostics_per_class.csv", "diagnostics.png"
 STEP_COLUMNS = ["step", "prediction", "answer", "reward", "correct", "context_size", "context_positive_share",
@@ -137,19 +136,11 @@ def per_class_table(state: RunState) -> pd.DataFrame:
 
 
 def run_identity(state: RunState, root: Path) -> dict:
-    """run_id, model, task, method and a short label of a run, from its config.json."""
-    config = state.config or {}
-    args = config.get("args") or {}
-    mode = mode_of(state)
-    method = method_of(mode, args.get("context_strategy_name") or "", float(args.get("context_p_keep") or 0))
-    label = method or args.get("context_strategy_name") or mode
-    model = args.get("model_name")
-    if is_learner(args.get("agent", "llm")):  # no model, no strategy: the learner is both (icrl.method.agents)
-        model = label = label_of_args(args)
-    elif mode not in ("zero_shot", "icl") and method not in ("naive", "naive+"):
-        label += f" p={args.get('context_p_keep')}"
-    return {"run_id": state.directory.relative_to(root).as_posix(), "model": model,
-            "task": args.get("task_name"), "method": method, "label": label, "seed": args.get("seed")}
+    """run_id, model, task, method and label of a run, from its config.json: as the results
+    table names it (``icrl.analysis.runs``: a learner's label stands in the model's place)."""
+    row = run_row(state, Path(root), DEFAULT_EXPLORATIVE_P_KEEP)
+    return {"run_id": row["run_id"], "model": row["model"], "task": row["task"], "method": row["method"],
+            "label": run_label(row), "seed": row["seed"]}
 
 
 def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[RunState]:

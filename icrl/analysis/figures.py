@@ -16,6 +16,11 @@ skipped with a one-line note otherwise.
   As in the paper, the zero-shot line is the step-0 test of the naive ICRL run (ICRL system
   prompt, empty context); a separate zero-shot run (``--max_context_examples 0``, standard
   system prompt) is drawn as a line of its own, labelled "zero-shot (separate run)".
+- ``beyond_paper``: every run main_results leaves out by default (strategies beyond the paper,
+  our exploration flags and rewards, the paper's methods at other settings, the learners that
+  are not LLMs), a curve per configuration against the zero-shot run, the paper's zero-shot
+  point, supervised ICL and the paper's methods on the same test items, with a paired verdict
+  per configuration (:mod:`icrl.analysis.figures_beyond`).
 - ``regret``: cumulative wrong training predictions vs. step, same grid.
 - ``train_accuracy``: training accuracy, mean of the last ``--smooth`` steps (curves start
   at step ``smooth - 1``, where the first full window ends), same grid, no test-set lines.
@@ -43,6 +48,7 @@ from ..errors import UsageError
 from ..records import write_atomic
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
+from .figures_beyond import fig_beyond_paper
 from .figures_methods import fig_main_results, fig_regret, fig_train_accuracy
 from .diagnostics import write_diagnostics
 from .results import Results
@@ -51,6 +57,7 @@ from .runs import DEFAULT_EXPLORATIVE_P_KEEP
 
 FIGURES: list[tuple[str, Callable]] = [
     ("main_results", fig_main_results),
+    ("beyond_paper", fig_beyond_paper),
     ("regret", fig_regret),
     ("train_accuracy", fig_train_accuracy),
     *[(ab.name, (lambda ab: lambda ctx: fig_ablation(ctx, ab))(ab)) for ab in ABLATIONS],

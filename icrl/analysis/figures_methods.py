@@ -229,6 +229,7 @@ def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, r
     if reference is None:
         return
     lines, here = [], []
+    given = {(v.model, v.task, v.method) for v in ctx.verdicts}  # by another figure already
     for method, chosen in drawn.items():
         finished = chosen[chosen["finished"].astype(bool)]
         pooled = _pooled(finished)
@@ -244,7 +245,8 @@ def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, r
                               steps=int(finished["total_steps"].max()), accuracy=pooled[0], n=pooled[1],
                               reference=reference[0], n_reference=reference[1], reference_name=reference_name,
                               model_params=model_size(model))
-        ctx.verdicts.append(verdict)
+        if (verdict.model, verdict.task, verdict.method) not in given:
+            ctx.verdicts.append(verdict)
         here.append(verdict)
         lines.append(verdict.short())
     if lines:  # under the panel, where it hides no curve; wrapped to the panel's width

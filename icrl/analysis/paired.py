@@ -28,12 +28,15 @@ from .verdict import SMALL_MODEL, Worded
 
 def compare_runs(results, run_a: str, run_b: str, step: int | str = "last") -> PairedComparison:
     """Paired comparison of two runs of ``results`` (run ids, as in ``results.runs.index``)
-    on the test items they share, at ``step`` (an int or "last")."""
+    on the test items they share, at ``step`` (an int or "last"); a zero-shot run is compared
+    at its only test step, whatever ``step`` says."""
     missing = [r for r in (run_a, run_b) if r not in results.runs.index]
     if missing:
         raise UsageError(f"no run {missing[0]!r} in these results; run ids are paths under the data folder, "
                          f"e.g. {results.runs.index[0] if len(results.runs) else 'none found'!r}")
-    a, b, _ = paired_outcomes(results.runs.loc[run_a, "run_dir"], results.runs.loc[run_b, "run_dir"], step)
+    runs = results.runs
+    step_a, step_b = ("last" if runs.loc[r, "mode"] == "zero_shot" else step for r in (run_a, run_b))
+    a, b, _ = paired_outcomes(runs.loc[run_a, "run_dir"], runs.loc[run_b, "run_dir"], step_a, step_b)
     return compare_paired(a, b)
 
 

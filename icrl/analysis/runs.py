@@ -23,6 +23,7 @@ from ..method import declared_params
 from ..method.agents import AGENTS, is_learner, label_of_args
 from ..method.strategies import STRATEGIES, split_name
 from ..records import CONFIG, RESULTS, TEST, TRAIN, RunState, read_json
+from .verdict import PAPER_METHODS
 
 TOKEN_COUNTS_JSON = "token_counts.json"
 TOKEN_COUNTS_CSV = "token_counts.csv"
@@ -35,16 +36,19 @@ RESULT_COLUMNS = ("finished", "steps", "total_steps", "final_test_accuracy", "be
                   "best_test_step", "regret", "train_accuracy", "mean_step_time_s", "total_time_s")
 # What defines a configuration apart from its seeds, with task, strategy and flipping split
 # into their parts so that an ablation can vary one part and hold the others.
+# The declared parameters beyond the paper with a results column and a label: exploration,
+# rewards, the strategies' own (a learner's are in its name, ``label_of_args``).
+LABELLED = tuple(d.param for d in declared_params() if d.param.column and d.param.label and d.group != "agent")
 CONFIG_COLUMNS = ("model", "task_base", "unsemantic", "strategy_base", "strategy_filter", "p_keep",
                   "max_context_examples", "auto_size", "icrl", "omit_feedback", "flip", "max_contexts",
                   "sampling_method", "temperature", "exemplars_per_label", "train_k", "test_every",
-                  "test_k", "max_model_len", "mode", "p_exploration", "prob_reset", "ucb_alpha", "reward")
+                  "test_k", "max_model_len", "mode", *[p.column for p in LABELLED])
 
 INTEGER_COLUMNS = ("max_context_examples", "max_contexts", "exemplars_per_label", "seed", "training_seed",
                    "test_seed", "steps", "total_steps", "best_test_step", "regret", "prompt_tokens",
                    "uncached_tokens", "processed_tokens")
 # The paper's methods (Monea et al. 2024), in legend order.
-METHODS = ("naive", "naive+", "explorative", "approximate")
+METHODS = PAPER_METHODS
 BASELINES = ("zero-shot", "ICL")
 DEFAULT_EXPLORATIVE_P_KEEP = 0.1
 
@@ -105,7 +109,7 @@ def run_label(row) -> str:
     """A short human name for one run: method (or strategy) and the settings that matter."""
     if row["mode"] == "zero_shot":
         return "zero-shot"
-    if row.get("learner"):
+    if isinstance(row.get("learner"), str):  # NaN for an LLM's run beside a learner's in one table
         return row["model"]  # e.g. "LinUCB (tfidf)"
     name = row["method"] or row["strategy"]
     parts = []
@@ -125,11 +129,6 @@ def run_label(row) -> str:
         parts.append(f"{row['exemplars_per_label']} exemplars/label")
     parts += beyond_the_paper(row)
     return f"{name} ({', '.join(parts)})"
-
-
-# The declared parameters beyond the paper with a results column and a label: exploration,
-# rewards, the strategies' own (a learner's are in its name, ``label_of_args``).
-LABELLED = tuple(d.param for d in declared_params() if d.param.column and d.param.label and d.group != "agent")
 
 
 def beyond_the_paper(row) -> list[str]:
@@ -229,7 +228,8 @@ def apply_filters(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataF
 # -- loading -----------------------------------------------------------------------------------
 def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
     run_dir, config = state.directory, state.config
-    args, resolved = {**config_module.ADDED_DEFAULTS, **config.get("args", {})}, config.get("resolved", {})
+    # an argument a record lacks had its default (added after the run was recorded)
+    args, resolved = {**config_module.SPEC_DEFAULTS, **config.get("args", {})}, config.get("resolved", {})
     row = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
     for arg, column in ARG_COLUMNS.items():
         row[column] = args.get(arg)

@@ -43,10 +43,16 @@ def compare(accuracy: float, n: int, reference: float, n_reference: int) -> str:
     return "same"
 
 
+# The paper's methods (Monea et al. 2024), in legend order (icrl.analysis.runs.METHODS).
+PAPER_METHODS = ("naive", "naive+", "explorative", "approximate")
+
+
 def headline_of(method: str, outcome: str) -> str:
-    """The verdict's headline for an outcome ("above", "below" or "same"), Wilson or paired."""
-    return {"above": f"{method} ICRL beat zero-shot", "below": f"{method} ICRL fell below zero-shot",
-            "same": f"{method} ICRL did not beat zero-shot (no difference beyond noise)"}[outcome]
+    """The verdict's headline for an outcome ("above", "below" or "same"), Wilson or paired; a
+    paper method (with its settings, "explorative (p=0.1, m=16)") is called "... ICRL"."""
+    name = f"{method} ICRL" if method.split(" (")[0] in PAPER_METHODS else method
+    return {"above": f"{name} beat zero-shot", "below": f"{name} fell below zero-shot",
+            "same": f"{name} did not beat zero-shot (no difference beyond noise)"}[outcome]
 
 
 def advice_of(outcome: str, model_params: float) -> Optional[str]:

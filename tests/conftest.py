@@ -98,15 +98,15 @@ def _no_model_unless_marked(request, monkeypatch):
 
 
 @pytest.fixture
-def data_dir() -> Path:
-    """Folder with the raw dataset files: $ICRL_DATA_DIR, else ../shared/datasets."""
+def data_dir(monkeypatch) -> Path:
+    """Folder with the raw dataset files: $ICRL_DATA_DIR, else ../shared/datasets (set as
+    $ICRL_DATA_DIR for the test, so that the runs it starts find them too); skipped without."""
     env = os.environ.get("ICRL_DATA_DIR")
-    if env:
-        return Path(env)
-    shared = REPO.parent / "shared" / "datasets"
-    if shared.is_dir():
-        return shared
-    pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
+    found = Path(env) if env else REPO.parent / "shared" / "datasets"
+    if not found.is_dir():
+        pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
+    monkeypatch.setenv("ICRL_DATA_DIR", str(found))
+    return found
 
 
 @pytest.fixture(scope="session")
@@ -136,3 +136,35 @@ def engine():
 
 # Real records from tiny SmolLM2 runs, built once per session (see runs_fixture.py).
 from runs_fixture import icrl_runs  # noqa: E402,F401
+
+
+@pytest.fixture(scope="session")
+def _finished_tiny(tmp_path_factory):
+    from helpers import tiny_argv
+    from icrl.cli.run import main
+
+    out = tmp_path_factory.mktemp("finished")
+    assert main(tiny_argv(out)) == 0
+    return out
+
+
+@pytest.fixture
+def finished(_finished_tiny, tmp_path):
+    """A copy of one finished tiny run on the toy task (helpers.tiny_argv): (output dir, run dir,
+    its train and test records less their timings)."""
+    import shutil
+
+    from helpers import untimed
+    from icrl.records import find_runs, read_jsonl
+
+    out = tmp_path / "out"
+    shutil.copytree(_finished_tiny, out)
+    run_dir = find_runs(out)[0]
+    return out, run_dir, (untimed(read_jsonl(run_dir / "train.jsonl")), untimed(read_jsonl(run_dir / "test.jsonl")))
+
+
+@pytest.fixture
+def in_tmp_path(tmp_path, monkeypatch):
+    """Run the test in its tmp_path (for relative paths such as --output_dir out)."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path

@@ -12,14 +12,15 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TOY_TASK
+from icrl.backends.fake import FakeBackend
 from icrl.cli import build_parser, parse_args
-from icrl.errors import UsageError
 from icrl.run.experiment import Experiment
 from icrl.sweep import runner
 from icrl.sweep.grid import expand, parse_grid_option, parse_shard, shard_indices
 from icrl.sweep.presets import preset_runs
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 PUBLISHED_TAIL = ("--debug_k 10 --seed 100 --training_seed 100 --test_seed 100 --no-verbose")
 
 
@@ -144,7 +145,7 @@ def test_shards_are_disjoint_and_cover_the_sweep():
 # -- lock-step on the fake backend (the scheduling logic; a real model's lock-step: the vLLM test) ------
 TINY = ["--model_name", "smollm2-135m", "--backend", "fake", "--train_k", "3", "--test_k", "2",
         "--test_every", "2", "--max_context_examples", "3", "--icrl", "--test_seed", "5"]
-MIXED = ["--grid", "task_name=trec_coarse,banking77_top5",
+MIXED = ["--grid", f"task_name={TOY_TASK},{TOY_TASK}_top3",
          "--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive,random_unbiased",
          "--grid", "seed+training_seed=100,101", "--context_p_keep", "0.5", *TINY]
 
@@ -181,8 +182,7 @@ def alone(runs, backend, root: Path) -> list[Path]:
     return dirs
 
 
-def test_lock_step_writes_the_records_of_runs_alone(fake, data_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+def test_lock_step_writes_the_records_of_runs_alone(fake, tmp_path, monkeypatch):
     _, runs = runner.plan(MIXED + ["--output_dir", str(tmp_path / "sweep")])
     assert len(runs) == 12 and all(r.error is None for r in runs)
     calls = []
@@ -199,65 +199,6 @@ def test_lock_step_writes_the_records_of_runs_alone(fake, data_dir, tmp_path, mo
         config = json.loads((run.out_dir / "config.json").read_text())
         assert config["args"] == json.loads((solo / "config.json").read_text())["args"]
 
-
-def test_vllm_serves_many_calls_in_one_engine_call(monkeypatch):
-    """predict_calls on vLLM (a fake engine): one generate over every call's prompts with one
-    SamplingParams per prompt (its call's labels, seed, temperature), the calls' shared contexts
-    warmed together first, and each call's outputs back in order."""
-    import types
-
-    from test_vllm_mapping import FakeLLM, fake_vllm
-
-    from icrl.backends import Call
-    from icrl.backends import vllm_backend as vb
-
-    class ManyCalls(FakeLLM):
-        def generate(self, requests, params, use_tqdm=True):
-            if not isinstance(params, list):
-                return super().generate(requests, params, use_tqdm)
-            self.requests, self.params = requests, params
-            out = []
-            for p in params:
-                choice = p.kwargs["structured_outputs"].kwargs["choice"]
-                out.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(text=choice[p.kwargs["seed"] % len(choice)])]))
-            return out
-
-    fake_vllm(monkeypatch, structured=True, llm=ManyCalls, on_cpu=True)
-    try:
-        backend = vb.VLLMBackend("smollm2-135m")
-    except UsageError as exc:
-        pytest.skip(f"the embedded model's tokenizer is not available: {exc}")
-    llm = ManyCalls.last
-    context = [{"role": "user", "content": "Query: " + "where is my card? " * 20}, {"role": "assistant", "content": "card"}]
-    render = lambda q: backend.render(context + [{"role": "user", "content": f"Query: {q}"}], "Intent:")
-    calls = [Call([render("a"), render("b c")], ["card", "top up", "lost"], 1.0, 4, key=0),
-             Call([render("d")], ["yes", "no"], 0.0, 7, key=1),
-             Call([], ["yes", "no"], 0.0, 8, key=2)]
-    out = backend.predict_calls(calls)
-    assert out == [["top up", "top up"], ["no"], []]
-    assert len(llm.requests) == 3
-    assert [(p.kwargs["seed"], p.kwargs["temperature"]) for p in llm.params] == [(4, 1.0), (4, 1.0), (7, 0.0)]
-    assert [len(p.kwargs["structured_outputs"].kwargs["choice"]) for p in llm.params] == [3, 3, 2]
-    assert len(llm.warmups) == 1 and len(llm.warmups[0][0]) == 1  # only the first call shares a context
-
-
-def test_openai_backend_sends_every_call_at_once(monkeypatch):
-    """predict_calls on the openai backend (a fake server): every call's requests in flight
-    together, at most --max_concurrency overall, each with its call's labels and seed."""
-    pytest.importorskip("openai")
-    from test_openai_backend import FakeServer, make_backend, messages_for
-
-    from icrl.backends import Call
-
-    server = FakeServer(delay=0.05)
-    backend = make_backend(monkeypatch, server, api_mode="completions", max_concurrency=6)
-    prompts = [backend.render(messages_for(i), "Intent:") for i in range(8)]
-    calls = [Call(prompts[:4], ["card_lost", "refund"], 1.0, 3, key=0), Call(prompts[4:], ["a", "b", "c"], 0.0, 4, key=1),
-             Call([], ["a"], 0.0, 5, key=2)]
-    out = backend.predict_calls(calls)
-    assert out == [["refund"] * 4, ["b"] * 4, []]  # the fake answers choice[seed % number of choices]
-    assert server.max_in_flight == 6, "both calls' requests in flight together, bounded"
-    backend.close()
 
 
 class StopAfter:
@@ -276,10 +217,9 @@ class StopAfter:
         return self.backend.predict_calls(calls)
 
 
-def test_interrupted_sweep_resumes_every_run(fake, data_dir, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+def test_interrupted_sweep_resumes_every_run(fake, tmp_path, monkeypatch, capsys):
     argv = ["--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive",
-            "--grid", "seed+training_seed=100,101", "--task_name", "trec_coarse", *TINY,
+            "--grid", "seed+training_seed=100,101", "--task_name", TOY_TASK, *TINY,
             "--output_dir", str(tmp_path / "sweep"), "--name", "resume"]
     monkeypatch.setattr(Experiment, "load_backend",
                         lambda self: setattr(self, "backend", StopAfter(fake, 4)) if self.backend is None else None)
@@ -305,14 +245,13 @@ def test_interrupted_sweep_resumes_every_run(fake, data_dir, tmp_path, monkeypat
     assert [r["status"] for r in rows] == ["finished"] * 4 and all(r["steps_completed"] == "3" for r in rows)
 
 
-def test_failing_runs_are_reported_and_the_others_finish(fake, data_dir, tmp_path, monkeypatch, capsys):
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+def test_failing_runs_are_reported_and_the_others_finish(fake, tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(Experiment, "load_backend",
                         lambda self: setattr(self, "backend", fake) if self.backend is None else None)
     summary = tmp_path / "summary.csv"
     # bogus: invalid flags (never starts); exemplars fill the context: fails once running.
     code = runner.main(["--grid", "context_strategy_name=random_biased_end,bogus", "--grid", "exemplars_per_label=0,1",
-                        "--task_name", "trec_coarse", "--seed", "100", "--training_seed", "100", *TINY,
+                        "--task_name", TOY_TASK, "--seed", "100", "--training_seed", "100", *TINY,
                         "--output_dir", str(tmp_path / "sweep"), "--summary", str(summary)])
     captured = capsys.readouterr()
     assert code == 1
@@ -349,3 +288,23 @@ def test_lock_step_on_the_vllm_engine_writes_the_records_of_runs_alone(engine, d
         assert records(run.out_dir) == records(solo), run.label()
     alone_calls = engine.stats["calls"] - before - lock_step_calls
     assert lock_step_calls * 6 <= alone_calls, (lock_step_calls, alone_calls)
+
+
+def test_the_sweep_groups_by_backend_options_and_closes_each_group(tmp_path, monkeypatch):
+    from icrl.sweep import runner
+
+    closed = []
+    monkeypatch.setattr(FakeBackend, "close", lambda self: closed.append(self), raising=False)
+    argv = ["--grid", "seed+training_seed=100,101", "--grid", "max_model_len=3000,4000", "--grid", "timeout+test_seed=5,6",
+            "--backend", "fake", "--model_name", "fake", "--task_name", TOY_TASK, "--train_k", "4",
+            "--test_every", "2", "--test_k", "3", "--max_context_examples", "2", "--icrl",
+            "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path)]
+    _, runs = runner.plan(argv)
+    assert len(runs) == 8 and all(r.error is None for r in runs), [r.error for r in runs]
+    groups = runner.groups_of(runs)
+    # seed (vLLM's engine-wide seed) and --timeout (not a fake-backend option) do not split a group
+    assert sorted(len(g) for g in groups) == [4, 4]
+    assert {g[0].backend_key().options.max_model_len for g in groups} == {3000, 4000}
+    outcomes = runner.run_all(runs, width=None, progress=False)
+    assert all(o.status == "finished" for o in outcomes.values())
+    assert len(closed) == 2 and closed[0] is not closed[1]

@@ -18,7 +18,7 @@ from icrl.cli.run import main
 from icrl.run.plan import plan_steps
 from icrl.records import find_runs, read_jsonl
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TREC_COARSE = ["abbreviation", "entity", "description", "human", "location", "numeric"]
 
 

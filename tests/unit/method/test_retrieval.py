@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from helpers import TOY_TASK
 from icrl.method.embeddings import Embedder, text_key
 from icrl.errors import UsageError
 
@@ -229,14 +230,13 @@ def test_the_bm25_index_is_built_once_per_pool():
 
 # --- runs on the fake backend --------------------------------------------------------------------
 
-BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "24",
+BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", TOY_TASK, "--train_k", "24",
         "--test_every", "8", "--test_k", "6", "--seed", "5", "--training_seed", "5", "--test_seed", "5",
         "--max_context_examples", "4", "--icrl", "--no-progress"]
 
 
 @pytest.fixture
-def fake_env(data_dir, monkeypatch, tmp_path):
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+def fake_env(monkeypatch, tmp_path):
     monkeypatch.setenv("ICRL_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(INTERRUPT_ENV, raising=False)
 

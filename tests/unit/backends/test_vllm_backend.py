@@ -365,3 +365,42 @@ def test_server_command_carries_the_cpu_engine_settings():
     assert flags["--block-size"] == "32" and flags["--dtype"] == "float32"
     assert flags["--kv-cache-memory-bytes"] == str(vb.CPU_KV_CACHE_BYTES)
     assert "--no-enable-chunked-prefill" in cmd and "--enforce-eager" in cmd
+
+
+def test_vllm_serves_many_calls_in_one_engine_call(monkeypatch):
+    """predict_calls on vLLM (a fake engine): one generate over every call's prompts with one
+    SamplingParams per prompt (its call's labels, seed, temperature), the calls' shared contexts
+    warmed together first, and each call's outputs back in order."""
+    import types
+
+    from icrl.backends import Call
+    from icrl.backends import vllm_backend as vb
+
+    class ManyCalls(FakeLLM):
+        def generate(self, requests, params, use_tqdm=True):
+            if not isinstance(params, list):
+                return super().generate(requests, params, use_tqdm)
+            self.requests, self.params = requests, params
+            out = []
+            for p in params:
+                choice = p.kwargs["structured_outputs"].kwargs["choice"]
+                out.append(types.SimpleNamespace(outputs=[types.SimpleNamespace(text=choice[p.kwargs["seed"] % len(choice)])]))
+            return out
+
+    fake_vllm(monkeypatch, structured=True, llm=ManyCalls, on_cpu=True)
+    try:
+        backend = vb.VLLMBackend("smollm2-135m")
+    except UsageError as exc:
+        pytest.skip(f"the embedded model's tokenizer is not available: {exc}")
+    llm = ManyCalls.last
+    context = [{"role": "user", "content": "Query: " + "where is my card? " * 20}, {"role": "assistant", "content": "card"}]
+    render = lambda q: backend.render(context + [{"role": "user", "content": f"Query: {q}"}], "Intent:")
+    calls = [Call([render("a"), render("b c")], ["card", "top up", "lost"], 1.0, 4, key=0),
+             Call([render("d")], ["yes", "no"], 0.0, 7, key=1),
+             Call([], ["yes", "no"], 0.0, 8, key=2)]
+    out = backend.predict_calls(calls)
+    assert out == [["top up", "top up"], ["no"], []]
+    assert len(llm.requests) == 3
+    assert [(p.kwargs["seed"], p.kwargs["temperature"]) for p in llm.params] == [(4, 1.0), (4, 1.0), (7, 0.0)]
+    assert [len(p.kwargs["structured_outputs"].kwargs["choice"]) for p in llm.params] == [3, 3, 2]
+    assert len(llm.warmups) == 1 and len(llm.warmups[0][0]) == 1  # only the first call shares a context

@@ -16,9 +16,9 @@ from icrl.cli import parse_args
 from icrl.run.experiment import Experiment
 from icrl.cli.run import main
 from icrl.method.exploration import EXPLORE_STREAM, step_rng
-from recorded import untimed_records
+from helpers import TOY_TASK, untimed_records
 
-BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "24",
+BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", TOY_TASK, "--train_k", "24",
         "--test_every", "8", "--test_k", "6", "--training_seed", "3", "--test_seed", "3", "--no-progress",
         "--icrl", "--max_context_examples", "4"]
 NAIVE = ["--context_strategy_name", "random_biased_end"]
@@ -27,8 +27,7 @@ APPROX = ["--context_strategy_name", "approximate", "--max_contexts", "3",
 
 
 @pytest.fixture(autouse=True)
-def data_env(data_dir, monkeypatch):
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
@@ -215,7 +214,7 @@ def test_schema_and_results_table_name_the_new_fields(tmp_path):
     from icrl.analysis.results import Results
     from icrl.records import schema
 
-    words = [w if w != "trec_coarse" else "trec_fine" for w in argv(tmp_path, *ALL, "--reward", "coarse_credit")]
+    words = argv(tmp_path, *ALL, "--reward", "coarse_credit")  # the toy task has a hierarchy
     experiment = Experiment(parse_args(words))
     experiment.run()
     config = json.loads((experiment.out_dir / "config.json").read_text())

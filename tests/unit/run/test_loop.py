@@ -1,5 +1,5 @@
-"""The run's parts on the fake backend (fast): query-aware strategies, reward functions,
-observers, typed backend options and the sweep's backend groups."""
+"""The loop of a run (icrl.run.loop) on the fake backend and the toy task: query-aware
+strategies, reward objects, observers, the published re-offer."""
 
 from __future__ import annotations
 
@@ -7,28 +7,27 @@ import json
 
 import pytest
 
-from icrl.method.strategies import base as context
-from icrl.method.strategies import PUBLISHED, register_strategy
-from icrl.method.strategies.base import unregister_strategy
-from icrl.backends import backend_spec, load_backend
-from icrl.backends.fake import INTERRUPT_ENV, FakeBackend
+from helpers import TOY_TASK
+from icrl.backends.fake import INTERRUPT_ENV
 from icrl.cli import parse_args
-from icrl.errors import UsageError
-from icrl.run.experiment import Experiment
 from icrl.cli.run import main
-from icrl.records import read_jsonl
+from icrl.errors import UsageError
 from icrl.method.rewards import REWARDS, ExactMatch, Reward, make_reward, register_reward
-from icrl.run.observers import Observer
+from icrl.method.strategies import PUBLISHED, register_strategy
+from icrl.method.strategies import base as context
+from icrl.method.strategies.base import unregister_strategy
+from icrl.records import read_jsonl
 from icrl.records.summary import summarize
+from icrl.run.experiment import Experiment
+from icrl.run.observers import Observer
 
-BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "6",
+BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", TOY_TASK, "--train_k", "6",
         "--test_every", "3", "--test_k", "5", "--seed", "100", "--training_seed", "100", "--test_seed", "100",
         "--max_context_examples", "3", "--icrl", "--no-progress"]
 
 
 @pytest.fixture(autouse=True)
-def data_env(data_dir, monkeypatch):
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+def no_interrupt(monkeypatch):
     monkeypatch.delenv(INTERRUPT_ENV, raising=False)
 
 
@@ -181,35 +180,6 @@ def test_observers_hear_the_loop_in_order(tmp_path):
                              ("step", 1), ("test", 2), ("train", 2), ("step", 2), ("end",), ("finish", True)]
 
 
-# -- typed backend options and the sweep's groups -----------------------------------------------------
-def test_backends_refuse_options_they_do_not_take():
-    with pytest.raises(UsageError, match="the transformers backend takes no option 'timeout'"):
-        load_backend("smollm2-135m", backend="transformers", timeout=3.0)
-    spec = backend_spec("fake", "fake", {"max_model_len": 99, "batch_size": 4, "timeout": 3.0})
-    assert spec == backend_spec("fake", "fake", {"max_model_len": 99}) and hash(spec)
-    assert spec.options.max_model_len == 99
-
-
-def test_the_sweep_groups_by_backend_options_and_closes_each_group(tmp_path, monkeypatch):
-    from icrl.sweep import runner
-
-    closed = []
-    monkeypatch.setattr(FakeBackend, "close", lambda self: closed.append(self), raising=False)
-    argv = ["--grid", "seed+training_seed=100,101", "--grid", "max_model_len=3000,4000", "--grid", "timeout+test_seed=5,6",
-            "--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "4",
-            "--test_every", "2", "--test_k", "3", "--max_context_examples", "2", "--icrl",
-            "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path)]
-    _, runs = runner.plan(argv)
-    assert len(runs) == 8 and all(r.error is None for r in runs), [r.error for r in runs]
-    groups = runner.groups_of(runs)
-    # seed (vLLM's engine-wide seed) and --timeout (not a fake-backend option) do not split a group
-    assert sorted(len(g) for g in groups) == [4, 4]
-    assert {g[0].backend_key().options.max_model_len for g in groups} == {3000, 4000}
-    outcomes = runner.run_all(runs, width=None, progress=False)
-    assert all(o.status == "finished" for o in outcomes.values())
-    assert len(closed) == 2 and closed[0] is not closed[1]
-
-
 def test_wandb_observer_logs_what_the_loop_did(tmp_path, monkeypatch):
     """--wandb: the run's identity as config, test and train accuracy per step, the summary."""
     import sys
@@ -237,7 +207,7 @@ def test_wandb_observer_logs_what_the_loop_did(tmp_path, monkeypatch):
     summary = Experiment(config).run()
     init_call = calls[0]
     assert init_call[0] == "init" and init_call[1]["config"] == config.spec.as_record()
-    assert init_call[1]["project"] == "icrl" and init_call[1]["name"].startswith("fake/trec_coarse/")
+    assert init_call[1]["project"] == "icrl" and init_call[1]["name"].startswith("fake/toy-")
     logged = [(c[1], sorted(c[2])) for c in calls if c[0] == "log"]
     assert logged == [(0, ["test/accuracy"]), (0, ["train/accuracy", "train/context_size"]),
                       (1, ["test/accuracy"]), (1, ["train/accuracy", "train/context_size"])]

@@ -23,7 +23,7 @@ from icrl.errors import UsageError
 from icrl.tasks import TASK_NAMES, load_task, parse_task_name, prompt_parts, sources, task_folder
 from icrl.tasks.taskfile import BUILTIN_DIR
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOKENIZERS = Path(os.environ.get("ICRL_TOKENIZERS_DIR") or REPO.parent / "shared" / "tokenizers")
 QWEN = "Qwen/Qwen2.5-7B-Instruct"  # a tokenizer-only copy in ICRL_TOKENIZERS_DIR
 

@@ -7,10 +7,13 @@ icrl's own parsers. Runs offline: the Hub path is exercised with a fake load_dat
 import csv
 import json
 import random
+import shutil
 from collections import Counter
 
 import pytest
 
+from helpers import TOY_TASK, tiny_argv
+from icrl.cli.run import main
 from icrl.errors import UsageError
 from icrl.tasks import TASK_NAMES, Example, Task, load_task, sources
 
@@ -397,3 +400,52 @@ def test_hub_label_names_must_match_the_hf_table(monkeypatch):
     fake_hub(monkeypatch, names)
     with pytest.raises(UsageError, match="label names"):
         load_task("nlu")
+
+
+# -- bad dataset files and empty splits: one line naming the file, exit 2 --------------------------
+def test_malformed_dataset_and_bad_tool_outputs_are_one_line(tmp_path, capsys, monkeypatch):
+    from icrl.cli.figures import main as plots_main
+    from icrl.cli.tokens import main as count_main
+
+    bad = tmp_path / "data" / "trec"
+    bad.mkdir(parents=True)
+    (bad / "train_5500.label").write_bytes(b"DESC:manner How \xff\xfe ?\n")
+    (bad / "TREC_10.label").write_bytes(b"NUM:date When ?\n")
+    monkeypatch.setenv("ICRL_DATA_DIR", str(tmp_path / "data"))
+    assert main([w if w != TOY_TASK else "trec_coarse" for w in tiny_argv(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "malformed" in err and "\n" not in err
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert plots_main(["--data_dir", str(tmp_path), "--out_dir", str(a_file)]) == 2
+    assert "--out_dir" in capsys.readouterr().err
+    assert count_main(["--data_dir", str(tmp_path), "--csv", str(tmp_path / "missing" / "t.csv")]) == 2
+    assert "--csv" in capsys.readouterr().err
+    from icrl.backends.chat import local_model_dir
+
+    with pytest.raises(UsageError, match="no such local folder"):  # the token counter's --tokenizer
+        local_model_dir(str(tmp_path / "no_tokenizer_here"))
+
+
+def test_empty_training_split_and_bad_paths_and_vllm_flags(tmp_path, data_dir, capsys, monkeypatch):
+    folder = tmp_path / "data" / "banking77"
+    folder.mkdir(parents=True)
+    shutil.copy(data_dir / "banking77" / "test.csv", folder / "test.csv")
+    (folder / "train.csv").write_text("text,category\n")
+    monkeypatch.setenv("ICRL_DATA_DIR", str(tmp_path / "data"))
+    args = [a if a != TOY_TASK else "banking77" for a in tiny_argv(tmp_path / "out")]
+    assert main(args) == 2
+    assert "training split is empty" in capsys.readouterr().err
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    (tmp_path / "empty_model").mkdir()
+    real = ["--backend", "transformers"]  # the fake backend takes any --model_name as a label
+    for extra, needle in [(["--model_name", str(tmp_path / "nope"), *real], "no such local folder"),
+                          (["--model_name", str(tmp_path / "empty_model"), *real], "without a model"),
+                          (["--rope_scaling", "garbage"], "--rope_scaling"),
+                          (["--gpu_memory_utilization", "5"], "--gpu_memory_utilization"),
+                          (["--tensor_parallel_size", "0"], "--tensor_parallel_size")]:
+        assert main(tiny_argv(tmp_path / "out", *extra)) == 2
+        err = capsys.readouterr().err.strip()
+        assert needle in err and "\n" not in err
+    assert not (tmp_path / "out").exists()
+

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from icrl.backends import BACKEND_CHOICES, Backend, Call, load_backend, predict_calls
+from icrl.backends import BACKEND_CHOICES, Backend, Call, backend_spec, load_backend, predict_calls
 from icrl.backends.fake import DELAY_ENV, INTERRUPT_ENV, FakeBackend, fake_label
 from icrl.errors import UsageError
 
@@ -102,3 +102,11 @@ def test_delay_slows_every_call(monkeypatch):
     tic = time.perf_counter()
     backend.predict(["a"], LABELS, 1.0, 0)
     assert time.perf_counter() - tic >= 0.2
+
+
+def test_backends_refuse_options_they_do_not_take():
+    with pytest.raises(UsageError, match="the transformers backend takes no option 'timeout'"):
+        load_backend("smollm2-135m", backend="transformers", timeout=3.0)
+    spec = backend_spec("fake", "fake", {"max_model_len": 99, "batch_size": 4, "timeout": 3.0})
+    assert spec == backend_spec("fake", "fake", {"max_model_len": 99}) and hash(spec)
+    assert spec.options.max_model_len == 99

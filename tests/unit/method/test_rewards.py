@@ -16,7 +16,7 @@ from icrl.cli.run import main
 from icrl.method.prompts import build_messages, feedback_message
 from icrl.method.rewards import CoarseCredit, make_reward
 from icrl.tasks import load_task
-from recorded import untimed_records
+from helpers import untimed_records
 
 BASE = ["--backend", "fake", "--model_name", "fake", "--train_k", "30", "--test_every", "10", "--test_k", "20",
         "--seed", "3", "--training_seed", "3", "--test_seed", "3", "--no-progress", "--icrl",

@@ -313,3 +313,20 @@ def test_the_lock_file_hides_the_key(monkeypatch):
 
     monkeypatch.setattr(lock.sys, "argv", ["run_experiment.py", "--api_key", "sk-SECRET", "--api_key=sk-SECRET2"])
     assert lock._command() == "run_experiment.py --api_key *** --api_key=***"
+
+
+def test_openai_backend_sends_every_call_at_once(monkeypatch):
+    """predict_calls on the openai backend (a fake server): every call's requests in flight
+    together, at most --max_concurrency overall, each with its call's labels and seed."""
+    pytest.importorskip("openai")
+    from icrl.backends import Call
+
+    server = FakeServer(delay=0.05)
+    backend = make_backend(monkeypatch, server, api_mode="completions", max_concurrency=6)
+    prompts = [backend.render(messages_for(i), "Intent:") for i in range(8)]
+    calls = [Call(prompts[:4], ["card_lost", "refund"], 1.0, 3, key=0), Call(prompts[4:], ["a", "b", "c"], 0.0, 4, key=1),
+             Call([], ["a"], 0.0, 5, key=2)]
+    out = backend.predict_calls(calls)
+    assert out == [["refund"] * 4, ["b"] * 4, []]  # the fake answers choice[seed % number of choices]
+    assert server.max_in_flight == 6, "both calls' requests in flight together, bounded"
+    backend.close()

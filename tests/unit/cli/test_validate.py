@@ -1,10 +1,15 @@
-"""Bad inputs the audit found accepted silently or answered with a traceback (issue 25.6): each
-is one line, exit code 2, and nothing is left behind."""
+"""Bad input to run_experiment.py (icrl.cli.validate): each is one line, exit code 2, and nothing
+is left behind; flags that cannot go together, a model folder that holds no model, a window too
+small for the prompt."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from helpers import TOY_TASK, files_under, one_error_line
+from icrl.cli.run import main
 from icrl.errors import UsageError
 
 BASE = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
@@ -67,3 +72,49 @@ def test_a_binary_sweep_config_is_one_line(tmp_path, capsys):
     assert main(["--config", str(config), "--dry_run"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "--config" in err and len(err.strip().splitlines()) == 1, err
+
+
+# -- a --model_name that holds no model, a window too small --------------------------------------
+RUN = ["--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
+       "--training_seed", "1", "--test_seed", "1", "--train_k", "3", "--test_k", "5", "--test_every", "2",
+       "--no-progress"]
+
+
+def _model_file(tmp_path):
+    (tmp_path / "weights.bin").write_text("x")
+    return tmp_path / "weights.bin", "is a file"
+
+
+def _broken_config(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text("{broken")
+    return tmp_path / "model", "config.json is not valid JSON"
+
+
+def _config_only(tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    return tmp_path / "model", "has no tokenizer"
+
+
+def _no_weights(tmp_path):
+    path, _ = _config_only(tmp_path)
+    (path / "tokenizer.json").write_text("{}")
+    return path, "has no weights"
+
+
+@pytest.mark.parametrize("make", [_model_file, _broken_config, _config_only, _no_weights], ids=lambda f: f.__name__)
+def test_a_model_folder_without_a_model_is_one_line(in_tmp_path, make, tmp_path, capsys):
+    model, needle = make(tmp_path)
+    before = files_under(tmp_path)
+    assert main(RUN + ["--backend", "transformers", "--model_name", str(model), "--output_dir", "out"]) == 2
+    assert needle in one_error_line(capsys)
+    assert files_under(tmp_path) == before
+
+
+def test_too_small_a_max_model_len_names_the_flag(in_tmp_path, tmp_path, capsys):
+    assert main(RUN + ["--backend", "fake", "--model_name", "smollm2-135m", "--max_model_len", "10", "--output_dir", "out"]) == 2
+    err = one_error_line(capsys)
+    assert err.startswith("error: --max_model_len 10: ") and "too small" in err
+    assert not (tmp_path / "out").exists()
+

@@ -13,7 +13,7 @@ import pytest
 from icrl.backends.rope import resolve_rope_scaling
 from icrl.sweep.presets import PRESETS, preset_runs
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # plotting.py MODEL_TO_NAME, the Qwen entries, in its order
 PUBLISHED_QWEN = ["Qwen/Qwen2.5-0.5B-Instruct", "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-3B-Instruct",
                   "Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-14B-Instruct", "Qwen/Qwen2.5-32B-Instruct",

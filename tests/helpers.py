@@ -1,0 +1,80 @@
+"""What many tests share: the repository's path, the toy task shipped with the tests
+(tests/data/toy: four intents, 91 training and 24 test rows, a hierarchy for the graded reward),
+and reading a run's records less their timings."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TOY_TASK = str(REPO / "tests" / "data" / "toy" / "toy.toml")
+# A fake-backend run on the toy task with every seed given (add the method's flags).
+TOY = ["--backend", "fake", "--model_name", "fake", "--task_name", TOY_TASK, "--no-progress",
+       "--seed", "100", "--training_seed", "100", "--test_seed", "100"]
+
+
+def untimed(rows: list) -> list:
+    """Records less their timings (``time_s``: the only field that differs between equal runs)."""
+    return [{k: v for k, v in r.items() if k != "time_s"} for r in rows]
+
+
+def untimed_records(run_dir: Path, args: bool = False) -> dict:
+    """train and test records less their timings; with ``args``, also config.json's args."""
+    out = {}
+    for name in ("train", "test"):
+        lines = [json.loads(line) for line in (Path(run_dir) / f"{name}.jsonl").read_text().splitlines()]
+        out[name] = untimed(lines)
+    if args:
+        out["args"] = json.loads((Path(run_dir) / "config.json").read_text())["args"]
+    return out
+
+
+# A tiny explorative run on the toy task: 6 steps, tests at 0, 2, 5 on 4 test inputs.
+TINY_ARGS = ["--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased_only_positive",
+             "--context_p_keep", "0.5", "--max_context_examples", "4", "--train_k", "6", "--test_every", "3",
+             "--test_k", "4", "--temperature", "1.0", "--no-progress", "--backend", "fake",
+             "--icrl", "--seed", "100", "--training_seed", "100", "--test_seed", "100"]
+
+
+def tiny_argv(out, *extra) -> list:
+    """run_experiment.py's words for the tiny run under ``out`` (``extra`` flags win)."""
+    return [*TINY_ARGS, "--output_dir", str(out), *extra]
+
+
+# Subprocesses that run the package from this checkout (fault injection: kills, signals).
+SUBPROCESS_ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+# A fake backend slow enough (0.1 s a call) to be signalled mid-run.
+SLOW_ENV = {**SUBPROCESS_ENV, "ICRL_FAKE_DELAY_S": "0.1"}
+
+
+def tiny_run_dir(out, *extra) -> Path:
+    """The run folder of the tiny run under ``out``."""
+    from icrl.cli import parse_args
+    from icrl.records import experiment_dir
+
+    return experiment_dir(out, parse_args(tiny_argv(out, *extra)).spec.as_record())
+
+
+def train_test(run_dir) -> tuple:
+    """(train lines, test lines) of a run, less their timings."""
+    records = untimed_records(Path(run_dir))
+    return records["train"], records["test"]
+
+
+def lines_of(path) -> list:
+    """A records file's lines, each with its newline."""
+    return Path(path).read_text().splitlines(keepends=True)
+
+
+def one_error_line(capsys) -> str:
+    """The one line a refusal prints (``error: ...``, no traceback); fails the test otherwise."""
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err, err
+    return err
+
+
+def files_under(path: Path) -> list:
+    """Every file and folder under ``path``, relative (nothing left behind: an empty list)."""
+    return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []

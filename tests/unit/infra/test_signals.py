@@ -1,0 +1,41 @@
+"""Stopping a run (icrl.infra.signals): Ctrl-C, SIGTERM and SIGHUP each end it in one line with
+its exit code, results.json current, and the same command resumes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from helpers import REPO, SLOW_ENV, tiny_argv, tiny_run_dir
+from icrl.records import read_jsonl
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_signal_stops_with_one_line_and_results_current(tmp_path, signum, code):
+    out = tmp_path / "out"
+    args = tiny_argv(out, "--train_k", "40", "--test_every", "2", "--test_k", "2")
+    proc = subprocess.Popen([sys.executable, str(REPO / "run_experiment.py"), *args], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=SLOW_ENV)
+    run_dir = tiny_run_dir(out, "--train_k", "40", "--test_every", "2", "--test_k", "2")
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None and len(read_jsonl(run_dir / "train.jsonl")) < 3:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == code
+    last = stderr.strip().splitlines()[-1]
+    assert last.startswith("interrupted at step ") and last.endswith("rerun the same command to resume")
+    assert "Traceback" not in stderr
+    done = len(read_jsonl(run_dir / "train.jsonl"))
+    assert last == f"interrupted at step {done}; rerun the same command to resume"
+    summary = json.loads((run_dir / "results.json").read_text())
+    assert summary["steps_completed"] == done and not summary["finished"]
+    assert not list(run_dir.glob(".*.json.*"))
+

@@ -1,0 +1,105 @@
+"""A finished run is trusted only when its records check out (icrl.records.check and
+icrl.records.verify): damage is repaired to exactly the records an uninterrupted run writes, or
+refused in one line; every tool reads the same verdict."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import lines_of, tiny_argv, train_test
+from icrl.cli.run import main
+from icrl.records import inspect_run
+
+
+@pytest.mark.parametrize("damage", ["delete_test", "cut_test", "garbage_mid_test", "cut_train"])
+def test_damaged_finished_run_is_repaired_to_the_same_records(finished, capsys, damage):
+    out, run_dir, before = finished
+    test_file, train_file = run_dir / "test.jsonl", run_dir / "train.jsonl"
+    if damage == "delete_test":
+        test_file.unlink()
+    elif damage == "cut_test":
+        lines = lines_of(test_file)
+        test_file.write_text("".join(lines[:-1]) + lines[-1][:20])
+    elif damage == "garbage_mid_test":
+        lines = lines_of(test_file)
+        test_file.write_text(lines[0] + "garbage\n" + "".join(lines[2:]))  # step 2 gone, step 5 after it
+    else:
+        lines = lines_of(train_file)
+        train_file.write_text("".join(lines[:-1]) + lines[-1][:30])
+    state = inspect_run(run_dir)
+    assert not state.finished and state.problems
+    from icrl.analysis.results import Results
+
+    results = Results(out)
+    assert not results.runs["finished"].any() and any("damaged run" in n for n in results.notes)
+    capsys.readouterr()
+    assert main(tiny_argv(out)) == 0
+    captured = capsys.readouterr()
+    assert "already finished" not in captured.out and "resuming" in captured.err
+    assert train_test(run_dir) == before
+    assert inspect_run(run_dir).finished
+    summary = json.loads((run_dir / "results.json").read_text())
+    assert summary["finished"] and summary["test_accuracy"].keys() == {"0", "2", "5"}
+
+
+def test_garbage_appended_to_train_of_a_finished_run_is_not_finished_and_is_one_line(finished, capsys):
+    out, run_dir, _ = finished
+    with open(run_dir / "train.jsonl", "a") as f:
+        f.write('{"step": 0, "example_id": 1}\n')  # a duplicated / renumbered line
+    assert main(tiny_argv(out)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "train.jsonl line 7" in err and "\n" not in err
+    from icrl.analysis.results import Results
+
+    assert not Results(out).runs["finished"].any()
+
+
+def test_token_counter_skips_a_damaged_run_with_a_note(finished, capsys):
+    from icrl.cli.tokens import main as count_main
+
+    out, run_dir, _ = finished
+    (run_dir / "test.jsonl").unlink()
+    assert count_main(["--data_dir", str(out), "--tokenizer", "smollm2-135m"]) == 2
+    captured = capsys.readouterr()
+    assert "damaged run" in captured.out and "no finished run" in captured.err
+
+
+def test_bad_records_and_outputs_are_one_line_errors(finished, tmp_path, capsys, monkeypatch):
+    out, run_dir, _ = finished
+    config = (run_dir / "config.json").read_text()
+    for bad in ("", "{not json"):
+        (run_dir / "config.json").write_text(bad)
+        assert main(tiny_argv(out)) == 2
+        err = capsys.readouterr().err.strip()
+        assert "config.json" in err and "--overwrite" in err and "\n" not in err
+    (run_dir / "config.json").write_text(config)
+    # results.json is a function of the records: rewritten, never a traceback
+    (run_dir / "results.json").write_text("")
+    assert main(tiny_argv(out)) == 0
+    assert "already finished" in capsys.readouterr().out
+    assert json.loads((run_dir / "results.json").read_text())["finished"]
+    # junk in the middle of train.jsonl
+    lines = lines_of(run_dir / "train.jsonl")
+    (run_dir / "train.jsonl").write_text(lines[0] + "junk\n" + "".join(lines[1:]))
+    assert main(tiny_argv(out)) == 2
+    err = capsys.readouterr().err.strip()
+    assert "train.jsonl line 2 is not JSON" in err and "\n" not in err
+    # an --output_dir that is a file: refused before any model load
+    import icrl.backends
+
+    monkeypatch.setattr(icrl.backends, "load_backend", lambda *a, **k: pytest.fail("loaded a model"))
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert main(tiny_argv(a_file)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot write the run directory") and "\n" not in err
+
+
+def test_finished_run_is_reported_before_the_data_load(finished, tmp_path, monkeypatch, capsys):
+    out, run_dir, _ = finished
+    monkeypatch.setenv("ICRL_DATA_DIR", str(tmp_path / "no_data_here"))
+    assert main(tiny_argv(out)) == 0
+    assert "already finished" in capsys.readouterr().out
+

@@ -1,0 +1,49 @@
+"""Resuming a run (icrl.run.resume, from its records alone): the test set and the arguments are
+checked, a lost config.json is refused, --overwrite resumes the run it started."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from helpers import TOY_TASK, lines_of, tiny_argv, train_test
+from icrl.cli.run import main
+from icrl.records import find_runs, read_jsonl
+
+
+def test_resume_refuses_a_changed_test_set(tmp_path, capsys):
+    task = tmp_path / "task"
+    shutil.copytree(Path(TOY_TASK).parent, task)
+    words = [str(task / "toy.toml") if w == TOY_TASK else w for w in tiny_argv(tmp_path / "out")]
+    assert main(words) == 0
+    run_dir = find_runs(tmp_path / "out")[0]
+    lines = lines_of(run_dir / "train.jsonl")
+    (run_dir / "train.jsonl").write_text("".join(lines[:3]))  # an unfinished run
+    test_file = task / "test.csv"
+    test_file.write_text(test_file.read_text().replace("Where", "Which"))
+    assert main(words) == 2
+    err = capsys.readouterr().err
+    assert "dataset changed" in err and "--overwrite" in err
+    assert len(read_jsonl(run_dir / "train.jsonl")) == 3
+
+
+def test_deleted_config_is_refused_and_overwrite_resumes_its_own_run(finished, capsys):
+    out, run_dir, _ = finished
+    assert (run_dir / "config.json").stat().st_mode & 0o044  # readable by colleagues
+    config = (run_dir / "config.json").read_text()
+    (run_dir / "config.json").unlink()
+    assert main(tiny_argv(out)) == 2
+    assert "no config.json" in capsys.readouterr().err
+    (run_dir / "config.json").write_text(config)
+    other = tiny_argv(out, "--overwrite")
+    assert main(other) == 0  # starts the run again
+    assert json.loads((run_dir / "config.json").read_text())["runtime_args"]["overwrite"]
+    replaced = train_test(run_dir)
+    lines = lines_of(run_dir / "train.jsonl")
+    (run_dir / "train.jsonl").write_text("".join(lines[:4]))  # as if killed after step 3
+    capsys.readouterr()
+    assert main(other) == 0
+    assert "resuming" in capsys.readouterr().err
+    assert train_test(run_dir) == replaced
+

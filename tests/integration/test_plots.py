@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from icrl.cli.figures import main
+from icrl.records.schema import TestLine
 from icrl.records import find_runs
 from icrl.analysis.results import Results
 from icrl.analysis.runs import method_of, model_size, parse_filters
@@ -222,8 +223,8 @@ def _zero_shot_run(out, task, test_k, seed=100, accuracy_of=lambda i: i % 3 == 0
                     "test_set": {"ids": [e.id for e in examples], "answers": answers}})
     predictions = [a if accuracy_of(i) else "none" for i, a in enumerate(answers)]
     accuracy = sum(p == a for p, a in zip(predictions, answers)) / len(answers)
-    records.append_test({"step": 0, "accuracy": accuracy, "predictions": predictions, "per_class_accuracy": {}})
-    records.write_results({"final_test_accuracy": accuracy, "best_test_accuracy": accuracy, "regret": None})
+    records.append_test(TestLine(0, accuracy, {}, predictions, 0, []))
+    records.refresh_results()
     return accuracy
 
 

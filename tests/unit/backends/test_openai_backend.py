@@ -10,6 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from helpers import TOY_TASK
+
 from icrl.backends import openai_backend as ob
 from icrl.errors import UsageError
 
@@ -275,7 +277,7 @@ def test_unknown_model_and_absent_server(monkeypatch):
     assert url in str(info.value) and "\n" not in str(info.value)
 
 
-def test_run_experiment_exits_2_when_no_server_and_keeps_the_key_secret(data_dir, tmp_path, capsys, monkeypatch):
+def test_run_experiment_exits_2_when_no_server_and_keeps_the_key_secret(tmp_path, capsys, monkeypatch):
     import socket
 
     from icrl.cli.run import main
@@ -285,9 +287,9 @@ def test_run_experiment_exits_2_when_no_server_and_keeps_the_key_secret(data_dir
         port = sock.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
     code = main(["--backend", "openai", "--base_url", url, "--api_key", "sk-SECRET", "--max_retries", "0",
-                 "--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
+                 "--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl",
                  "--max_context_examples", "2", "--train_k", "2", "--test_k", "2", "--seed", "1",
-                 "--training_seed", "1", "--test_seed", "1", "--data_dir", str(data_dir),
+                 "--training_seed", "1", "--test_seed", "1",
                  "--output_dir", str(tmp_path), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith("error: no server answers at " + url)

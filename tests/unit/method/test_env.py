@@ -6,6 +6,8 @@ import json
 
 import gymnasium as gym
 import pytest
+
+from helpers import TOY_TASK
 from gymnasium.utils.env_checker import check_env
 
 from icrl.method.env import ENV_ID, ClassificationEnv
@@ -14,29 +16,29 @@ from icrl.records import find_runs
 
 
 @pytest.fixture
-def env(data_dir):
-    return ClassificationEnv("trec_coarse", training_seed=3, train_k=8, data_dir=str(data_dir), seed=3)
+def env():
+    return ClassificationEnv(TOY_TASK, training_seed=3, train_k=8, seed=3)
 
 
-def test_passes_gymnasiums_env_checker(data_dir):
-    made = gym.make(ENV_ID, task_name="trec_coarse", training_seed=3, train_k=12, data_dir=str(data_dir))
+def test_passes_gymnasiums_env_checker():
+    made = gym.make(ENV_ID, task_name=TOY_TASK, training_seed=3, train_k=12)
     check_env(made.unwrapped, skip_render_check=True)
     assert isinstance(made.observation_space, gym.spaces.Text)
-    assert made.action_space == gym.spaces.Discrete(6)
+    assert made.action_space == gym.spaces.Discrete(4)
 
 
-def test_stream_reward_and_feedback_are_a_runs(env, data_dir, tmp_path, capsys):
+def test_stream_reward_and_feedback_are_a_runs(env, tmp_path, capsys):
     """Playing a run's predictions through the environment gives its records: the same inputs
     in the same order, the same rewards and the same shown (flipped) feedback."""
-    code = main(["--backend", "fake", "--model_name", "fake", "--task_name", "trec_coarse", "--train_k", "8",
+    code = main(["--backend", "fake", "--model_name", "fake", "--task_name", TOY_TASK, "--train_k", "8",
                  "--test_every", "4", "--test_k", "3", "--seed", "3", "--training_seed", "3", "--test_seed", "3",
                  "--icrl", "--context_strategy_name", "random_unbiased", "--max_context_examples", "4",
                  "--icrl_flip_feedback", "--icrl_flip_feedback_prob", "0.5", "--no-progress",
-                 "--output_dir", str(tmp_path), "--data_dir", str(data_dir)])
+                 "--output_dir", str(tmp_path)])
     assert code == 0
     (run,) = find_runs(tmp_path)
     records = [json.loads(line) for line in (run / "train.jsonl").read_text().splitlines()]
-    env = ClassificationEnv("trec_coarse", training_seed=3, train_k=8, data_dir=str(data_dir), seed=3, flip_prob=0.5)
+    env = ClassificationEnv(TOY_TASK, training_seed=3, train_k=8, seed=3, flip_prob=0.5)
     observation, info = env.reset()
     assert "answer" not in info and info["example_id"] == records[0]["example_id"]
     for i, record in enumerate(records):

@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from helpers import TOY_TASK
 from icrl.method.agents.learners import EpsilonGreedy, LinUCB, Supervised
 from icrl.config import LEARNER_ONLY, LLM_ONLY
 from icrl.cli.run import main
 from icrl.records import experiment_dir, find_runs
 
-SMALL = ["--task_name", "trec_coarse", "--train_k", "40", "--test_every", "20", "--test_k", "10",
+SMALL = ["--task_name", TOY_TASK, "--train_k", "40", "--test_every", "20", "--test_k", "10",
          "--seed", "3", "--training_seed", "3", "--test_seed", "3", "--no-progress"]
 
 
@@ -64,7 +65,7 @@ def test_bandits_learn_only_the_played_arm_and_epsilon_explores():
 
 
 # -- through the runner ------------------------------------------------------------------------------
-def test_a_linucb_run_is_a_run(tmp_path, data_dir, capsys):
+def test_a_linucb_run_is_a_run(tmp_path, capsys):
     assert run(tmp_path, "--agent", "linucb", "--bandit_alpha", "0.5") == 0
     (run_dir,) = find_runs(tmp_path)
     assert run_dir.relative_to(tmp_path).parts[0] == "agent+linucb+tfidf"
@@ -82,7 +83,7 @@ def test_a_linucb_run_is_a_run(tmp_path, data_dir, capsys):
     assert "final test accuracy" in capsys.readouterr().out
 
 
-def test_learner_runs_are_deterministic_and_seeded(tmp_path, data_dir):
+def test_learner_runs_are_deterministic_and_seeded(tmp_path):
     for out, seed in (("a", "3"), ("b", "3"), ("c", "4")):
         assert run(tmp_path / out, "--agent", "epsilon_greedy", "--bandit_epsilon", "0.3", "--seed", seed) == 0
     a, b, c = (records(find_runs(tmp_path / out)[0]) for out in "abc")
@@ -91,7 +92,7 @@ def test_learner_runs_are_deterministic_and_seeded(tmp_path, data_dir):
     assert any(r["metrics"]["explored"] for r in a["train.jsonl"])
 
 
-def test_resumed_learner_run_equals_an_uninterrupted_one(tmp_path, data_dir, capsys):
+def test_resumed_learner_run_equals_an_uninterrupted_one(tmp_path, capsys):
     """Killed after step 24 (and its test line of step 19 lost): the rerun rebuilds the learner by
     replaying the records, recomputes the lost test step, and ends with the same records."""
     assert run(tmp_path / "whole", "--agent", "linucb") == 0
@@ -110,7 +111,7 @@ def test_resumed_learner_run_equals_an_uninterrupted_one(tmp_path, data_dir, cap
     assert records(cut) == records(whole)
 
 
-def test_supervised_learner_beats_chance_and_llm_records_have_no_agent(tmp_path, data_dir):
+def test_supervised_learner_beats_chance_and_llm_records_have_no_agent(tmp_path):
     assert run(tmp_path, "--agent", "supervised", "--train_k", "200", "--test_every", "200", "--test_k", "50") == 0
     assert run(tmp_path, "--backend", "fake", "--model_name", "fake", "--icrl", "--context_strategy_name",
                "random_biased_end", "--max_context_examples", "4") == 0
@@ -177,7 +178,7 @@ def test_every_setting_says_which_agents_take_it():
 
 
 # -- sweeps and figures ------------------------------------------------------------------------------
-def test_a_sweep_runs_learners(tmp_path, data_dir, capsys):
+def test_a_sweep_runs_learners(tmp_path, capsys):
     from icrl.sweep.runner import main as sweep
 
     code = sweep(["--name", "bandits", "--grid", "agent=linucb,supervised", "--grid", "seed=1,2",
@@ -190,7 +191,7 @@ def test_a_sweep_runs_learners(tmp_path, data_dir, capsys):
     assert "agent linucb seed 1" in capsys.readouterr().out
 
 
-def test_learner_drawn_beside_llm_runs_with_its_label(tmp_path, data_dir, capsys):
+def test_learner_drawn_beside_llm_runs_with_its_label(tmp_path, capsys):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -226,7 +227,7 @@ def test_learner_drawn_beside_llm_runs_with_its_label(tmp_path, data_dir, capsys
     assert "LinUCB (tfidf)" in summary and (tmp_path / "plots" / "main_results.png").is_file()
 
 
-def test_minilm_features_come_from_the_embedder(tmp_path, data_dir, monkeypatch):
+def test_minilm_features_come_from_the_embedder(tmp_path, monkeypatch):
     """--features minilm embeds the stream's and the test items' inputs with icrl.method.embeddings
     (a stand-in Embedder here: the real model is slow on a CPU) and records the choice."""
     import icrl.method.embeddings
@@ -247,7 +248,7 @@ def test_minilm_features_come_from_the_embedder(tmp_path, data_dir, monkeypatch)
     assert seen == [r["prompt"] for r in train] + config["test_set"]["prompts"]
 
 
-def test_a_longer_train_k_extends_a_learners_run(tmp_path, data_dir):
+def test_a_longer_train_k_extends_a_learners_run(tmp_path):
     """The features depend on the task alone, so an extended run's training records are those of a
     run started with the larger --train_k."""
     assert run(tmp_path / "grown", "--agent", "linucb", "--train_k", "25") == 0
@@ -257,7 +258,7 @@ def test_a_longer_train_k_extends_a_learners_run(tmp_path, data_dir):
     assert len(grown["train.jsonl"]) == 40 and grown["train.jsonl"] == direct["train.jsonl"]
 
 
-def test_token_counts_leave_learners_out(tmp_path, data_dir, capsys):
+def test_token_counts_leave_learners_out(tmp_path, capsys):
     from icrl.cli.tokens import main as count_tokens
 
     assert run(tmp_path, "--agent", "supervised") == 0
@@ -268,7 +269,7 @@ def test_token_counts_leave_learners_out(tmp_path, data_dir, capsys):
     assert "no finished run" in out.err and "unknown model" not in out.err
 
 
-def test_figures_of_folders_with_several_learners_or_only_learners(tmp_path, data_dir, capsys):
+def test_figures_of_folders_with_several_learners_or_only_learners(tmp_path, capsys):
     """Two learners beside an LLM run were taken for a model-scale ablation pair, and a folder of
     learners alone had no model to group diagnostics by: both ended in a traceback."""
     from icrl.cli.figures import main as draw

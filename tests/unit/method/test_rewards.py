@@ -1,13 +1,16 @@
-"""--reward: exact match (the paper's, the default) and coarse_credit (ours: partial credit for a
-wrong label of the right parent class, trec_fine's coarse classes), on the fake backend."""
+"""Rewards (icrl.method.rewards): exact match (the paper's, the default) and coarse_credit (ours:
+partial credit for a wrong label of the right parent class), on the fake backend and the toy
+task (whose [hierarchy] groups its four intents in two); trec_fine's coarse classes with the data."""
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
+from helpers import TOY_TASK, untimed_records
 from icrl.backends.fake import INTERRUPT_ENV
 from icrl.cli import parse_args
 from icrl.method.episode import Episode
@@ -16,17 +19,15 @@ from icrl.cli.run import main
 from icrl.method.prompts import build_messages, feedback_message
 from icrl.method.rewards import CoarseCredit, make_reward
 from icrl.tasks import load_task
-from helpers import untimed_records
 
 BASE = ["--backend", "fake", "--model_name", "fake", "--train_k", "30", "--test_every", "10", "--test_k", "20",
         "--seed", "3", "--training_seed", "3", "--test_seed", "3", "--no-progress", "--icrl",
         "--max_context_examples", "4", "--context_strategy_name", "random_biased_end"]
-FINE = ["--task_name", "trec_fine"]
+FINE = ["--task_name", TOY_TASK]  # a task with a hierarchy
 
 
 @pytest.fixture(autouse=True)
-def data_env(data_dir, monkeypatch):
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+def offline(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
 
@@ -58,9 +59,13 @@ def test_coarse_credit_scores(fine):
 
 
 def test_coarse_credit_needs_a_hierarchy(tmp_path, capsys):
-    assert main(argv(tmp_path, "--task_name", "trec_coarse", "--reward", "coarse_credit")) == 2
+    flat = tmp_path / "flat"
+    shutil.copytree(Path(TOY_TASK).parent, flat)
+    toml = flat / "toy.toml"
+    toml.write_text(toml.read_text().split("[hierarchy]")[0].replace('name = "toy"', 'name = "flat"'))
+    assert main(argv(tmp_path / "out", "--task_name", str(toml), "--reward", "coarse_credit")) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "coarse_credit" in err and "trec_coarse" in err
+    assert err.count("\n") == 1 and "coarse_credit" in err and "flat" in err
     assert not any(tmp_path.rglob("config.json"))
 
 

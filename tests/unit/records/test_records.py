@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from helpers import TOY_TASK
 from icrl.records import RunRecords, experiment_dir, find_runs, read_jsonl, write_json_atomic
 from icrl.records.schema import TestLine, TrainLine
 
@@ -153,7 +154,7 @@ def test_atomic_json_leaves_no_temporary_files(tmp_path):
     assert [p.name for p in (tmp_path / "x").iterdir()] == ["results.json"]
 
 
-def test_schema_names_every_field_of_a_real_run(tmp_path, data_dir, monkeypatch):
+def test_schema_names_every_field_of_a_real_run(tmp_path):
     """The schema of icrl/records/schema.py against the records of a real (fake-backend) run:
     every required field present, no field it does not name; the lines read back as the types
     that wrote them."""
@@ -163,8 +164,7 @@ def test_schema_names_every_field_of_a_real_run(tmp_path, data_dir, monkeypatch)
     from icrl.cli.run import main
     from icrl.records import schema
 
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
-    argv = ["--backend", "fake", "--task_name", "trec_coarse", "--context_strategy_name", "random_biased_end",
+    argv = ["--backend", "fake", "--task_name", TOY_TASK, "--context_strategy_name", "random_biased_end",
             "--icrl", "--max_context_examples", "2", "--train_k", "3", "--test_every", "2", "--test_k", "2",
             "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--no-progress", "--output_dir", str(tmp_path)]
     assert main(argv) == 0

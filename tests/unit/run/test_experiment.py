@@ -1,6 +1,7 @@
-"""End-to-end runs of run_experiment.py on real data (tiny sizes): the loop, plan and records on
-the fake backend (icrl/backends/fake.py, no model); the real SmolLM2 where its behaviour is the
-point (records of a real run, the context size that fills its window)."""
+"""One run (icrl.run.experiment) end to end through run_experiment.py, tiny sizes: the plan, the
+loop and the records on the fake backend and the toy task (no model, no dataset); the real
+SmolLM2 and trec_coarse where their behaviour is the point (the context size that fills the
+model's window, the demo's command)."""
 
 from __future__ import annotations
 
@@ -14,16 +15,17 @@ from pathlib import Path
 
 import pytest
 
+from helpers import TOY_TASK
 from icrl.cli.run import main
 from icrl.run.plan import plan_steps
 from icrl.records import find_runs, read_jsonl
 
 REPO = Path(__file__).resolve().parents[3]
-TREC_COARSE = ["abbreviation", "entity", "description", "human", "location", "numeric"]
+TOY_LABELS = ["billing", "refund", "delivery", "account"]
 
 
 def base_args(out, **over):
-    args = {"task_name": "trec_coarse", "context_strategy_name": "random_unbiased_only_positive",
+    args = {"task_name": TOY_TASK, "context_strategy_name": "random_unbiased_only_positive",
             "context_p_keep": "0.5", "max_context_examples": "4", "train_k": "6", "test_every": "3",
             "test_k": "6", "temperature": "1.0", "output_dir": str(out), "no-progress": None,
             "icrl": None, "seed": "100", "training_seed": "100", "test_seed": "100"}
@@ -51,11 +53,6 @@ def records(run_dir):
             read_jsonl(run_dir / "test.jsonl"), json.loads((run_dir / "results.json").read_text()))
 
 
-@pytest.fixture(autouse=True)
-def _data(data_dir, monkeypatch):
-    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
-
-
 def test_plan_steps_published_protocol():
     assert plan_steps("icrl", 10, 3, 4) == (10, [0, 2, 5, 8, 9])
     assert plan_steps("icrl", 9, 3, 4) == (9, [0, 2, 5, 8])
@@ -69,9 +66,10 @@ def test_plan_steps_published_protocol():
 def test_stochastic_icrl_records(tmp_path):
     code, runs = run(tmp_path, context_p_keep="0.1", max_context_examples="4", backend="auto")
     assert code == 0 and len(runs) == 1
-    assert runs[0].relative_to(tmp_path).parts == (
-        "smollm2-135m", "trec_coarse", "4", "True", "random_unbiased_only_positive", "0.1", "False", "False",
-        "1.0", "100", "seed100_testseed100_testk6_every3")
+    parts = runs[0].relative_to(tmp_path).parts
+    assert parts[0] == "smollm2-135m" and parts[1].startswith("toy-") and parts[2:] == (
+        "4", "True", "random_unbiased_only_positive", "0.1", "False", "False", "1.0", "100",
+        "seed100_testseed100_testk6_every3")
     config, train, test, results = records(runs[0])
     assert [r["step"] for r in train] == list(range(6))
     assert [r["step"] for r in test] == [0, 2, 5]
@@ -79,13 +77,13 @@ def test_stochastic_icrl_records(tmp_path):
     assert config["dataset"]["fingerprint"] and config["environment"]["packages"]["torch"]
     assert [r["example_id"] for r in train] == config["train_example_ids"]
     for r in train:
-        assert r["prediction"] in TREC_COARSE and r["answer"] in TREC_COARSE
+        assert r["prediction"] in TOY_LABELS and r["answer"] in TOY_LABELS
         assert r["accuracy"] == int(r["prediction"] == r["answer"]) and r["feedback"] == r["accuracy"]
         assert r["context_size"] == len(r["context"]) <= 4
         assert all(train[i]["feedback"] == 1 and i < r["step"] for i in r["context"])  # only positive, past
     for r in test:
         answers = config["test_set"]["answers"]
-        assert len(r["predictions"]) == 6 and set(r["predictions"]) <= set(TREC_COARSE)
+        assert len(r["predictions"]) == 6 and set(r["predictions"]) <= set(TOY_LABELS)
         assert r["accuracy"] == pytest.approx(sum(p == a for p, a in zip(r["predictions"], answers)) / 6)
         assert set(r["per_class_accuracy"]) == set(answers)
     assert results["finished"] and results["regret"] == sum(1 - r["accuracy"] for r in train)
@@ -135,7 +133,7 @@ def test_supervised_icl_makes_no_training_calls_and_stops_when_full(tmp_path):
     assert test[-1]["context_size"] == 4 and results["regret"] is None and results["finished"]
     log = (runs[0] / "log.txt").read_text()
     assert log.count("model call") == 3  # one per test step, none for training
-    assert "is the correct answer" not in log and "Type: " + train[0]["answer"] in log
+    assert "is the correct answer" not in log and "Intent: " + train[0]["answer"] in log
 
 
 def test_zero_shot_is_one_test_at_step_zero(tmp_path):
@@ -151,32 +149,32 @@ def test_exemplars_come_first_and_leave_the_training_pool(tmp_path):
     code, runs = run(tmp_path, exemplars_per_label="1", debug_k="1", max_context_examples="10")
     assert runs[0].parts[-7] == "random_unbiased_only_positive_exemplars1"
     config, train, _, _ = records(runs[0])
-    # As published, the 6 exemplars are subtracted from --max_context_examples 10: 4 episodes.
-    assert config["resolved"]["max_context_examples"] == 4
+    # As published, the 4 exemplars (one per label) are subtracted from --max_context_examples 10: 6 episodes.
+    assert config["resolved"]["max_context_examples"] == 6
     exemplars = config["exemplars"]
-    assert sorted(e["answer"] for e in exemplars) == sorted(TREC_COARSE)
+    assert sorted(e["answer"] for e in exemplars) == sorted(TOY_LABELS)
     assert not {e["id"] for e in exemplars} & {r["example_id"] for r in train}
     log = (runs[0] / "log.txt").read_text()
     first = log.index(exemplars[0]["prompt"])
     assert first < log.index(train[0]["prompt"])
-    assert f"Type: {exemplars[0]['answer']}" in log and "is the correct answer! Good job!" in log
+    assert f"Intent: {exemplars[0]['answer']}" in log and "is the correct answer! Good job!" in log
 
 
 def test_exemplars_are_subtracted_from_an_explicit_size_and_icl_stops_early(tmp_path):
-    """trec_coarse, --max_context_examples 10 --exemplars_per_label 1: 6 exemplars + at most 4
-    episodes; supervised ICL stops at the first test step with a full context (step 4 of
-    test_every 5: 5 steps; it ran 15 before)."""
+    """The toy task (4 labels), --max_context_examples 8 --exemplars_per_label 1: 4 exemplars + at
+    most 4 episodes; supervised ICL stops at the first test step with a full context (step 4 of
+    test_every 5: 5 steps, not 30)."""
     code, runs = run(tmp_path, context_strategy_name="random_unbiased", context_p_keep="1.0", **{"no-icrl": None},
-                     max_context_examples="10", exemplars_per_label="1", train_k="30", test_every="5", test_k="2")
+                     max_context_examples="8", exemplars_per_label="1", train_k="30", test_every="5", test_k="2")
     assert code == 0
     config, train, test, results = records(runs[0])
-    assert config["resolved"]["max_context_examples"] == 4 and config["resolved"]["num_exemplars"] == 6
+    assert config["resolved"]["max_context_examples"] == 4 and config["resolved"]["num_exemplars"] == 4
     assert len(train) == 5 and [r["step"] for r in test] == [0, 4] and results["finished"]
     assert max(r["context_size"] for r in train) == 4
 
 
 def test_exemplars_filling_the_context_are_refused(tmp_path, capsys):
-    assert main(base_args(tmp_path, exemplars_per_label="1", max_context_examples="6")) == 2
+    assert main(base_args(tmp_path, exemplars_per_label="1", max_context_examples="4")) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: no room for context episodes") and "\n" not in err
 
@@ -186,7 +184,7 @@ def test_omitted_feedback_is_not_shown(tmp_path):
                      icrl_omit_feedback=None, debug_k="100")
     _, train, _, _ = records(runs[0])
     log = (runs[0] / "log.txt").read_text()
-    assert train[-1]["context_size"] == 4 and "Type: " + train[0]["prediction"] in log
+    assert train[-1]["context_size"] == 4 and "Intent: " + train[0]["prediction"] in log
     assert "is the correct answer" not in log and "You can do better" not in log
 
 
@@ -280,12 +278,12 @@ def test_sigkill_mid_run_then_resume_equals_uninterrupted(tmp_path):
 
 
 @pytest.mark.model
-def test_default_context_size_fills_the_window_and_is_cached(tmp_path, capsys):
+def test_default_context_size_fills_the_window_and_is_cached(tmp_path, capsys, data_dir):
     from icrl.backends.chat import load_chat_tokenizer
     from icrl.run.window import find_max_examples
     from icrl.tasks import load_task
 
-    argv = [a for a in base_args(tmp_path, train_k="3", test_every="5", test_k="2")]
+    argv = [a for a in base_args(tmp_path, task_name="trec_coarse", train_k="3", test_every="5", test_k="2")]
     i = argv.index("--max_context_examples")
     del argv[i:i + 2]
     assert main(argv) == 0
@@ -328,9 +326,11 @@ def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(
         return real(chat_, task, window, icrl=icrl)
 
     monkeypatch.setattr(maxlen, "find_max_examples", spy)
-    cache = tmp_path / "smollm2-135m" / "trec_coarse" / "maximum_context_length.json"
+    from icrl.records import max_context_path
+
+    cache = max_context_path(tmp_path, "smollm2-135m", TOY_TASK)
     cache.parent.mkdir(parents=True)
-    cache.write_text(json.dumps({"max_context_examples": 3, "max_window_tokens": 1024}))  # before issue 10
+    cache.write_text(json.dumps({"max_context_examples": 3, "max_window_tokens": 1024}))  # the old format
 
     def resolve(*extra):
         argv = base_args(tmp_path, *(), **{"max_context_examples": False, **dict(extra)})
@@ -340,7 +340,7 @@ def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(
 
     from icrl.tasks import load_task
 
-    task = load_task("trec_coarse")
+    task = load_task(TOY_TASK)
     icrl_size = resolve()
     assert icrl_size == search_max_examples(chat, task, 1024).max_examples + 1
     icl_size = resolve(("no-icrl", None), ("context_strategy_name", "random_unbiased"))
@@ -349,7 +349,7 @@ def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(
     assert resolve() == icrl_size and len(calls) == 2 and [c[2] for c in calls] == [True, False]
 
 
-def test_omitted_train_k_and_test_k_mean_the_whole_splits(tmp_path):
+def test_omitted_train_k_and_test_k_mean_the_whole_splits(tmp_path, data_dir):
     """As published: CLINC150 without --test_k tests on all 4,500 test prompts (500 before)."""
     from icrl.cli import parse_args
     from icrl.run.data import load_data

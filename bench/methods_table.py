@@ -1,4 +1,4 @@
-"""The evidence table of issue 24: every method of a data folder on the same stream.
+"""The evidence table (docs/evidence.md): every method of a data folder on the same stream.
 
     python bench/methods_table.py DATA_DIR
 

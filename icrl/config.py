@@ -50,13 +50,14 @@ _FOLDER_NONE = object()
 
 def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
          extends: bool = False, added: bool = False, optional: str = "", only: str = "", param=None,
-         owners: tuple = ()):
-    """A configuration field: its default, help text and roles (see the module docstring)."""
+         owners: tuple = (), spelled: Optional[str] = None):
+    """A configuration field: its default, help text and roles (see the module docstring);
+    ``spelled``: the flag's first spelling when it is not ``--<name>`` (which stays an old one)."""
     assert only in ("", "llm", "learner"), only
     return field(default=default, metadata={
         "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
         "backend": backend, "extends": extends, "added": added or bool(optional), "optional": optional,
-        "only": only, "param": param, "owners": owners})
+        "only": only, "param": param, "owners": owners, "flag": spelled})
 
 
 def declared_field(param, group: str, owners: tuple = ()):
@@ -137,7 +138,7 @@ class _Spec:
                "Llama-3 prompts (vLLM 0.6.4 text prompts), labels forced as encode(' ' + label) (an extra '▁' "
                "token on Phi-3.5), and one automatic context size per model and task, the first run's, for ICRL "
                "and ICL runs alike (the published size cache); --published_tokenization is its old name",
-        folder="pubtok", backend=True, added=True, only="llm")
+        folder="pubtok", backend=True, added=True, only="llm", spelled="--published_quirks")
     api_model: Optional[str] = flag(None, "model name the server knows (default: --model_name)", folder="apimodel",
                                     backend=True, only="llm")
     api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "
@@ -284,6 +285,11 @@ LEARNER_ONLY = tuple(f.name for f in fields(RunSpec) if f.metadata.get("only") =
 
 def help_of(name: str) -> str:
     return FIELDS[name][1].metadata["help"]
+
+
+def flag_of(name: str) -> str:
+    """A field's flag as --help shows it first (``--published_quirks`` for published_tokenization)."""
+    return FIELDS[name][1].metadata.get("flag") or f"--{name}"
 
 
 def default_of(name: str):

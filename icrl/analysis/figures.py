@@ -32,9 +32,12 @@ maximum (the legend says so). A panel never mixes runs of different lengths or t
 of the ICRL runs of a model and task it keeps those of one length and test set (the one
 covering the most methods, then the longest), and the baselines on that test set; the panel
 title says which, and a console note names what was left out (``--filter`` to choose).
-Accuracy panels draw chance (1 / number of labels, dotted); ``main_results`` also states,
-per method, whether its final test accuracy beat zero-shot (Wilson 95% intervals that do
-not overlap, see :mod:`icrl.analysis.verdict`), and run_draw_plots.py prints the same verdicts.
+Accuracy panels draw chance (1 / number of labels, dotted); ``main_results`` and
+``beyond_paper`` also state, per method, whether its final test accuracy beat zero-shot: paired
+on the shared test items (McNemar's exact test and a paired bootstrap interval,
+:mod:`icrl.analysis.paired`) when the zero-shot reference tested the same items, else Wilson 95%
+intervals that do not overlap (:mod:`icrl.analysis.verdict`); run_draw_plots.py prints the
+same verdicts.
 ``summary_by_config.csv`` is :meth:`icrl.analysis.results.Results.aggregate` (mean, std, n over seeds).
 """
 

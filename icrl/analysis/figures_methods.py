@@ -3,6 +3,7 @@ and task, a line per paper method, with the zero-shot and ICL lines and the verd
 
 from __future__ import annotations
 
+import math
 import re
 import textwrap
 from typing import Callable, Optional
@@ -222,38 +223,48 @@ def _reference_runs(here: pd.DataFrame, zero: pd.DataFrame, has_zero: bool, m_re
 
 
 def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, reference_name: str,
-              reference_runs: Optional[pd.DataFrame] = None, reference_step="last"):
+              reference_runs: Optional[pd.DataFrame] = None, reference_step="last", learners: dict = None):
     """Whether each drawn method's final test accuracy beat zero-shot: in the panel and in
     ``ctx.verdicts`` (printed at the end). Paired (McNemar on the shared test items) when the
-    reference runs tested the same items, else Wilson intervals."""
+    reference runs tested the same items, else Wilson intervals. ``learners``: drawn learners
+    (no model), judged against the same reference, their verdicts filed under "learner"."""
     if reference is None:
         return
     lines, here = [], []
-    given = {(v.model, v.task, v.method) for v in ctx.verdicts}  # by another figure already
+    for method, chosen in (learners or {}).items():
+        _judge(ctx, "learner", math.nan, task, method, chosen, reference, reference_name, reference_runs,
+               reference_step, lines, here)
     for method, chosen in drawn.items():
-        finished = chosen[chosen["finished"].astype(bool)]
-        pooled = _pooled(finished)
-        if pooled is None:
-            continue
-        verdict = None
-        if reference_runs is not None and len(reference_runs):
-            verdict = paired_verdict(_short_model(model), task, method, finished,
-                                     reference_runs[reference_runs["finished"].astype(bool)], reference_name,
-                                     model_size(model), reference_step)
-        if verdict is None:
-            verdict = Verdict(model=_short_model(model), task=task, method=method,
-                              steps=int(finished["total_steps"].max()), accuracy=pooled[0], n=pooled[1],
-                              reference=reference[0], n_reference=reference[1], reference_name=reference_name,
-                              model_params=model_size(model))
-        if (verdict.model, verdict.task, verdict.method) not in given:
-            ctx.verdicts.append(verdict)
-        here.append(verdict)
-        lines.append(verdict.short())
+        _judge(ctx, _short_model(model), model_size(model), task, method, chosen, reference, reference_name,
+               reference_runs, reference_step, lines, here)
     if lines:  # under the panel, where it hides no curve; wrapped to the panel's width
         # (a no-break space keeps an interval "[0.184, 0.354]" on one line)
         ctx.captions[id(ax)] = "\n".join(
             textwrap.fill(re.sub(r"(\d), (\d)", "\\1,\u00a0\\2", line), CAPTION_CHARS, break_on_hyphens=False)
             for line in lines + [f"({_note(here)})"])
+
+
+def _judge(ctx: Context, model: str, params: float, task: str, method: str, chosen: pd.DataFrame, reference,
+           reference_name: str, reference_runs, reference_step, lines: list, here: list) -> None:
+    """The verdict of one drawn configuration (appended to ``lines`` and ``here``, and to
+    ``ctx.verdicts`` unless another figure gave it)."""
+    given = {(v.model, v.task, v.method) for v in ctx.verdicts}
+    finished = chosen[chosen["finished"].astype(bool)]
+    pooled = _pooled(finished)
+    if pooled is None:
+        return
+    verdict = None
+    if reference_runs is not None and len(reference_runs):
+        verdict = paired_verdict(model, task, method, finished, reference_runs[reference_runs["finished"].astype(bool)],
+                                 reference_name, params, reference_step)
+    if verdict is None:
+        verdict = Verdict(model=model, task=task, method=method, steps=int(finished["total_steps"].max()),
+                          accuracy=pooled[0], n=pooled[1], reference=reference[0], n_reference=reference[1],
+                          reference_name=reference_name, model_params=params)
+    if (verdict.model, verdict.task, verdict.method) not in given:
+        ctx.verdicts.append(verdict)
+    here.append(verdict)
+    lines.append(verdict.short())
 
 
 def _note(verdicts: list) -> str:

@@ -57,7 +57,7 @@ def headline_of(method: str, outcome: str) -> str:
 
 def advice_of(outcome: str, model_params: float) -> Optional[str]:
     """What to try when a method did not beat zero-shot (None when it did)."""
-    if outcome == "above":
+    if outcome == "above" or math.isnan(model_params):  # beat it, or no model (a learner)
         return None
     if model_params < SMALL_MODEL:
         return ("expected at this size (under 1B parameters): the effect needs a larger model "

@@ -1,4 +1,4 @@
-"""How the openai backend tells a user about a server that misbehaves (issue 25.2).
+"""How the openai backend tells a user about a server that misbehaves.
 
 - ``SilenceWatch``: a server that accepts a request and never answers is said on screen
   within ``NOTICE_S`` seconds, with its URL and how long a request may wait (--timeout, and

@@ -1,5 +1,6 @@
 """The argument parser every script uses: bad flags are one-line UsageErrors (exit 2), and
---help shows each option's default once."""
+--help shows each option's default once; ``flag_words`` spells a flag's value as the words that
+set it (a sweep's runs)."""
 
 import argparse
 
@@ -33,3 +34,34 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def flag_action(parser: argparse.ArgumentParser, name: str) -> argparse.Action:
+    """The action of flag ``--name`` in ``parser`` (an unknown flag is a one-line UsageError)."""
+    option = f"--{name}"
+    for action in parser._actions:
+        if option in action.option_strings:
+            return action
+    raise UsageError(f"unknown flag --{name} in the sweep; see run_experiment.py --help for the flags")
+
+
+def flag_words(parser: argparse.ArgumentParser, name: str, value) -> list[str]:
+    """run_experiment.py words that set flag ``name`` to ``value`` (booleans: --x / --no-x)."""
+    action = flag_action(parser, name)
+    boolean = isinstance(action, argparse.BooleanOptionalAction)
+    if boolean or isinstance(action, argparse._StoreTrueAction):
+        if isinstance(value, str):
+            text = value.strip().lower()
+            if text not in ("true", "false", "1", "0", "yes", "no"):
+                raise UsageError(f"--{name} is a yes/no flag: give true or false, not {value!r}")
+            value = text in ("true", "1", "yes")
+        if not isinstance(value, bool):
+            raise UsageError(f"--{name} is a yes/no flag: give true or false, not {value!r}")
+        if value:
+            return [f"--{name}"]
+        if boolean:
+            return [f"--no-{name}"]
+        return []  # a plain switch that is off: leave it out
+    if isinstance(value, bool) or isinstance(value, (list, dict)):
+        raise UsageError(f"--{name} takes one value, not {value!r}")
+    return [f"--{name}", str(value)]

@@ -9,7 +9,6 @@ checks it (pure; nothing loads, nothing is written).
 from __future__ import annotations
 
 import argparse
-import functools
 import math
 import signal
 import sys
@@ -17,7 +16,7 @@ from typing import Optional, Sequence
 
 from ..backends import BACKEND_CHOICES
 from ..backends.embedded import DEFAULT_MODEL
-from ..config import RunConfig, default_of, help_of
+from ..config import RunConfig, default_of, flag_of, help_of
 from ..errors import UsageError
 from ..infra.diskfull import os_error_line
 from ..infra.masking import register_args, scrub
@@ -42,10 +41,11 @@ DEMO_ARGS = [
 
 
 def _adder(group):
-    """``add(name, **how)``: the flag --name with its field's default and help."""
-    def add(name: str, *new_names: str, **how) -> None:
-        """``new_names``: flags that come first, ``--name`` staying as an old spelling."""
-        group.add_argument(*new_names, f"--{name}", dest=name, default=default_of(name), help=help_of(name), **how)
+    """``add(name, **how)``: the flag of field ``name`` with its default and help; a field spelled
+    otherwise first (``flag_of``) keeps ``--name`` as an old spelling."""
+    def add(name: str, **how) -> None:
+        spellings = dict.fromkeys([flag_of(name), f"--{name}"])
+        group.add_argument(*spellings, dest=name, default=default_of(name), help=help_of(name), **how)
     return add
 
 
@@ -114,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     ours("dtype")
     ours("eot_token")
     ours("max_model_len", type=int)
-    ours("published_tokenization", "--published_quirks", action="store_true")
+    ours("published_tokenization", action="store_true")
     ours("progress", **boolean)
     ours("wandb", action="store_true")
     gpu = _adder(p.add_argument_group("vLLM options"))
@@ -174,13 +174,6 @@ def spelled_flags(parser: argparse.ArgumentParser, words: Sequence[str]) -> dict
         if len(matches) == 1:
             spelled[matches.pop()] = flag
     return spelled
-
-
-@functools.lru_cache(maxsize=1)
-def primary_flags() -> dict:
-    """Field name -> its flag as --help shows it first (``--published_quirks`` for
-    published_tokenization)."""
-    return {action.dest: action.option_strings[0] for action in build_parser()._actions if action.option_strings}
 
 
 def learner_values(values: dict) -> None:

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ..config import LEARNER_ONLY, LLM_ONLY, RunConfig, default_of
+from ..config import LEARNER_ONLY, LLM_ONLY, RunConfig, default_of, flag_of
 from ..errors import UsageError
 from ..method import agents, exploration, rewards
 from ..method.agents import is_learner
@@ -216,9 +216,7 @@ def flag_name(name: str, spelled: Optional[Mapping[str, str]] = None) -> str:
     """The flag of field ``name`` as the user typed it, else its first spelling in --help."""
     if spelled and name in spelled:
         return spelled[name]
-    from .run import primary_flags  # the parser's spellings
-
-    return primary_flags().get(name, f"--{name}")
+    return flag_of(name)
 
 
 class WrongAgentSetting(UsageError):

@@ -1,4 +1,4 @@
-"""A full disk or a read-only folder is one line (issues 23.3, 25.5).
+"""A full disk or a read-only folder is one line.
 
 - ``WRITE_ERRORS``: the errno values that mean "cannot write here" (no space, quota, file
   too large, read-only file system, permissions).

@@ -1,4 +1,4 @@
-"""Signals: which stop a run, and how the stop is said (issues 25.1, 23.5).
+"""Signals: which stop a run, and how the stop is said.
 
 SIGINT (Ctrl-C) and SIGTERM stop a run or a sweep cleanly (SIGTERM as ``Interrupted``;
 finished steps saved, exit 128 + signal, a resume hint). SIGHUP does too, but only for a run

@@ -47,8 +47,9 @@ class Reward:
     params: tuple = ()  # its own parameters (flags), beyond --reward itself
     same_as_accuracy = False  # True: the reward is the exact-match accuracy, not recorded again
 
-    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None):
+    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
         self.flip, self.flip_prob = flip, flip_prob
+        self.values = params  # its own parameters' values (the class's ``params`` declares them), by name
 
     def bind(self, task) -> "Reward":
         """Called with the run's task once it is loaded; raise UsageError if the reward cannot
@@ -92,8 +93,8 @@ class CoarseCredit(Reward):
                "[hierarchy], e.g. trec_fine")
     PARTIAL = 0.5
 
-    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None):
-        super().__init__(flip, flip_prob)
+    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
+        super().__init__(flip, flip_prob, **params)
         self.parent: dict = {}
 
     def bind(self, task):
@@ -110,26 +111,30 @@ class CoarseCredit(Reward):
         return self.PARTIAL if parent is not None and self.parent.get(prediction) == parent else 0
 
 
-
-
 def reward_names() -> tuple:
     """The registered rewards' names (the choices of --reward)."""
     return REWARDS.names()
 
 
-def make_reward(name: str = DEFAULT_REWARD, flip: bool = False, flip_prob: Optional[float] = None) -> Reward:
-    return REWARDS.get(name)(flip=flip, flip_prob=flip_prob)
+def make_reward(name: str = DEFAULT_REWARD, flip: bool = False, flip_prob: Optional[float] = None,
+                **params) -> Reward:
+    """The reward registered as ``name`` (``params``: its own parameters), with the feedback flipping."""
+    return REWARDS.get(name)(flip=flip, flip_prob=flip_prob, **params)
 
 
-REWARD = Param("reward", DEFAULT_REWARD, "reward function: exact_match (the paper's) or coarse_credit (1 for the right "
-                                         "label, 0.5 for a wrong label of the right parent class, 0 otherwise; tasks "
-                                         "with a [hierarchy], e.g. trec_fine)",
-               type=str, folder="reward", column="reward", label="reward {}")
+def reward_of_run(spec) -> Reward:
+    """The reward of a run (``spec``: its RunSpec): --reward with its parameters and the flipping."""
+    cls = REWARDS.get(spec.reward)
+    return make_reward(spec.reward, spec.icrl_flip_feedback, spec.icrl_flip_feedback_prob,
+                       **{param.name: getattr(spec, param.name) for param in cls.params})
 
 
 def reward_params() -> list[Param]:
-    """--reward, then the registered rewards' own parameters (each once)."""
-    seen = {REWARD.name: REWARD}
+    """--reward (its help lists every registered reward), then the rewards' own parameters (each once)."""
+    choice = Param("reward", DEFAULT_REWARD, "reward function: " + "; ".join(f"{cls.name}: {cls.summary}"
+                                                                               for cls in REWARDS),
+                   type=str, folder="reward", column="reward", label="reward {}")
+    seen = {choice.name: choice}
     for cls in REWARDS:
         for param in cls.params:
             seen.setdefault(param.name, param)
@@ -137,7 +142,16 @@ def reward_params() -> list[Param]:
 
 
 def validate(spec) -> None:
-    """One-line errors for the reward of a run (icrl.cli.validate)."""
-    REWARDS.get(spec.reward)
+    """One-line errors for the reward of a run (icrl.cli.validate): a registered reward, ICRL for
+    any but exact match, its own parameters valid, no other reward's parameter set."""
+    chosen = REWARDS.get(spec.reward)
     if spec.reward != DEFAULT_REWARD and not spec.icrl:
         raise UsageError(f"--reward {spec.reward} only applies to ICRL; drop it or use --icrl")
+    for cls in REWARDS:
+        for param in cls.params:
+            value = getattr(spec, param.name)
+            if value != param.default and not any(p.name == param.name for p in chosen.params):
+                raise UsageError(f"{param.flag} only applies to --reward {cls.name}")
+            problem = param.problem(value)
+            if problem:
+                raise UsageError(problem)

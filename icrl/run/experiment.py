@@ -18,7 +18,7 @@ from ..records import verify
 from ..errors import UsageError
 from ..method.exploration import strategy_of_run
 from ..records import RunRecords, experiment_dir, inspect_run
-from ..method.rewards import Reward, make_reward
+from ..method.rewards import Reward, reward_of_run
 from .data import check_same_data, load_data
 from .directory import RunDirectory
 from .environment import attach_log_file, detach_log_file, load_backend_of
@@ -41,7 +41,7 @@ class Experiment:
                  reward: Optional[Reward] = None):
         s = config.spec
         self.config, self.backend, self.observers = config, backend, list(observers)
-        self.reward = reward or make_reward(s.reward, flip=s.icrl_flip_feedback, flip_prob=s.icrl_flip_feedback_prob)
+        self.reward = reward or reward_of_run(s)
         self.out_dir = experiment_dir(config.options.output_dir, s.as_record())
         self.records = RunRecords(self.out_dir)
         self.directory = RunDirectory(self.records, config.options.output_dir)

@@ -47,7 +47,7 @@ def automatic_size(config: RunConfig, data: RunData, backend) -> int:
                     raise ValueError("not a cache record")
                 sizes = {k: v for k, v in cached["sizes"].items()
                          if isinstance(v, int) and not isinstance(v, bool) and v > 0}
-            else:  # the format before issue 10 (the largest fitting n, one fewer): not reused
+            else:  # an older format (the largest fitting n, one fewer): not reused
                 log.info("replacing the old-format cache %s (it held one fewer episode)", path)
     except (OSError, ValueError) as exc:
         log.warning("ignoring the unreadable cache %s (%s); finding the size again", path, exc)

@@ -11,47 +11,17 @@ together (``seed+training_seed+test_seed``).
 
 from __future__ import annotations
 
-import argparse
 import itertools
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
+from ..cli.parser import flag_action, flag_words
 from ..errors import UsageError
 
 TIE = "+"
 
 
-def _flag_action(parser: argparse.ArgumentParser, name: str) -> argparse.Action:
-    option = f"--{name}"
-    for action in parser._actions:
-        if option in action.option_strings:
-            return action
-    raise UsageError(f"unknown flag --{name} in the sweep; see run_experiment.py --help for the flags")
-
-
-def flag_words(parser: argparse.ArgumentParser, name: str, value) -> list[str]:
-    """run_experiment.py words that set flag ``name`` to ``value`` (booleans: --x / --no-x)."""
-    action = _flag_action(parser, name)
-    boolean = isinstance(action, argparse.BooleanOptionalAction)
-    if boolean or isinstance(action, argparse._StoreTrueAction):
-        if isinstance(value, str):
-            text = value.strip().lower()
-            if text not in ("true", "false", "1", "0", "yes", "no"):
-                raise UsageError(f"--{name} is a yes/no flag: give true or false, not {value!r}")
-            value = text in ("true", "1", "yes")
-        if not isinstance(value, bool):
-            raise UsageError(f"--{name} is a yes/no flag: give true or false, not {value!r}")
-        if value:
-            return [f"--{name}"]
-        if boolean:
-            return [f"--no-{name}"]
-        return []  # a plain switch that is off: leave it out
-    if isinstance(value, bool) or isinstance(value, (list, dict)):
-        raise UsageError(f"--{name} takes one value, not {value!r}")
-    return [f"--{name}", str(value)]
-
-
-def table_words(parser: argparse.ArgumentParser, table: dict) -> list[str]:
+def table_words(parser, table: dict) -> list[str]:
     words: list[str] = []
     for key, value in table.items():
         for name in key.split(TIE):
@@ -98,7 +68,7 @@ def load_toml(path: str) -> dict:
     return data
 
 
-def expand(parser: argparse.ArgumentParser, *, preset: Optional[Sequence[Sequence[str]]] = None,
+def expand(parser, *, preset: Optional[Sequence[Sequence[str]]] = None,
            config: Optional[dict] = None, grid: Iterable[tuple[str, list]] = (),
            extra: Sequence[str] = ()) -> list[list[str]]:
     """Every run's argument list, in a fixed order (runs of the preset / file, then the grid,
@@ -112,7 +82,7 @@ def expand(parser: argparse.ArgumentParser, *, preset: Optional[Sequence[Sequenc
     seen: dict = {}
     for key, _ in axes:
         for name in key.split(TIE):
-            _flag_action(parser, name.strip())
+            flag_action(parser, name.strip())
             if name in seen:
                 raise UsageError(f"flag --{name} is in the grid twice; give all its values in one --grid")
             seen[name] = key

@@ -1,4 +1,4 @@
-"""A full disk or a read-only folder (issues 23.3, 25.5): one line, exit 2, resumable. The disk
+"""A full disk or a read-only folder: one line, exit 2, resumable. The disk
 cases mount a small tmpfs (root only; skipped with the reason elsewhere)."""
 
 from __future__ import annotations

@@ -188,7 +188,7 @@ def test_zero_shot_line_is_the_naive_runs_step_zero(icrl_runs):
     assert "zero-shot" not in lines
 
 
-# -- issue 12: aggregation, comparable panels, reference lines, verdicts (synthetic records) -----
+# -- aggregation, comparable panels, reference lines, verdicts (synthetic records) -----
 def test_wilson_interval_and_compare():
     from icrl.analysis.verdict import compare, wilson_interval
 

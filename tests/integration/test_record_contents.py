@@ -1,4 +1,4 @@
-"""Finishing and resuming verify what records say, not only their shape (issue 23.4): every
+"""Finishing and resuming verify what records say, not only their shape: every
 prediction is a label, every accuracy follows from prediction and gold answer, config.json's
 test prompts and labels match the data. Recomputable damage is repaired (records equal to
 the undamaged run's), the rest refused in one line."""

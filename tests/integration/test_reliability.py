@@ -1,4 +1,4 @@
-"""Unattended runs (issues 25.1, 23.5): signals during start-up, under nohup, detached, twice;
+"""Unattended runs: signals during start-up, under nohup, detached, twice;
 the stop message on its own line. Runs use the openai backend against a stdlib server on
 127.0.0.1 (tests/fake_openai_server.py), so no model loads."""
 
@@ -105,7 +105,7 @@ def test_the_stop_message_is_on_its_own_line_after_the_progress_bar(tmp_path):
     assert last.startswith("interrupted at step ") and "\r" not in last, repr(stderr[-300:])
 
 
-# -- the openai backend against servers that misbehave (issue 25.2) --------------------------------
+# -- the openai backend against servers that misbehave --------------------------------
 def test_a_silent_server_is_said_within_seconds_then_fails_in_one_line_at_the_limit(tmp_path):
     import threading
 
@@ -148,7 +148,7 @@ def test_a_server_answering_something_else_is_one_line_naming_it(tmp_path, capsy
         assert "--base_url" in err and "retries" not in err, err
 
 
-# -- the lock (issue 25.4) --------------------------------------------------------------------------
+# -- the lock --------------------------------------------------------------------------
 def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
     out = tmp_path / "out"
     with FakeOpenAIServer(mode="slow") as server:

@@ -1,4 +1,4 @@
-"""Running a study (issue 12, part 3): --help texts, checks before any data or model loads,
+"""Running a study: --help texts, checks before any data or model loads,
 Hub failures as one line, script-based Hub datasets read from their parquet conversion, and
 progress inside a test step."""
 

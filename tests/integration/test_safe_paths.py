@@ -1,4 +1,4 @@
-"""Run directories stay inside --output_dir whatever the model or task name (issue 23.1)."""
+"""Run directories stay inside --output_dir whatever the model or task name."""
 
 from __future__ import annotations
 

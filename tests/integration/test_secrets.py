@@ -1,4 +1,4 @@
-"""No secret reaches a file or the terminal (issues 23.2, 25.3): every spelling argparse accepts
+"""No secret reaches a file or the terminal: every spelling argparse accepts
 for --hf_token / --api_key, and user:password@ in --base_url, planted and grepped for in all
 that a run (killed, then resumed) and a sweep write and print."""
 

@@ -315,7 +315,7 @@ def test_bad_arguments_exit_2_with_one_line(argv, message, icrl_runs, capsys):
 
 def test_ratio_compares_like_with_like_and_seeds_get_distinct_labels():
     """The "vs explorative" ratio divides runs of the same length and test set only, and runs that
-    differ only in seed are told apart (issue 12)."""
+    differ only in seed are told apart."""
     import pandas as pd
 
     from icrl.analysis.runs import distinct_labels

@@ -1,6 +1,6 @@
-"""--p_exploration, --prob_reset and --ucb_alpha: our definitions (docs/method.md, "Beyond the
-paper: exploration and rewards"), on the fake backend. Before issue 24 the three flags were
-accepted and ignored: every test here fails on that code."""
+"""Exploration (icrl.method.exploration): --p_exploration, --prob_reset and --ucb_alpha, our
+definitions (docs/method.md, "Beyond the paper: exploration and rewards"), on the fake backend
+and the toy task; each test fails where a flag is accepted and ignored."""
 
 from __future__ import annotations
 

@@ -155,13 +155,13 @@ def test_a_learner_refuses_every_llm_setting(name):
     import dataclasses
 
     from icrl.cli import parse_args
-    from icrl.cli.run import primary_flags
+    from icrl.config import flag_of
     from icrl.cli.validate import validate
     from icrl.errors import UsageError
 
     config = parse_args(["--agent", "linucb", *SMALL[:8], "--seed", "1", "--training_seed", "1", "--test_seed", "1"])
     changed = dataclasses.replace(config, spec=dataclasses.replace(config.spec, **{name: "changed"}))
-    with pytest.raises(UsageError, match=f"{primary_flags()[name]} only applies to an LLM"):
+    with pytest.raises(UsageError, match=f"{flag_of(name)} only applies to an LLM"):
         validate(changed)
 
 

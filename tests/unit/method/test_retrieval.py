@@ -1,4 +1,4 @@
-"""Retrieval contexts (issue 24.1): the embedding cache (icrl/method/embeddings.py) and the knn strategies."""
+"""Retrieval contexts: the embedding cache (icrl/method/embeddings.py) and the knn strategies."""
 
 from __future__ import annotations
 

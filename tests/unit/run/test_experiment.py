@@ -371,7 +371,7 @@ def test_no_arguments_is_still_the_seeded_icrl_demo():
 
 def test_make_demo_has_its_own_folders_and_a_comparable_zero_shot_run():
     """make demo writes to data/demo and plots/demo, draws only those runs, and its zero-shot
-    reference is tested on the demo's test set at the demo's temperature (issue 12)."""
+    reference is tested on the demo's test set at the demo's temperature."""
     import re
 
     from icrl.cli import parse_args

@@ -118,7 +118,7 @@ def test_a_reward_object_scores_training_and_test_steps(tmp_path):
     train, test = read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl")
     answers = json.loads((run_dir / "config.json").read_text())["test_set"]["answers"]
     reward = LetterOverlap()
-    # issue 24.3: the reward is recorded apart ("reward"); "accuracy" stays exact match
+    # the reward is recorded apart ("reward"); "accuracy" stays exact match
     assert [r["reward"] for r in train] == [reward.score(r["prediction"], r["answer"]) for r in train]
     assert [r["accuracy"] for r in train] == [int(r["prediction"] == r["answer"]) for r in train]
     assert [r["feedback"] for r in train] == [int(r["reward"] >= 0.5) for r in train]  # no flipping asked

@@ -1,0 +1,119 @@
+"""The package's layout: the method, storage, safety and the command lines each in their folder,
+nothing loose at icrl/'s root, no import cycle, and tests that mirror the package."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from helpers import REPO
+
+PACKAGE = REPO / "icrl"
+ROOT_MODULES = {"__init__.py", "config.py", "errors.py"}  # the face, the run configuration, the errors
+
+
+def modules() -> dict:
+    """Module name -> (file, is a package) for every module of icrl."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        out[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return out
+
+
+def import_graph() -> dict:
+    """Module -> the icrl modules it imports anywhere in its code (in functions too)."""
+    known = modules()
+    graph = {name: set() for name in known}
+    for name, (path, is_package) in known.items():
+        package = name if is_package else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module
+                targets = [f"{module}.{a.name}" if f"{module}.{a.name}" in known else module for a in node.names]
+            graph[name] |= {t for t in targets if t in known and t != name}
+    return graph
+
+
+def cycles(graph: dict) -> list:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycle():
+    """No module imports, at its top or inside a function, a module that imports it back."""
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_nothing_loose_at_the_packages_root():
+    assert {p.name for p in PACKAGE.glob("*.py")} == ROOT_MODULES
+
+
+def test_no_argparse_below_the_command_line():
+    """Every argument parser lives in icrl/cli (the scripts' command lines)."""
+    users = sorted(str(path.relative_to(REPO)) for name, (path, _) in modules().items()
+                   if not name.startswith("icrl.cli") and "argparse" in import_names(path))
+    assert users == []
+
+
+def import_names(path: Path) -> set:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add(node.module or "")
+    return names
+
+
+def test_unit_tests_mirror_the_package():
+    """tests/unit/<folder>/test_<name>.py: the folder is a package of icrl and <name> one of its
+    modules (or the package itself); at tests/unit's top, the package's root modules and the
+    project-wide checks."""
+    project = {"test_golden.py", "test_docs.py", "test_dependencies.py", "test_package.py"}
+    unit = REPO / "tests" / "unit"
+    for path in sorted(unit.rglob("test_*.py")):
+        rel = path.relative_to(unit)
+        module = path.stem[len("test_"):]
+        if len(rel.parts) == 1:
+            assert path.name in project or (PACKAGE / f"{module}.py").is_file(), rel
+            continue
+        folder = PACKAGE.joinpath(*rel.parts[:-1])
+        assert folder.is_dir(), f"{rel}: icrl/{'/'.join(rel.parts[:-1])} is no package"
+        names = {p.stem for p in folder.rglob("*.py")} | {p.name for p in folder.iterdir() if p.is_dir()}
+        assert module in names or module == folder.name, f"{rel}: no module {module} in {folder.relative_to(REPO)}"

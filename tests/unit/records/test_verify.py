@@ -103,3 +103,29 @@ def test_finished_run_is_reported_before_the_data_load(finished, tmp_path, monke
     assert main(tiny_argv(out)) == 0
     assert "already finished" in capsys.readouterr().out
 
+
+
+def test_repair_fixes_what_follows_from_the_records_and_refuses_what_does_not(finished):
+    """verify.repair: accuracies that contradict prediction and answer are recomputed, a test
+    step with a prediction that is no label is left out (to be recomputed), and a training
+    prediction that is no label is refused (later steps depend on it)."""
+    import json
+
+    from icrl.records import verify
+    from icrl.records.check import DamagedRecords
+
+    out, run_dir, (train, test) = finished
+    config = json.loads((run_dir / "config.json").read_text())
+    edited_train = [dict(r) for r in train]
+    edited_train[1]["accuracy"] = 1 - edited_train[1]["accuracy"]
+    edited_test = [dict(r) for r in test]
+    edited_test[0]["accuracy"] = 0.123
+    edited_test[1]["predictions"] = ["no such label"] * len(edited_test[1]["predictions"])
+    fixed_train, fixed_test, notes = verify.repair(config, edited_train, edited_test)
+    assert fixed_train == train and fixed_test == [test[0], test[2]]
+    assert len(notes) == 3 and "training step 1's accuracy" in notes[0]
+    edited_train[2]["prediction"] = "no such label"
+    with pytest.raises(DamagedRecords, match="training step 2's prediction 'no such label' is not a label"):
+        verify.repair(config, edited_train, test)
+    with pytest.raises(DamagedRecords, match="labels in config.json are not the task's"):
+        verify.check_labels(config, list(reversed(config["dataset"]["labels"])))

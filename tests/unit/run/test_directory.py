@@ -4,6 +4,9 @@ records and no lock behind."""
 from __future__ import annotations
 
 import json
+import os
+
+import pytest
 
 from helpers import tiny_argv, tiny_run_dir
 from icrl.cli.run import main
@@ -21,3 +24,36 @@ def test_run_failing_before_its_first_step_does_not_block_the_corrected_command(
     assert main(tiny_argv(tmp_path)) == 0
     assert inspect_run(run_dir).finished
 
+
+
+def test_a_claimed_directory_is_locked_and_one_that_gets_no_step_is_removed_again(tmp_path):
+    from icrl.errors import UsageError
+    from icrl.records import RunRecords
+    from icrl.records.lock import Locked
+    from icrl.run.directory import RunDirectory
+
+    run = tmp_path / "out" / "model" / "task" / "run"
+    first = RunDirectory(RunRecords(run), str(tmp_path / "out"))
+    first.claim()
+    assert run.is_dir() and first.lock.held
+    second = RunDirectory(RunRecords(run), str(tmp_path / "out"))
+    with pytest.raises(Locked) as refused:  # a UsageError naming the holder
+        second.claim()
+    assert isinstance(refused.value, UsageError) and str(os.getpid()) in str(refused.value)
+    first.release()
+    assert not (tmp_path / "out").exists()  # created by this claim and no step written: gone again
+
+
+def test_a_directory_with_a_step_is_kept(tmp_path):
+    from icrl.records import RunRecords
+    from icrl.records.schema import TrainLine
+    from icrl.run.directory import RunDirectory
+
+    run = tmp_path / "out" / "run"
+    directory = RunDirectory(RunRecords(run), str(tmp_path / "out"))
+    directory.claim()
+    directory.records.create({"args": {}})
+    directory.records.append_train(TrainLine(0, 1, "Q", "a", 1, "a", 1, 0, [], {}))
+    directory.release()
+    assert (run / "train.jsonl").is_file() and (run / "config.json").is_file()
+    assert not directory.lock.held

@@ -12,6 +12,7 @@ from icrl.backends.fake import INTERRUPT_ENV
 from icrl.cli import parse_args
 from icrl.cli.run import main
 from icrl.errors import UsageError
+from icrl.method.agents import Decision, Policy
 from icrl.method.rewards import REWARDS, ExactMatch, Reward, make_reward, register_reward
 from icrl.method.strategies import PUBLISHED, register_strategy
 from icrl.method.strategies import base as context
@@ -19,6 +20,7 @@ from icrl.method.strategies.base import unregister_strategy
 from icrl.records import read_jsonl
 from icrl.records.summary import summarize
 from icrl.run.experiment import Experiment
+from icrl.run.loop import Loop
 from icrl.run.observers import Observer
 
 BASE = ["--backend", "fake", "--model_name", "fake", "--task_name", TOY_TASK, "--train_k", "6",
@@ -244,3 +246,63 @@ def test_published_quirks_make_approximate_only_positive_re_offer_as_published(t
     monkeypatch.delenv(INTERRUPT_ENV)
     assert main(resumed) == 0
     assert [r["context"] for r in read_jsonl(run_dir / "train.jsonl")] == contexts["published"]
+
+
+# -- the loop calls the policy and the reward, in the published order -------------------------------
+class Scripted(Policy):
+    """A policy that plays the gold label at even steps and another label at odd steps, and logs
+    what the loop asks of it."""
+
+    def __init__(self, labels, answers):
+        self.labels, self.answers, self.calls = labels, answers, []
+
+    def act(self, step, prompt, history):
+        self.calls.append(("act", step, len(history)))
+        answer = self.answers[step]
+        played = answer if step % 2 == 0 else next(label for label in self.labels if label != answer)
+        return Decision(prediction=played, metrics={"n": step})
+
+    def test(self, step, decision, prompts, progress=None):
+        self.calls.append(("test", step))
+        return [self.labels[0]] * len(prompts), {"context_size": 0, "context": []}
+
+    def learn(self, step, decision, reward, answer):
+        self.calls.append(("learn", step, reward))
+
+
+def test_the_loop_asks_the_policy_then_the_reward_then_tests_then_learns(tmp_path):
+    config = parse_args([*BASE, "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path)])
+    experiment = Experiment(config)
+    experiment.run()  # a real run: its data, plan and config.json
+    data, plan, records = experiment.loop.data, experiment.plan, experiment.records
+    policy = Scripted(data.task.labels, [data.task.answer(e) for e in data.train])
+    records.create(records.config())
+    Loop(config, data, plan, policy, experiment.reward, records).run(0)
+    assert policy.calls == [("act", 0, 0), ("test", 0), ("learn", 0, 1), ("act", 1, 1), ("learn", 1, 0),
+                            ("act", 2, 2), ("test", 2), ("learn", 2, 1), ("act", 3, 3), ("learn", 3, 0),
+                            ("act", 4, 4), ("learn", 4, 1), ("act", 5, 5), ("test", 5), ("learn", 5, 0)]
+    train = read_jsonl(experiment.out_dir / "train.jsonl")
+    assert [r["accuracy"] for r in train] == [1, 0, 1, 0, 1, 0]
+    assert [r["metrics"] for r in train] == [{"n": t} for t in range(6)]
+    results = json.loads((experiment.out_dir / "results.json").read_text())
+    assert results["regret"] == 3 and results["finished"] and results["steps_completed"] == 6
+
+
+def test_written_lines_keep_the_field_order_of_every_earlier_record(tmp_path):
+    """Train and test lines list their fields in one order (the optional ones before time_s, only
+    when set): the order records have always had."""
+    main([*BASE, "--context_strategy_name", "knn_lexical", "--p_exploration", "0.5", "--prob_reset", "0.2",
+          "--output_dir", str(tmp_path), "--train_k", "6", "--test_every", "3"])
+    main([*BASE, "--context_strategy_name", "random_unbiased", "--reward", "coarse_credit",
+          "--output_dir", str(tmp_path)])
+    runs = [p.parent for p in tmp_path.rglob("config.json")]
+    knn = next(r for r in runs if "knn_lexical" in str(r))
+    graded = next(r for r in runs if "knn_lexical" not in str(r))
+    head = ["step", "example_id", "prompt", "prediction", "feedback", "answer", "accuracy", "context_size",
+            "context", "metrics"]
+    assert list(read_jsonl(knn / "train.jsonl")[0]) == head + ["reset", "explored", "time_s"]
+    assert list(read_jsonl(graded / "train.jsonl")[0]) == head + ["reward", "time_s"]
+    assert list(read_jsonl(knn / "test.jsonl")[0]) == ["step", "accuracy", "per_class_accuracy", "predictions",
+                                                       "context_size", "contexts", "metrics", "time_s"]
+    assert list(read_jsonl(graded / "test.jsonl")[0]) == ["step", "accuracy", "per_class_accuracy", "predictions",
+                                                          "context_size", "context", "metrics", "reward", "time_s"]

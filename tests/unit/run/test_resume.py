@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from helpers import TOY_TASK, lines_of, tiny_argv, train_test
+from helpers import TOY_TASK, lines_of, tiny_argv, tiny_run_dir, train_test
 from icrl.cli.run import main
 from icrl.records import find_runs, read_jsonl
 
@@ -47,3 +47,44 @@ def test_deleted_config_is_refused_and_overwrite_resumes_its_own_run(finished, c
     assert "resuming" in capsys.readouterr().err
     assert train_test(run_dir) == replaced
 
+
+
+def decision(out, *extra):
+    """What the run under ``out`` is for these flags (icrl.run.resume.decide)."""
+    from icrl.cli import parse_args
+    from icrl.records import RunRecords
+    from icrl.run.resume import decide
+
+    config = parse_args(tiny_argv(out, *extra))
+    return decide(config, tiny_run_dir(out, *extra), RunRecords(tiny_run_dir(out, *extra)))
+
+
+def test_what_a_run_is_is_decided_from_its_records_alone(finished):
+    """new (no step on disk), resume (steps missing), extend (a larger --train_k), finished."""
+    out, run_dir, _ = finished
+    assert decision(out).kind == "finished" and decision(out).steps_done == 6
+    assert decision(out, "--train_k", "9").kind == "extend" and decision(out, "--train_k", "9").steps == 9
+    lines = lines_of(run_dir / "train.jsonl")
+    (run_dir / "train.jsonl").write_text("".join(lines[:4]))
+    resumed = decision(out)
+    assert resumed.kind == "resume" and resumed.resuming and resumed.steps_done == 4
+    (run_dir / "train.jsonl").write_text("")
+    (run_dir / "test.jsonl").write_text("")
+    assert decision(out).kind == "new"
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one_from_any_step(finished, tmp_path):
+    out, run_dir, whole = finished
+    for keep in range(6):
+        lines = lines_of(run_dir / "train.jsonl")
+        (run_dir / "train.jsonl").write_text("".join(lines[:keep]))
+        assert main(tiny_argv(out)) == 0
+        assert train_test(run_dir) == whole, keep
+
+
+def test_a_shorter_train_k_is_refused_in_one_line(finished, capsys):
+    out, run_dir, whole = finished
+    assert main(tiny_argv(out, "--train_k", "4")) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds a run of 6 steps" in err and "--train_k 4" in err and "\n" not in err
+    assert train_test(run_dir) == whole

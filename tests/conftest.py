@@ -31,10 +31,10 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL_FIXTURES = {"smollm2", "icrl_runs"}
 VLLM_FIXTURES = {"engine"}
 MODEL_TESTS: tuple = ()
-TOKENIZER_FIXTURES = {"smollm", "llama", "model", "chat", "qwen_dir"}  # test_maxlen, test_chat_tokenizer, test_rope
-TOKENIZER_TESTS = ("tests/integration/test_chat_tokenizer.py::test_phi_ids",
-                   "tests/integration/test_chat_tokenizer.py::test_qwen_has_no",
-                   "tests/integration/test_maxlen.py::test_cli_bad_input",
+TOKENIZER_FIXTURES = {"smollm", "llama", "model", "chat", "qwen_dir"}  # run/test_window, backends/test_chat, backends/test_rope
+TOKENIZER_TESTS = ("tests/integration/backends/test_chat.py::test_phi_ids",
+                   "tests/integration/backends/test_chat.py::test_qwen_has_no",
+                   "tests/integration/run/test_window.py::test_cli_bad_input",
                    "tests/unit/test_task_files.py::test_task_file_runs_through_every_script")
 
 
@@ -126,7 +126,7 @@ def smollm2():
 @pytest.fixture(scope="session")
 def engine():
     """SmolLM2-135M on the real in-process vLLM engine, float32, started once per session
-    (test_vllm_engine.py, and test_vllm_server.py for parity with the server)."""
+    (test_vllm_backend.py, and test_vllm_serve.py for parity with the server)."""
     from icrl.backends import load_backend
 
     backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default

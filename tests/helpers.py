@@ -8,6 +8,9 @@ import json
 import os
 from pathlib import Path
 
+from icrl.method.episode import Episode
+from icrl.method.prompts import build_messages
+
 REPO = Path(__file__).resolve().parents[1]
 TOY_TASK = str(REPO / "tests" / "data" / "toy" / "toy.toml")
 # A fake-backend run on the toy task with every seed given (add the method's flags).
@@ -78,3 +81,30 @@ def one_error_line(capsys) -> str:
 def files_under(path: Path) -> list:
     """Every file and folder under ``path``, relative (nothing left behind: an empty list)."""
     return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []
+
+
+# A published-style command on the vLLM engine (the vLLM tests): explorative ICRL on banking77.
+VLLM_PAPER_STYLE = ["--backend", "vllm", "--model_name", "smollm2-135m", "--task_name", "banking77",
+               "--context_strategy_name", "random_unbiased_only_positive", "--temperature", "1.0",
+               "--context_p_keep", "0.1", "--icrl", "--no-icrl_omit_feedback", "--no-icrl_flip_feedback",
+               "--max_context_examples", "16", "--train_k", "30", "--test_every", "10", "--test_k", "20",
+               "--debug_k", "1", "--seed", "100", "--training_seed", "100", "--test_seed", "100", "--no-verbose",
+               "--no-progress"]
+
+
+def icrl_prompts(backend, task, n_context: int, n_queries: int, seed: int = 0) -> list[str]:
+    """`n_queries` test prompts after one ICRL context of `n_context` real training episodes
+    (predictions alternate between right and wrong, as in a run)."""
+    train = task.training_examples(size=n_context, seed=seed)
+    context = []
+    for i, e in enumerate(train):
+        answer = task.answer(e)
+        prediction = answer if i % 2 == 0 else task.labels[(task.labels.index(answer) + 1) % len(task.labels)]
+        context.append(Episode(task.prompt(e), prediction, int(prediction == answer), answer,
+                               int(prediction == answer)))
+    out = []
+    for e in task.test_examples(size=n_queries, seed=seed):
+        messages, prefix = build_messages(task, context, task.prompt(e), "icrl",
+                                          supports_system_role=backend.supports_system_role)
+        out.append(backend.render(messages, prefix))
+    return out

@@ -101,19 +101,23 @@ def import_names(path: Path) -> set:
     return names
 
 
-def test_unit_tests_mirror_the_package():
-    """tests/unit/<folder>/test_<name>.py: the folder is a package of icrl and <name> one of its
-    modules (or the package itself); at tests/unit's top, the package's root modules and the
-    project-wide checks."""
+def test_tests_mirror_the_package():
+    """tests/unit/<folder>/test_<name>.py and tests/integration/<folder>/test_<name>.py: the folder is
+    a package of icrl and <name> one of its modules (or the package itself); at tests/unit's top,
+    the package's root modules and the project-wide checks; tests/vllm_engine (the real engine)
+    tests modules of icrl/backends."""
     project = {"test_golden.py", "test_docs.py", "test_dependencies.py", "test_package.py"}
-    unit = REPO / "tests" / "unit"
-    for path in sorted(unit.rglob("test_*.py")):
-        rel = path.relative_to(unit)
-        module = path.stem[len("test_"):]
-        if len(rel.parts) == 1:
-            assert path.name in project or (PACKAGE / f"{module}.py").is_file(), rel
-            continue
-        folder = PACKAGE.joinpath(*rel.parts[:-1])
-        assert folder.is_dir(), f"{rel}: icrl/{'/'.join(rel.parts[:-1])} is no package"
-        names = {p.stem for p in folder.rglob("*.py")} | {p.name for p in folder.iterdir() if p.is_dir()}
-        assert module in names or module == folder.name, f"{rel}: no module {module} in {folder.relative_to(REPO)}"
+    for kind in ("unit", "integration"):
+        top = REPO / "tests" / kind
+        for path in sorted(top.rglob("test_*.py")):
+            rel = path.relative_to(top)
+            module = path.stem[len("test_"):]
+            if len(rel.parts) == 1:
+                assert path.name in project or (PACKAGE / f"{module}.py").is_file(), f"tests/{kind}/{rel}"
+                continue
+            folder = PACKAGE.joinpath(*rel.parts[:-1])
+            assert folder.is_dir(), f"tests/{kind}/{rel}: icrl/{'/'.join(rel.parts[:-1])} is no package"
+            assert module == folder.name or (folder / f"{module}.py").is_file() or (folder / module).is_dir(), \
+                f"tests/{kind}/{rel}: no module {module} in icrl/{'/'.join(rel.parts[:-1])}"
+    for path in sorted((REPO / "tests" / "vllm_engine").glob("test_*.py")):
+        assert (PACKAGE / "backends" / f"{path.stem[len('test_'):]}.py").is_file(), path.name

@@ -2,7 +2,7 @@
 
 vLLM itself is replaced by small fake modules placed in sys.modules, so these tests run
 anywhere and check both structured-output APIs: `StructuredOutputsParams` (vLLM >= 0.12)
-and `GuidedDecodingParams` (older versions). The real engine is tested in test_vllm_engine.py.
+and `GuidedDecodingParams` (older versions). The real engine is tested in tests/vllm_engine/test_vllm_backend.py.
 """
 
 from __future__ import annotations

@@ -309,7 +309,7 @@ def test_automatic_size_is_the_published_left_plus_one_keyed_by_mode_and_window(
     """The published runner's size (left + 1), searched under the system prompt of the run's mode,
     cached per model and task under <mode>@<window>; an old-format cache is replaced, not reused.
     The fake backend's tokenizer and chat template stand in for a model's (the search on real
-    tokenizers: test_maxlen.py)."""
+    tokenizers: tests/integration/run/test_window.py)."""
     from icrl.backends.fake import FakeChat
     from icrl.run.window import search_max_examples
     from icrl.run.data import load_data

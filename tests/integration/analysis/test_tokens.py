@@ -19,7 +19,7 @@ from icrl.analysis.synthetic import synthesize_run
 from icrl.cli.tokens import main
 from runs_fixture import datasets_dir
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TOKENIZERS = Path(os.environ.get("ICRL_TOKENIZERS_DIR") or REPO.parent / "shared" / "tokenizers")
 PAPER_TOKENIZERS = ["meta-llama/Meta-Llama-3.1-8B-Instruct", "Qwen/Qwen2.5-7B-Instruct", "microsoft/Phi-3.5-mini-instruct"]
 

@@ -2,7 +2,7 @@
 
 Marked `vllm` and skipped where vLLM is not installed (`make setup-vllm` installs the CPU
 engine; CI does). One engine is started for the whole session (the `engine` fixture in
-conftest.py, shared with test_vllm_server.py); the end-to-end test starts two more in
+conftest.py, shared with test_vllm_serve.py); the end-to-end test starts two more in
 subprocesses (a run that is killed, and its resumption).
 """
 
@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from icrl.method.episode import Episode
-from icrl.method.prompts import build_messages
+from helpers import VLLM_PAPER_STYLE as PAPER_STYLE, icrl_prompts, untimed_records
 from icrl.tasks import load_task
 
 pytestmark = [
@@ -34,24 +33,6 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def banking(data_dir):
     return load_task("banking77", data_dir=data_dir)
-
-
-def icrl_prompts(backend, task, n_context: int, n_queries: int, seed: int = 0) -> list[str]:
-    """`n_queries` test prompts after one ICRL context of `n_context` real training episodes
-    (predictions alternate between right and wrong, as in a run)."""
-    train = task.training_examples(size=n_context, seed=seed)
-    context = []
-    for i, e in enumerate(train):
-        answer = task.answer(e)
-        prediction = answer if i % 2 == 0 else task.labels[(task.labels.index(answer) + 1) % len(task.labels)]
-        context.append(Episode(task.prompt(e), prediction, int(prediction == answer), answer,
-                               int(prediction == answer)))
-    out = []
-    for e in task.test_examples(size=n_queries, seed=seed):
-        messages, prefix = build_messages(task, context, task.prompt(e), "icrl",
-                                          supports_system_role=backend.supports_system_role)
-        out.append(backend.render(messages, prefix))
-    return out
 
 
 def test_outputs_are_labels_and_reproducible(engine, banking):
@@ -150,22 +131,6 @@ def test_approximate_contexts_hit_the_prefix_cache(engine, data_dir, tmp_path, m
     assert queries > 0 and hits / queries > 0.5
 
 
-PAPER_STYLE = ["--backend", "vllm", "--model_name", "smollm2-135m", "--task_name", "banking77",
-               "--context_strategy_name", "random_unbiased_only_positive", "--temperature", "1.0",
-               "--context_p_keep", "0.1", "--icrl", "--no-icrl_omit_feedback", "--no-icrl_flip_feedback",
-               "--max_context_examples", "16", "--train_k", "30", "--test_every", "10", "--test_k", "20",
-               "--debug_k", "1", "--seed", "100", "--training_seed", "100", "--test_seed", "100", "--no-verbose",
-               "--no-progress"]
-
-
-def _records(run: Path) -> dict:
-    """Everything a run computed, without timings."""
-    def strip(lines):
-        return [{k: v for k, v in json.loads(x).items() if k != "time_s"} for x in lines if x.strip()]
-
-    return {name: strip((run / name).read_text().splitlines()) for name in ("train.jsonl", "test.jsonl")}
-
-
 def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tmp_path, monkeypatch):
     """A published-style command (explorative ICRL, temperature 1) on real data through
     `run_experiment.py --backend vllm`; the same command killed with SIGKILL mid-run (its own
@@ -203,17 +168,17 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tm
     clean = next((tmp_path / "clean").rglob("results.json")).parent
     summary = json.loads((clean / "results.json").read_text())
     assert summary["finished"] is True and summary["steps_completed"] == 30
-    assert [r["step"] for r in _records(clean)["test.jsonl"]] == [0, 9, 19, 29]
+    assert [r["step"] for r in untimed_records(clean)["test.jsonl"]] == [0, 9, 19, 29]
     config = json.loads((clean / "config.json").read_text())
     assert config["backend"]["backend"] == "vllm" and config["backend"]["platform"] in ("cpu", "cuda")
-    assert {r["prediction"] for r in _records(clean)["train.jsonl"]} <= set(config["dataset"]["labels"])
+    assert {r["prediction"] for r in untimed_records(clean)["train.jsonl"]} <= set(config["dataset"]["labels"])
 
     resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "Traceback" not in resumed.stderr and "INFO" not in resumed.stderr  # the engine stays quiet
     run = train.parent
     assert json.loads((run / "results.json").read_text())["finished"] is True
-    assert _records(run) == _records(clean)
+    assert untimed_records(run) == untimed_records(clean)
 
 
 def test_engine_that_cannot_start_is_one_line(data_dir, tmp_path):

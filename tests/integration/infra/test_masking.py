@@ -15,7 +15,7 @@ import pytest
 
 from fake_openai_server import MODEL, FakeOpenAIServer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOKEN, KEY, PASSWORD = "hf_PLANTEDtoken123", "sk-PLANTEDkey456", "PLANTEDpass789"
 PLANTED = (TOKEN, KEY, PASSWORD)
 RUN = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",

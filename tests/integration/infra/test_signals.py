@@ -16,7 +16,7 @@ import pytest
 
 from fake_openai_server import MODEL, FakeOpenAIServer
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 RUN = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
        "--training_seed", "1", "--test_seed", "1", "--backend", "openai", "--model_name", MODEL,
        "--max_context_examples", "2", "--test_k", "2", "--test_every", "4"]

@@ -19,7 +19,7 @@ from icrl.errors import UsageError
 from icrl.run.window import WINDOW_FRACTION, _largest_fitting, find_max_examples, search_max_examples
 from icrl.method.prompts import build_messages, feedback_message
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 SCRIPT = REPO / "find_max_examples_given_max_window.py"
 TASKS = ("banking77", "clinic150")
 WINDOWS = (4096, 8192)

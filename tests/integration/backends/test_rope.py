@@ -11,7 +11,7 @@ import pytest
 from icrl.backends import rope
 from icrl.errors import UsageError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 QWEN = "Qwen__Qwen2.5-7B-Instruct"
 
 

@@ -14,7 +14,7 @@ from icrl.cli import build_parser
 from icrl.records import experiment_dir, max_context_path
 from icrl.records.safepaths import folder_name, model_folder
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TOKENIZER = Path(os.environ.get("ICRL_TOKENIZERS_DIR", "/work/shared/tokenizers")) / "Qwen__Qwen2.5-7B-Instruct"
 BASE = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
         "--seed", "1", "--training_seed", "1", "--test_seed", "1"]

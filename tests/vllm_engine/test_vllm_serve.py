@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from test_vllm_engine import PAPER_STYLE, _records, icrl_prompts
+from helpers import VLLM_PAPER_STYLE as PAPER_STYLE, icrl_prompts, untimed_records
 
 from icrl.tasks import load_task
 
@@ -140,4 +140,4 @@ def test_paper_style_run_end_to_end_server_killed_and_resumed(server, engine, da
     in_process = [*PAPER_STYLE, "--data_dir", str(data_dir), "--output_dir", str(tmp_path / "engine")]
     assert main(in_process) == 0
     clean = next((tmp_path / "engine").rglob("results.json")).parent
-    assert _records(run) == _records(clean)
+    assert untimed_records(run) == untimed_records(clean)

@@ -251,3 +251,15 @@ def test_extension_continues_the_same_streams(tmp_path):
     run(tmp_path / "grown", *ALL, "--train_k", "12")
     grown = records(run(tmp_path / "grown", *ALL).out_dir)["train"]
     assert grown == whole
+
+
+def test_ucb_keeps_the_published_re_offer(tmp_path):
+    """--ucb_alpha with --published_quirks: the UCB context choice and the published re-offer of the
+    last positive episode, both (the strategy is not rebuilt without the quirk)."""
+    from icrl.method.exploration import strategy_of_run
+
+    spec = parse_args(argv(tmp_path, "--icrl", "--context_strategy_name", "approximate_only_positive",
+                           "--max_contexts", "3", "--approximate_context_sampling_method", "uniform",
+                           "--ucb_alpha", "1.0", "--published_quirks")).spec
+    strategy = strategy_of_run(spec, 4)
+    assert strategy.reoffer and strategy.chooser is not None and strategy.chooser.alpha == 1.0

@@ -50,20 +50,21 @@ _FOLDER_NONE = object()
 
 def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
          extends: bool = False, added: bool = False, optional: str = "", only: str = "", param=None,
-         owners: tuple = (), spelled: Optional[str] = None):
+         owners: tuple = (), spelled: Optional[str] = None, folder_value: bool = True):
     """A configuration field: its default, help text and roles (see the module docstring);
     ``spelled``: the flag's first spelling when it is not ``--<name>`` (which stays an old one)."""
     assert only in ("", "llm", "learner"), only
     return field(default=default, metadata={
         "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
         "backend": backend, "extends": extends, "added": added or bool(optional), "optional": optional,
-        "only": only, "param": param, "owners": owners, "flag": spelled})
+        "only": only, "param": param, "owners": owners, "flag": spelled, "folder_value": folder_value})
 
 
 def declared_field(param, group: str, owners: tuple = ()):
     """The field of a parameter a part of the method declares (recorded with ``group``)."""
     return flag(param.default, param.help, folder=_FOLDER_NONE if param.folder is None else param.folder,
-                column=param.column, optional=group, only=param.only, param=param, owners=owners)
+                column=param.column, optional=group, only=param.only, param=param, owners=owners,
+                folder_value=param.folder_value)
 
 
 # Our definitions of the three flags the published script parsed and never read (docs/method.md,
@@ -269,6 +270,8 @@ BACKEND_NAMES = tuple(name for name, (_, f) in FIELDS.items() if f.metadata.get(
 # (field, default, short name) of the run folder's optional parts, in the order they are named.
 FOLDER_FIELDS = tuple((f.name, f.default, f.metadata["folder"]) for f in fields(RunSpec)
                       if f.metadata.get("folder") is not None)
+# the fields whose folder part is their short name alone (their value is in config.json)
+FOLDER_NAME_ONLY = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("folder_value") is False)
 # config.json "args" name -> results column, in column order.
 RESULT_COLUMNS = {f.name: f.metadata["column"] for f in fields(RunSpec) if f.metadata.get("column")}
 EXTENDING_NAMES = frozenset(f.name for f in fields(RunSpec) if f.metadata.get("extends"))

@@ -27,7 +27,8 @@ def untimed_records(run_dir: Path, args: bool = False) -> dict:
     """train and test records less their timings; with ``args``, also config.json's args."""
     out = {}
     for name in ("train", "test"):
-        lines = [json.loads(line) for line in (Path(run_dir) / f"{name}.jsonl").read_text().splitlines()]
+        path = Path(run_dir) / f"{name}.jsonl"
+        lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
         out[name] = untimed(lines)
     if args:
         out["args"] = json.loads((Path(run_dir) / "config.json").read_text())["args"]

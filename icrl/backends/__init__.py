@@ -57,6 +57,48 @@ class Backend(Protocol):
         """Settings worth recording with the results (no secrets)."""
 
 
+class Reasoner(Protocol):
+    """What a run with ``--reasoning`` needs besides ``Backend``: a frame around free text and
+    free generation (the transformers, vLLM, server and fake backends have both)."""
+
+    thinks: bool  # the chat template has a thinking mode (a ``<think>`` block)
+
+    def reasoning_frame(self, messages: Sequence[dict], prefix: str) -> "ReasoningFrame":
+        """Where the model's reasoning goes for these messages (see ``ReasoningFrame``)."""
+
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list["Generated"]:
+        """Free text after each rendered prompt: at most ``max_tokens`` tokens, ending before the
+        first of ``stop`` (or the end of the turn); sampled with one seeded stream per prompt
+        position, as ``predict`` samples."""
+
+
+class Generated(NamedTuple):
+    """What ``generate`` wrote after one prompt: the text (up to a stop string, left out) and the
+    tokens it took (the stop string's included)."""
+
+    text: str
+    tokens: int
+
+
+class ReasoningFrame(NamedTuple):
+    """A prompt for reasoning and what turns the reasoning into the prompt of the answer.
+
+    ``prompt``: the chat template with the generation prompt (a thinking template: its thinking
+    mode, ending with an open ``<think>``); ``stop``: where the reasoning ends (``</think>``, or
+    the prediction prefix, the answer marker a plain template's instruction names); ``close``:
+    what follows the reasoning before the prediction prefix."""
+
+    prompt: str
+    stop: str
+    close: str
+    prefix: str
+
+    def answer_prompt(self, reasoning: str) -> str:
+        """The prompt whose next tokens are the label: the reasoning, closed, then the prefix."""
+        return self.prompt + reasoning.rstrip() + self.close + self.prefix
+
+
 class Call(NamedTuple):
     """One predict() call of a run: its prompts, the run's labels, temperature and seed. ``key``
     names the caller (a run of a sweep), for backends that keep per-caller state."""
@@ -101,6 +143,13 @@ class ChatBackend:
 
     def render(self, messages, prefix):
         return self.chat.render(messages, prefix)
+
+    @property
+    def thinks(self) -> bool:
+        return bool(getattr(self.chat, "thinking", False))
+
+    def reasoning_frame(self, messages, prefix) -> ReasoningFrame:
+        return self.chat.reasoning_frame(messages, prefix)
 
     def count_tokens(self, text):
         return self.chat.count_tokens(text)

@@ -153,6 +153,30 @@ class ChatTokenizer:
         text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
         return text + prefix
 
+    @property
+    def thinking(self) -> bool:
+        """Whether the template has a thinking mode (a ``<think>`` block: Qwen3, DeepSeek-R1 distills)."""
+        return "<think>" in str(self.tokenizer.chat_template)
+
+    def reasoning_frame(self, messages: Sequence[dict], prefix: str):
+        """Where reasoning goes (``icrl.backends.ReasoningFrame``): a thinking template renders
+        its thinking mode (``enable_thinking``) and the model thinks inside ``<think>``, closed
+        by ``</think>``; a plain template renders the generation prompt, and the model thinks in
+        its answer until it writes the prediction prefix (the messages ask it to)."""
+        from . import ReasoningFrame
+
+        if self.thinking:
+            text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True,
+                                                      enable_thinking=True)
+            if not text.rstrip().endswith("<think>"):
+                text += "<think>\n"
+            return ReasoningFrame(text, "</think>", "\n</think>\n\n", prefix)
+        text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+        return ReasoningFrame(text, prefix, "\n", prefix)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False)
+
     def encode(self, text: str) -> list[int]:
         """Token ids of already-rendered text (the template emits its own special tokens)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -77,6 +77,9 @@ def choose(logits: np.ndarray, allowed: Sequence[int], temperature: float, rng: 
     return int(allowed[min(int(np.searchsorted(cdf, u, side="right")), len(allowed) - 1)])
 
 
-def prompt_rngs(seed: int, count: int) -> list[np.random.Generator]:
-    """One generator per prompt position: the same (seed, index) gives the same stream."""
-    return [np.random.default_rng([int(seed) & 0x7FFFFFFFFFFFFFFF, i]) for i in range(count)]
+def prompt_rngs(seed: int, count: int, stream: int = 0) -> list[np.random.Generator]:
+    """One generator per prompt position: the same (seed, index) gives the same stream.
+    ``stream`` 1: the reasoning's (free generation), apart from the label choice's."""
+    if stream == 0:
+        return [np.random.default_rng([int(seed) & 0x7FFFFFFFFFFFFFFF, i]) for i in range(count)]
+    return [np.random.default_rng([int(seed) & 0x7FFFFFFFFFFFFFFF, i, stream]) for i in range(count)]

@@ -11,6 +11,9 @@ the model's cost. What it computes:
 - ``predict``: one of ``labels`` per prompt, a pure function of (prompt, labels, seed) through
   SHA-256 (never Python's salted ``hash()``): the same on every machine and in every process.
   At temperature 0 (greedy) the seed is left out, as a real model's greedy choice ignores it.
+- ``generate`` (``--reasoning``): words of the prompt's last user message picked by SHA-256 of
+  (prompt, seed, position), "Answer:"-free, as many as a hash of the prompt says up to the
+  budget: a pure function, like ``predict``.
 - ``max_model_len``: ``--max_model_len``, default 4096 tokens.
 
 It counts its calls (``calls``: predict() calls, a lock-step ``Call`` counting as one;
@@ -53,6 +56,13 @@ class FakeChat:
 
     def tokens(self, text: str) -> list[str]:
         return _TOKEN.findall(text)
+
+    thinking = False
+
+    def reasoning_frame(self, messages: Sequence[dict], prefix: str):
+        from . import ReasoningFrame
+
+        return ReasoningFrame(self.render(messages, ""), prefix, "\n", prefix)
 
     def count_tokens(self, text: str) -> int:
         return len(self.tokens(text))
@@ -101,3 +111,21 @@ class FakeBackend(ChatBackend):
 
     def predict_calls(self, calls):
         return [self.predict(c.prompts, c.labels, c.temperature, c.seed) for c in calls]
+
+    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+        """Reasoning text (see the module docstring); counted as a model call."""
+        from . import Generated
+
+        self.predict([], [], temperature, seed)  # the interruption and delay hooks count it as a call
+        out = []
+        for i, prompt in enumerate(prompts):
+            last_user = prompt.rsplit("<|user|>\n", 1)[-1].split(FakeChat.eot_token, 1)[0]
+            words = [w for w in _TOKEN.findall(last_user) if w.isalnum()] or ["thinking"]
+            digest = hashlib.sha256(f"{seed if temperature > 0 else ''}\x1f{i}\x1f{prompt}".encode()).digest()
+            n = 1 + digest[0] % max(1, max_tokens)
+            picked = [words[digest[1 + k % 31] % len(words)] for k in range(n)]
+            text = " ".join(picked)
+            for marker in stop:
+                text = text.split(marker, 1)[0]
+            out.append(Generated(text, n))
+        return out

@@ -142,6 +142,41 @@ class TransformersBackend(ChatBackend):
                 progress(len(batch))
         return out  # type: ignore[return-value]
 
+    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+        """Free text after each prompt (``icrl.backends.Reasoner``): at most ``max_tokens``
+        tokens, sampled from the whole vocabulary at ``temperature`` (greedy at 0) with one
+        generator per prompt position (a stream apart from the label choice's), ending before the
+        first stop string or at the end of the turn. The prompts' shared prefix is reused as in
+        ``predict``."""
+        from . import Generated
+
+        if not prompts:
+            return []
+        ids = [self.chat.encode_prompt(p) for p in prompts]
+        check_prompt_lengths(ids, max_tokens, self.max_model_len)
+        self.stats["prompt_tokens"] += sum(len(x) for x in ids)
+        shared = 0
+        if self.prefix_reuse:
+            shared = ids[0][:-1]
+            for x in ids[1:]:
+                shared = shared[:common_prefix_length(shared, x[:-1])]
+            self._extend_prefix(list(shared))
+            shared = len(shared)
+        rngs = prompt_rngs(seed, len(prompts), stream=1)
+        longest = max(len(x) for x in ids)
+        buffers = None
+        if shared:
+            buffers = self._row_buffers(min(self.batch_size, len(prompts)), longest - shared + max_tokens + 1)
+        out: list = [None] * len(prompts)
+        order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start:start + self.batch_size]
+            texts = self._sample([ids[i][shared:] for i in batch], shared, max_tokens, temperature,
+                                 [rngs[i] for i in batch], buffers, tuple(stop))
+            for i, generated in zip(batch, texts):
+                out[i] = Generated(*generated)
+        return out
+
     def predict_calls(self, calls):
         """Several runs' calls, one after the other; each caller (``call.key``) gets back the
         stored prefix it left, so lock-step runs compute what they compute alone (at most
@@ -275,6 +310,61 @@ class TransformersBackend(ChatBackend):
                 col[i], col_mask[i] = token, 1
             pending.append((col, col_mask))
         return results  # type: ignore[return-value]
+
+    def _sample(self, suffixes, shared, max_tokens, temperature, rngs, buffers, stop) -> list[tuple[str, int]]:
+        """Sample free text after left-padded suffixes on the shared prefix, a token per step for
+        every row still writing; (text up to the first stop string, tokens written) per row."""
+        batch = len(suffixes)
+        width = max(len(s) for s in suffixes)
+        input_ids = np.zeros((batch, width), dtype=np.int64)
+        mask = np.zeros((batch, shared + width), dtype=np.int64)
+        mask[:, :shared] = 1
+        for row, s in enumerate(suffixes):
+            input_ids[row, width - len(s):] = s
+            mask[row, shared + width - len(s):] = 1
+        position = np.maximum(shared + np.cumsum(mask[:, shared:], axis=1) - 1, 0)
+        next_pos = position[:, -1] + 1
+        cache = self._batch_cache(batch, shared, buffers) if shared else None
+        logits, cache = self._forward(input_ids, mask, position, cache)
+        written: list[list[int]] = [[] for _ in range(batch)]
+        texts = [""] * batch
+        done = [False] * batch
+        for _ in range(max_tokens):
+            col = np.zeros(batch, dtype=np.int64)
+            col_mask = np.zeros(batch, dtype=np.int64)
+            for i in range(batch):
+                if done[i]:
+                    continue
+                token = _sample_token(logits[i], temperature, rngs[i])
+                if token == self.chat.eot_token_id:
+                    done[i] = True
+                    continue
+                written[i].append(token)
+                texts[i] = self.chat.decode(written[i])
+                cut = min((texts[i].find(s) for s in stop if s and s in texts[i]), default=-1)
+                if cut >= 0:
+                    texts[i], done[i] = texts[i][:cut], True
+                    continue
+                col[i], col_mask[i] = token, 1
+            if all(done) or not col_mask.any():
+                break
+            mask = np.concatenate([mask, col_mask[:, None]], axis=1)
+            logits, cache = self._forward(col[:, None], mask, next_pos[:, None], cache)
+            next_pos = next_pos + col_mask
+        return [(texts[i], len(written[i])) for i in range(batch)]
+
+
+def _sample_token(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
+    """One token from the whole vocabulary: the most likely at temperature 0 (one draw made all
+    the same, so streams stay aligned), else by inverse CDF of softmax(logits / temperature)."""
+    u = rng.random()
+    scores = np.asarray(logits, dtype=np.float64)
+    if temperature <= 0:
+        return int(np.argmax(scores))
+    z = scores / temperature
+    z -= z.max()
+    cdf = np.cumsum(np.exp(z))
+    return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1))
 
 
 @functools.lru_cache(maxsize=None)

@@ -110,6 +110,28 @@ def decode_messages(rendered: str) -> list[dict]:
     return json.loads(rendered)["messages"]
 
 
+def generation_request(model: str, prompt: str, max_tokens: int, temperature: float, seed: int,
+                       stop: Sequence[str]) -> dict:
+    """Keyword arguments of `client.completions.create` for free text after a rendered prompt."""
+    return {"model": model, "prompt": prompt, **sampling_kwargs(temperature, seed, max_tokens), "stop": list(stop),
+            "extra_body": {"add_special_tokens": False}}
+
+
+def chat_frame(messages: Sequence[dict], prefix: str):
+    """Chat mode's reasoning frame: the messages (the server renders them); the answer's
+    prompt adds the reasoning as the assistant's message and asks for the answer."""
+    from . import ReasoningFrame
+
+    class ChatFrame(ReasoningFrame):
+        def answer_prompt(self, reasoning: str) -> str:
+            doc = json.loads(self.prompt)
+            doc["messages"] += [{"role": "assistant", "content": reasoning.strip()},
+                                {"role": "user", "content": f"Now give your answer ({doc['prefix']})."}]
+            return json.dumps(doc, ensure_ascii=False)
+
+    return ChatFrame(encode_messages(messages, prefix), prefix, "", prefix)
+
+
 def shared_text_prefix(prompts: Sequence[str]) -> str:
     """The prompts' longest common text prefix, cut after its last newline (a clean token
     boundary in chat templates), so that it tokenizes as the start of every prompt."""
@@ -189,6 +211,63 @@ class OpenAIBackend:
         if self.api_mode == "chat":
             return encode_messages(messages, prefix)
         return self.chat.render(messages, prefix)
+
+    @property
+    def thinks(self) -> bool:
+        return self.api_mode == "completions" and bool(getattr(self.chat, "thinking", False))
+
+    def reasoning_frame(self, messages, prefix):
+        if self.api_mode == "chat":
+            return chat_frame(messages, prefix)
+        return self.chat.reasoning_frame(messages, prefix)
+
+    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+        """Free text after each prompt (``icrl.backends.Reasoner``), the requests in flight
+        together: completions mode continues the rendered prompt up to ``stop``; chat mode asks
+        for the answer to the messages, and a server that returns the reasoning apart (a
+        reasoning parser: ``reasoning_content``) gives that as the reasoning."""
+        openai = self._openai
+
+        async def one(semaphore, prompt):
+            async with semaphore:
+                try:
+                    if self.api_mode == "chat":
+                        response = await self._client.chat.completions.create(
+                            model=self.api_model, messages=decode_messages(prompt),
+                            **sampling_kwargs(temperature, seed, max_tokens))
+                        message = response.choices[0].message
+                        text = getattr(message, "reasoning_content", None) or message.content or ""
+                    else:
+                        response = await self._client.completions.create(
+                            **generation_request(self.api_model, prompt, max_tokens, temperature, seed, stop))
+                        text = response.choices[0].text or ""
+                    self._watch.answered()
+                    self._count(response.usage, None)
+                except UsageError:
+                    raise
+                except openai.APIError:
+                    raise
+                except (ValueError, LookupError, AttributeError, TypeError) as exc:
+                    raise bad_response(self.url, self.api_mode, exc) from None
+            tokens = getattr(response.usage, "completion_tokens", None) if response.usage is not None else None
+            for marker in stop:
+                text = text.split(marker, 1)[0] if marker else text
+            if tokens is None:
+                tokens = self.chat.count_tokens(text) if self.chat is not None else len(text.split())
+            return Generated(text, int(tokens))
+
+        async def gather():
+            semaphore = asyncio.Semaphore(self.max_concurrency)
+            return await asyncio.gather(*[one(semaphore, p) for p in prompts])
+
+        from . import Generated
+
+        if not prompts:
+            return []
+        try:
+            return list(self._run(gather()))
+        except openai.APIError as exc:
+            raise self._fail(exc) from None
 
     def count_tokens(self, text):
         if self.chat is None:

@@ -331,6 +331,22 @@ class VLLMBackend(ChatBackend):
             progress(len(out))
         return out
 
+    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+        """Free text after each prompt (``icrl.backends.Reasoner``), in one engine call: at most
+        ``max_tokens`` tokens, ending before the first stop string (vLLM leaves it out of the text)
+        or at the end of the turn; each request seeded with ``seed``, as ``predict`` seeds them."""
+        from . import Generated
+
+        if not prompts:
+            return []
+        ids = [self.chat.encode_prompt(p) for p in prompts]
+        check_prompt_lengths(ids, max_tokens, self.max_model_len)
+        params = self._vllm.SamplingParams(**sampling_kwargs(temperature, seed, max_tokens), stop=list(stop))
+        outputs = self._generate([{"prompt_token_ids": x} for x in ids], params)
+        self.stats["calls"] += 1
+        self.stats["prompt_tokens"] += sum(len(x) for x in ids)
+        return [Generated(o.outputs[0].text, len(o.outputs[0].token_ids)) for o in outputs]
+
     def predict_calls(self, calls):
         """Any number of calls (runs of a sweep: their own labels, seeds, temperatures) as ONE
         engine call with per-prompt SamplingParams; each call's shared context is warmed first

@@ -241,6 +241,6 @@ def validate_agent(config: RunConfig, spelled: Optional[Mapping[str, str]] = Non
     if not is_learner(s.agent):
         refuse_settings(s, LEARNER_ONLY, f"a learner (--agent {' or '.join(learners.rsplit(', ', 1))}); drop them "
                                          f"for an LLM run", spelled)
-        return
-    refuse_settings(s, LLM_ONLY, f"an LLM; --agent {s.agent} is a learner on text features: drop them", spelled)
+    else:
+        refuse_settings(s, LLM_ONLY, f"an LLM; --agent {s.agent} is a learner on text features: drop them", spelled)
     agents.validate(s)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .agents import agent_params
+from .agents import agent_params, llm_params
 from .exploration import exploration_params
 from .registry import Param
 from .rewards import reward_params
@@ -30,9 +30,10 @@ class Declared(NamedTuple):
 
 
 def declared_params() -> list[Declared]:
-    """Every declared parameter: exploration methods (each its own group), rewards, agents,
-    then the strategies' own."""
+    """Every declared parameter: exploration methods (each its own group), rewards, agents (the
+    learners'), the strategies' own, then the LLM's (each its own group)."""
     return [*[Declared(p, p.name) for p in exploration_params()],
             *[Declared(p, "reward") for p in reward_params()],
             *[Declared(p, "agent") for p in agent_params()],
-            *[Declared(p, "strategy", tuple(owners_of(p.name))) for p in strategy_params()]]
+            *[Declared(p, "strategy", tuple(owners_of(p.name))) for p in strategy_params()],
+            *[Declared(p, p.name) for p in llm_params()]]

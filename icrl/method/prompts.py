@@ -23,6 +23,9 @@ SYSTEM_PROMPT_ICRL = (
 )
 SYSTEM_PROMPT_ICL = "You are an useful assistant. Answer the following questions."
 MODES = ("icrl", "icl", "zero_shot")
+# --reasoning on a template without a thinking mode (ours): the system prompt asks for a few
+# sentences of reasoning before the answer, which follows the prediction prefix (the answer marker).
+REASONING_INSTRUCTION = "Before you answer, think in a few sentences; then write '{prefix}' and your answer."
 
 
 PARTIAL_FEEDBACK = 0.5  # --reward coarse_credit: a wrong label of the right parent class (ours)
@@ -43,7 +46,8 @@ def feedback_message(prediction: str, feedback) -> str:
 
 def build_messages(task, context: Sequence[Episode], prompt: str, mode: str, *,
                    omit_feedback: bool = False, exemplars: Sequence = (),
-                   supports_system_role: bool = True) -> tuple[list[dict], str]:
+                   supports_system_role: bool = True, reasoning: bool = False,
+                   preamble: str = "") -> tuple[list[dict], str]:
     """(messages, prefix) for predicting ``prompt`` after ``context``.
 
     mode "icrl": the context's inputs, predictions and feedbacks (no feedback messages with
@@ -52,6 +56,9 @@ def build_messages(task, context: Sequence[Episode], prompt: str, mode: str, *,
     used) placed before the context: in icrl mode as predictions with positive feedback, in
     icl/zero_shot mode as gold answers. ``task`` needs ``prediction_prefix`` and ``description``.
     Without a system role the system prompt is a user message (the first input joins it).
+    ``reasoning`` (ours): the system prompt ends with ``REASONING_INSTRUCTION`` (for templates
+    without a thinking mode). ``preamble`` (ours): text a strategy puts before the episodes (a
+    summary of the history, a written reflection), after the system prompt and description.
     """
     if mode not in MODES:
         raise UsageError(f"unknown prompt mode {mode!r}; choose one of: {', '.join(MODES)}")
@@ -72,8 +79,12 @@ def build_messages(task, context: Sequence[Episode], prompt: str, mode: str, *,
         answers = [a for _, a in gold] + [episode.answer for episode in context]
         system = SYSTEM_PROMPT_ICL
     prefix = task.prediction_prefix
-    messages = [{"role": "system" if supports_system_role else "user",
-                 "content": f"{system}\n{task.description}"}]
+    content = f"{system}\n{task.description}"
+    if reasoning:
+        content += "\n" + REASONING_INSTRUCTION.format(prefix=prefix)
+    if preamble:
+        content += "\n\n" + preamble
+    messages = [{"role": "system" if supports_system_role else "user", "content": content}]
     for i in range(max(len(inputs), len(predictions), len(feedbacks), len(answers))):
         if i < len(inputs):
             if messages[-1]["role"] == "user":

@@ -29,7 +29,9 @@ class Param:
     folder, where it is named when it differs from its default (None: never); ``column``: its
     column in the results table (None: none); ``label``: its part of a run's label in figures
     and tables while it differs from its default, ``{}`` standing for the value (None: not
-    shown); ``only``: "llm" or "learner" when it means something to that kind of agent alone."""
+    shown); ``only``: "llm" or "learner" when it means something to that kind of agent alone;
+    ``folder_value`` False: the run folder names the parameter without its value, so another
+    value is the same run's (refused on resume) rather than a run beside it."""
 
     name: str
     default: Any
@@ -41,6 +43,7 @@ class Param:
     column: Optional[str] = None
     label: Optional[str] = None
     only: str = ""
+    folder_value: bool = True  # False: the folder part is the short name alone (the value is in config.json)
 
     @property
     def flag(self) -> str:

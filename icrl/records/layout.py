@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..method.agents import agent_folder
 from ..method.strategies import STRATEGIES
-from ..config import FOLDER_FIELDS
+from ..config import FOLDER_FIELDS, FOLDER_NAME_ONLY
 from .safepaths import folder_name, inside, model_folder
 from ..tasks import task_folder
 
@@ -60,7 +60,7 @@ def run_folder(args: dict) -> str:
         value = args.get(key, default)
         if value == default:
             continue
-        name += "_" + short + ("" if value is True else _safe(str(value)))
+        name += "_" + short + ("" if value is True or key in FOLDER_NAME_ONLY else _safe(str(value)))
     return name
 
 

@@ -191,6 +191,8 @@ class TrainLine:
     reset: Optional[bool] = None     # --prob_reset: the strategy forgot the steps before this one
     explored: Optional[bool] = None  # --p_exploration: a random label, no model call
     reward: Optional[Any] = None     # --reward other than exact_match: the step's reward (accuracy stays exact)
+    reasoning: Optional[str] = None  # --reasoning: what the model wrote before its answer
+    reasoning_tokens: Optional[int] = None  # --reasoning: the tokens it took
     time_s: float = 0.0              # the whole step, its test included
 
     def as_json(self) -> dict:
@@ -217,6 +219,8 @@ class TestLine:
     contexts: Optional[List[List[int]]] = None    # query-aware strategies: one context per test input
     metrics: dict = field(default_factory=dict)
     reward: Optional[float] = None  # --reward other than exact_match: the mean reward (accuracy stays exact)
+    reasoning: Optional[List[str]] = None  # --reasoning: what the model wrote before each test answer
+    reasoning_tokens: Optional[List[int]] = None  # --reasoning: the tokens each took
     time_s: float = 0.0
 
     def as_json(self) -> dict:
@@ -228,8 +232,8 @@ class TestLine:
         return cls(**record)
 
 
-OPTIONAL_TRAIN = ("reset", "explored", "reward")
-OPTIONAL_TEST = ("context", "contexts", "reward")
+OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens")
+OPTIONAL_TEST = ("context", "contexts", "reward", "reasoning", "reasoning_tokens")
 
 
 def _as_json(line, optional: tuple) -> dict:

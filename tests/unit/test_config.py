@@ -49,7 +49,7 @@ def test_config_record_parts_are_sorted_and_hold_no_secret():
     # an optional field or group (beyond the paper) is in "args" only when set
     assert set(args) | set(runtime) | config.SECRET_NAMES | set(config.OPTIONAL_DEFAULTS) == set(config.FIELDS)
     assert set(config.OPTIONAL_DEFAULTS) == {"p_exploration", "prob_reset", "ucb_alpha", "reward", "agent",
-                                             "features", "bandit_alpha", "bandit_epsilon"}
+                                             "features", "bandit_alpha", "bandit_epsilon", "reasoning"}
     # runtime_args keeps the three exploration names, as every record before they did anything
     assert set(cfg.runtime_record()) == set(runtime) | {"p_exploration", "prob_reset", "ucb_alpha"}
     learner = cfg.spec.__class__(task_name="trec_coarse", agent="linucb").as_record()
@@ -72,11 +72,12 @@ def test_roles_come_from_the_fields():
     assert [name for name, _, _ in config.FOLDER_FIELDS] == [
         "max_model_len", "backend", "device", "dtype", "rope_scaling", "eot_token", "published_tokenization",
         "api_model", "api_mode", "p_exploration", "prob_reset", "ucb_alpha", "reward", "bandit_alpha",
-        "bandit_epsilon"]
+        "bandit_epsilon", "reasoning"]
+    assert config.FOLDER_NAME_ONLY == {"reasoning"}  # another budget is the same run's, refused on resume
     assert config.EXTENDING_NAMES == {"train_k"}
     assert config.ADDED_DEFAULTS == {"published_tokenization": False, "p_exploration": None, "prob_reset": None,
                                      "ucb_alpha": None, "reward": "exact_match", "agent": "llm", "features": "tfidf",
-                                     "bandit_alpha": 1.0, "bandit_epsilon": 0.1}
+                                     "bandit_alpha": 1.0, "bandit_epsilon": 0.1, "reasoning": None}
     assert config.RESULT_COLUMNS["context_strategy_name"] == "strategy"
     assert {"hf_token", "api_key", "batch_size", "max_model_len"} <= set(config.BACKEND_NAMES)
     assert "seed" not in config.BACKEND_NAMES and "output_dir" not in config.BACKEND_NAMES

@@ -47,7 +47,12 @@ def make_policy(spec, data, *, backend=None, strategy=None, mode: str = "icrl", 
 
 def agent_params() -> list[Param]:
     """--agent, --features, then each learner's own parameters."""
-    return [AGENT, FEATURES, *[param for cls in AGENTS for param in cls.params]]
+    return [AGENT, FEATURES, *[param for cls in AGENTS if is_learner(cls.name) for param in cls.params]]
+
+
+def llm_params() -> list[Param]:
+    """The LLM agent's own parameters (--reasoning)."""
+    return list(LLMPolicy.params)
 
 
 def label_of_args(args: dict) -> str:
@@ -71,8 +76,15 @@ def agent_folder(args: dict) -> str:
 
 
 def validate(spec) -> None:
-    """A learner's own parameters go with that learner (one line otherwise)."""
+    """Each agent's own parameters are valid, and a learner's go with that learner (one line
+    otherwise; the LLM's are refused for learners by their role, only="llm")."""
+    for param in LLMPolicy.params:
+        problem = param.problem(getattr(spec, param.name))
+        if problem:
+            raise UsageError(problem)
     for cls in AGENTS:
+        if not is_learner(cls.name):
+            continue
         for param in cls.params:
             value = getattr(spec, param.name)
             if value != param.default and spec.agent != cls.name:

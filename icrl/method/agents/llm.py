@@ -11,6 +11,13 @@ Exploration beyond the paper (``icrl.method.exploration``, each off by default a
 nothing when off): before the strategy picks, ``--prob_reset`` may make it forget the history
 so far; ``--p_exploration`` may replace the model's training prediction by a random label (no
 model call); an approximate strategy with ``--ucb_alpha`` learns from each step's reward.
+
+Reasoning (``--reasoning N``, ours): at every call, training and test, the model first writes up
+to N tokens freely (``icrl.backends.Reasoner.generate``; a thinking template in its thinking
+mode, any other template after an instruction to think and then write the prediction prefix),
+with the call's seed; the label is then chosen after that reasoning exactly as without it. Each
+call's reasoning and its token count are recorded; the episodes that later contexts show are
+the episodes without it.
 """
 
 from __future__ import annotations
@@ -23,7 +30,15 @@ import numpy as np
 from ..episode import Episode
 from ..exploration import Exploration
 from ..prompts import build_messages
+from ..registry import Param
 from .policy import Decision, Policy
+
+REASONING = Param("reasoning", None, "think before each answer (ours): at every call the model first writes up to "
+                  "this many tokens freely (a thinking template's thinking mode; else an instruction to think, then "
+                  "the prediction prefix), then the label is chosen as without it; each call's reasoning is recorded, "
+                  "later contexts show the episodes without it", type=int,
+                  check=lambda n: None if n >= 1 else "a number of tokens >= 1", folder="reasoning",
+                  folder_value=False, column="reasoning", label="reasoning {}", only="llm")
 
 log = logging.getLogger("icrl")
 
@@ -39,7 +54,7 @@ class LLMPolicy(Policy):
 
     name = "llm"
     title = "LLM"
-    params: tuple = ()
+    params: tuple = (REASONING,)
     summary = "an LLM with a context strategy (the paper)"
 
     def __init__(self, backend, task, strategy, mode: str, spec, exemplars: Sequence = (), debug_k: int = 0):
@@ -49,6 +64,7 @@ class LLMPolicy(Policy):
         self.exemplars = list(exemplars)
         self.explore = Exploration.of(spec)
         self.debug_k = debug_k
+        self.reasoning = spec.reasoning  # --reasoning: the token budget, or None
         self.model_calls = 0
         self.visible_from = 0  # --prob_reset: the first step whose episode a context may hold
 
@@ -69,11 +85,26 @@ class LLMPolicy(Policy):
         self.model_calls += 1
         return out
 
-    def render(self, context: Sequence[Episode], prompt: str) -> str:
-        messages, prefix = build_messages(
+    def messages(self, context: Sequence[Episode], prompt: str, preamble: str = "") -> tuple[list, str]:
+        return build_messages(
             self.task, context, prompt, self.mode, omit_feedback=self.omit_feedback,
-            exemplars=self.exemplars, supports_system_role=self.backend.supports_system_role)
-        return self.backend.render(messages, prefix)
+            exemplars=self.exemplars, supports_system_role=self.backend.supports_system_role,
+            reasoning=self.reasoning is not None and not self.backend.thinks, preamble=preamble)
+
+    def render(self, context: Sequence[Episode], prompt: str, preamble: str = "") -> str:
+        return self.backend.render(*self.messages(context, prompt, preamble))
+
+    def answer(self, contexts: Sequence, prompts: Sequence[str], seed: int, preamble: str = "",
+               progress=None) -> tuple[list[str], dict]:
+        """A label per prompt (each after its context), and with --reasoning the record fields of
+        the reasoning before each (``reasoning``, ``reasoning_tokens``: lists, one per prompt)."""
+        if self.reasoning is None:
+            return self.predict([self.render(c, p, preamble) for c, p in zip(contexts, prompts)], seed, progress), {}
+        frames = [self.backend.reasoning_frame(*self.messages(c, p, preamble)) for c, p in zip(contexts, prompts)]
+        written = self.backend.generate([f.prompt for f in frames], self.reasoning, self.temperature, seed,
+                                        stop=[frames[0].stop])
+        labels = self.predict([f.answer_prompt(g.text) for f, g in zip(frames, written)], seed, progress)
+        return labels, {"reasoning": [g.text for g in written], "reasoning_tokens": [g.tokens for g in written]}
 
     # -- the policy -----------------------------------------------------------------------------
     def act(self, step, prompt, history):
@@ -86,15 +117,20 @@ class LLMPolicy(Policy):
         visible = list(history[self.visible_from:])
         query = {"query": prompt} if self.query_aware else {}
         context = self.strategy.select(visible, np.random.default_rng(self.seed + step), **query)
-        decision = Decision(context, self.strategy.metrics(), None, fields, visible)
+        preamble = self.strategy.preamble(visible, self.task.labels)
+        decision = Decision(context, self.strategy.metrics(), None, fields, visible, preamble=preamble)
         if self.mode != "icrl":  # supervised ICL: no call, no reward
             return decision
         explored = self.explore.explored_label(self.seed, step, self.task.labels)
         if self.explore.p_exploration is not None:
             fields["explored"] = explored is not None
         decision.explored = explored is not None
-        decision.prediction = explored if explored is not None else \
-            self.predict([self.render(context, prompt)], self.seed + step)[0]
+        if explored is not None:
+            decision.prediction = explored
+        else:
+            labels, reasoning = self.answer([context], [prompt], self.seed + step, preamble)
+            decision.prediction = labels[0]
+            fields.update({k: v[0] for k, v in reasoning.items()})
         return decision
 
     def learn(self, step, decision, reward, answer):
@@ -105,13 +141,13 @@ class LLMPolicy(Policy):
         if self.query_aware:
             contexts = [self.strategy.select(decision.visible, query_rng(self.seed, step, i), query=p)
                         for i, p in enumerate(prompts)]
-            rendered = [self.render(c, p) for c, p in zip(contexts, prompts)]
             shown = {"context_size": [len(c) for c in contexts],  # steps of the whole history
                      "contexts": [[e.step for e in c] for c in contexts]}
         else:
-            rendered = [self.render(decision.context, p) for p in prompts]
+            contexts = [decision.context] * len(prompts)
             shown = {"context_size": len(decision.context), "context": decision.context_ids}
-        return self.predict(rendered, self.seed + step, progress), shown
+        predictions, reasoning = self.answer(contexts, prompts, self.seed + step, decision.preamble, progress)
+        return predictions, {**shown, **reasoning}
 
     def replay(self, records, history):
         if self.strategy is not None:
@@ -121,8 +157,9 @@ class LLMPolicy(Policy):
     def recall(self, step, records, history):
         record = records[step]
         context = [history[i] for i in record["context"]]
-        return Decision(context, record["metrics"], record["prediction"], {},
-                        list(history[self.explore.last_reset(self.seed, step):step]))
+        visible = list(history[self.explore.last_reset(self.seed, step):step])
+        return Decision(context, record["metrics"], record["prediction"], {}, visible,
+                        preamble=self.strategy.preamble(visible, self.task.labels) if self.strategy else "")
 
 
 def zero_shot_decision() -> Decision:

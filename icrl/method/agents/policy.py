@@ -29,7 +29,8 @@ class Decision:
     which shows the gold answer); ``fields``: the record fields of settings beyond the paper, in
     the record's order (``reset``, ``explored``); ``visible``: the history a query-aware test
     context may draw from; ``explored``: the prediction is a random label, not the model's;
-    ``snapshot``: the policy as it was at a recalled step (a learner's test predictions)."""
+    ``snapshot``: the policy as it was at a recalled step (a learner's test predictions);
+    ``preamble``: text the strategy puts before the episodes (a summary, a reflection)."""
 
     context: list = field(default_factory=list)
     metrics: dict = field(default_factory=dict)
@@ -38,6 +39,7 @@ class Decision:
     visible: list = field(default_factory=list)
     explored: bool = False
     snapshot: Any = None
+    preamble: str = ""
 
     @property
     def context_ids(self) -> list[int]:

@@ -138,6 +138,10 @@ class Strategy:
         """Extra per-step metrics of the last select (empty for stateless strategies)."""
         return {}
 
+    def preamble(self, history: Sequence[Episode], labels: Sequence[str]) -> str:
+        """Text the prompt shows before the episodes (a summary of ``history``); "" for none."""
+        return ""
+
     def reset(self) -> None:
         """Forget all state (a no-op for stateless strategies)."""
 

@@ -109,3 +109,24 @@ def icrl_prompts(backend, task, n_context: int, n_queries: int, seed: int = 0) -
                                           supports_system_role=backend.supports_system_role)
         out.append(backend.render(messages, prefix))
     return out
+
+
+def reasoning_run_resumes(backend, out: Path, budget: int = 8) -> tuple[dict, dict]:
+    """A tiny --reasoning run on ``backend`` (already loaded) under ``out``, then the same run
+    resumed after its last two steps were lost: (records of the whole run, records after the
+    resume). A backend whose reasoning is seeded gives equal ones."""
+    from icrl.cli import parse_args
+    from icrl.run.experiment import Experiment
+
+    words = [*[w for w in TOY if w not in ("--backend", "fake", "--model_name")], "--icrl",
+             "--context_strategy_name", "random_biased_end", "--max_context_examples", "2", "--train_k", "4",
+             "--test_every", "2", "--test_k", "2", "--reasoning", str(budget), "--temperature", "1.0",
+             "--output_dir", str(out)]
+    experiment = Experiment(parse_args(words), backend=backend)
+    assert experiment.run()["finished"]
+    whole = untimed_records(experiment.out_dir)
+    train = (experiment.out_dir / "train.jsonl").read_text().splitlines(keepends=True)
+    (experiment.out_dir / "train.jsonl").write_text("".join(train[:2]))
+    resumed = Experiment(parse_args(words), backend=backend)
+    assert resumed.run()["finished"]
+    return whole, untimed_records(resumed.out_dir)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import VLLM_PAPER_STYLE as PAPER_STYLE, icrl_prompts, untimed_records
+from helpers import reasoning_run_resumes, VLLM_PAPER_STYLE as PAPER_STYLE, icrl_prompts, untimed_records
 from icrl.tasks import load_task
 
 pytestmark = [
@@ -193,3 +193,12 @@ def test_engine_that_cannot_start_is_one_line(data_dir, tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: the vLLM engine could not start"), result.stderr[-3000:]
     assert "memory" in lines[0].lower()
+
+
+def test_a_reasoning_run_on_the_engine_resumes_to_the_same_records(engine, tmp_path):
+    """--reasoning on the real engine: free text with stop strings, then the constrained label;
+    a run resumed after lost steps writes the records of the whole run."""
+    whole, resumed = reasoning_run_resumes(engine, tmp_path)
+    assert resumed == whole
+    assert all(isinstance(r["reasoning"], str) and 1 <= r["reasoning_tokens"] <= 8 for r in whole["train"])
+    assert all("Intent:" not in text for r in whole["test"] for text in r["reasoning"])

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import VLLM_PAPER_STYLE as PAPER_STYLE, icrl_prompts, untimed_records
+from helpers import reasoning_run_resumes, VLLM_PAPER_STYLE as PAPER_STYLE, icrl_prompts, untimed_records
 
 from icrl.tasks import load_task
 
@@ -141,3 +141,21 @@ def test_paper_style_run_end_to_end_server_killed_and_resumed(server, engine, da
     assert main(in_process) == 0
     clean = next((tmp_path / "engine").rglob("results.json")).parent
     assert untimed_records(run) == untimed_records(clean)
+
+
+def test_a_reasoning_run_against_the_server(client, server, tmp_path):
+    """--reasoning through vllm serve: completions continue the rendered prompt up to the answer
+    marker, then the constrained label; a resumed run writes the same records; chat mode
+    generates too."""
+    from icrl.backends import load_backend
+
+    whole, resumed = reasoning_run_resumes(client, tmp_path)
+    assert resumed == whole
+    assert all(isinstance(r["reasoning"], str) and r["reasoning_tokens"] >= 1 for r in whole["train"])
+    chat = load_backend("smollm2-135m", backend="openai", base_url=server.base_url, api_mode="chat")
+    try:
+        frame = chat.reasoning_frame([{"role": "user", "content": "Message: my refund never arrived"}], "Intent:")
+        (written,) = chat.generate([frame.prompt], 8, 0.0, 1, stop=[frame.stop])
+        assert written.tokens >= 1 and '"Now give your answer (Intent:)."' in frame.answer_prompt(written.text)
+    finally:
+        chat.close()

@@ -13,6 +13,8 @@ import random
 import numpy as np
 import pytest
 
+from helpers import reasoning_run_resumes
+
 from icrl.backends import BACKEND_CHOICES, Backend, load_backend, resolve_backend_name
 from icrl.backends.chat import load_chat_tokenizer
 from icrl.backends.constrained import LabelTrie, choose, prompt_rngs
@@ -403,3 +405,23 @@ def test_batched_cached_decoding_matches_plain_decoding(backend, banking, temper
     assert out == expected
     out, _ = run(backend, prompts, LABELS_WITH_PREFIXES, temperature, seed=seed, reuse=False, batch_size=3)
     assert out == expected
+
+
+# -- reasoning (--reasoning): free generation, then the label -------------------------------------
+def test_generate_is_seeded_per_prompt_and_stops_before_the_marker(smollm2):
+    messages = [{"role": "system", "content": "Classify the intent. Think, then write 'Intent:' and the label."},
+                {"role": "user", "content": "Message: my refund never arrived"}]
+    frame = smollm2.reasoning_frame(messages, "Intent:")
+    assert not smollm2.thinks and frame.stop == "Intent:" and frame.prompt.endswith("assistant\n")
+    both = smollm2.generate([frame.prompt, frame.prompt + "Well"], 12, 1.0, 5, stop=[frame.stop])
+    alone = smollm2.generate([frame.prompt], 12, 1.0, 5, stop=[frame.stop])
+    assert both[0] == alone[0]  # a prompt's text does not depend on what else is in the call
+    assert all(1 <= g.tokens <= 12 and "Intent:" not in g.text for g in both)
+    assert smollm2.generate([frame.prompt], 12, 0.0, 1)[0] == smollm2.generate([frame.prompt], 12, 0.0, 2)[0]
+
+
+def test_a_reasoning_run_on_the_model_resumes_to_the_same_records(smollm2, tmp_path):
+    whole, resumed = reasoning_run_resumes(smollm2, tmp_path)
+    assert resumed == whole
+    assert all(isinstance(r["reasoning"], str) and r["reasoning_tokens"] >= 1 for r in whole["train"])
+    assert all(len(r["reasoning"]) == 2 for r in whole["test"])

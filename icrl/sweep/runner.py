@@ -136,9 +136,12 @@ class Progress:
         self.bar.close()
 
 
-def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, progress: bool = True) -> list[Outcome]:
+def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, progress: bool = True,
+            reporter=None) -> list[Outcome]:
     """Run valid ``runs`` (one backend configuration) in lock-step; ``backend``: already loaded
-    (else loaded here, unless every run is already finished)."""
+    (else loaded here, unless every run is already finished). ``reporter(experiments)``, when
+    given, makes what hears the progress (``update()`` after each batch, ``close()``) in place of
+    the console bar (a Ray worker reports to the driver)."""
     experiments = {run: Experiment(run.args) for run in runs}
     owned = None  # a backend loaded here is closed here, when the group is done
     if backend is None and not all(inspect_run(exp.out_dir).finished for exp in experiments.values()):
@@ -146,7 +149,7 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
         loader.load_backend()
         backend, loader.backend = loader.backend, None
         owned = backend
-    bar = Progress(experiments, enabled=progress)
+    bar = reporter(experiments) if reporter is not None else Progress(experiments, enabled=progress)
 
     def target(exp):
         def start(proxy):
@@ -256,13 +259,22 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
             print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, nothing loaded")
             return 1 if any(r.error for r in runs) else 0
+        if opts.ray:  # Ray missing or an address where nothing answers: said before anything else
+            from .ray_launcher import preflight
+
+            preflight(opts)
         for run in runs:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
         signals.install(raise_interrupted)  # SIGHUP only where it is a stop request (not nohup)
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
-        outcomes = run_all(runs, opts.max_parallel)
+        if opts.ray:
+            from .ray_launcher import run_all as run_all_on_ray
+
+            outcomes = run_all_on_ray(runs, opts)
+        else:
+            outcomes = run_all(runs, opts.max_parallel)
     except UsageError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2

@@ -257,7 +257,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for run in runs:
                 print(f"#{run.index} {run.command()}")
                 print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
-            print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, nothing loaded")
+            if opts.estimate:
+                from .estimate import estimate_runs, report
+
+                estimates = estimate_runs(runs, opts.reward_share)
+                print("\n".join(report(runs, estimates, opts.reward_share, opts.tokens_per_s)))
+            print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, "
+                  f"{'no model loaded' if opts.estimate else 'nothing loaded'}")
             return 1 if any(r.error for r in runs) else 0
         if opts.ray:  # Ray missing or an address where nothing answers: said before anything else
             from .ray_launcher import preflight

@@ -1,0 +1,268 @@
+"""The prompt tokens of a sweep's runs, before they run (run_sweep.py --estimate).
+
+A run's token count depends on what its model answers only through the rewards: a
+positive-only strategy keeps the rewarded episodes, so the share of rewarded episodes sets
+the size of its contexts. With that share given (``--reward_share``, the estimate's one
+assumption), everything else follows from the plan, the task's data and the tokenizer. So
+each run is played through its own loop (``icrl.run.loop.Loop``: its steps, test steps,
+context strategy, seeds and reward function) in memory, with a stand-in model that answers
+right at that share of the steps, evenly spread (the expected context at every step), and a
+wrong label otherwise. The records it would write are then
+counted exactly as run_count_tokens.py counts finished runs (``icrl.analysis.counting``):
+training calls and test calls apart, and the published processed-token count.
+
+Nothing is written and no model loads: only the tokenizer (``$ICRL_TOKENIZERS_DIR``, a local
+folder, or the Hub's tokenizer files).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from ..backends.fake import FakeChat, fake_label
+from ..errors import UsageError
+
+FIELDS = ("train_calls", "train_prompt_tokens", "processed_tokens", "test_calls", "test_prompt_tokens")
+
+
+def rewarded_steps(share: float, steps: int) -> list[bool]:
+    """Which steps the stand-in answers right: evenly spread, ``share`` of them (step t is right
+    when round((t + 1) * share) passes an integer), so that every step's context holds the
+    expected number of rewarded episodes, with no luck of the draw in the estimate."""
+    return [int((t + 1) * share + 0.5) > int(t * share + 0.5) for t in range(steps)]
+
+
+class StandIn:
+    """What the loop needs of a backend, without a model: the tokenizer's facts, and answers
+    right at the steps ``rewarded_steps`` gives (the run's own reward function then scores them
+    as it would score a model), else a wrong label drawn from the step's seed. Prompts are
+    rendered by the counter, not here: ``render`` returns only the query, to look its answer up."""
+
+    name = "estimate"
+
+    def __init__(self, chat, answers: dict, right: Sequence[bool], seed: int):
+        self.chat, self.answers, self.right, self.seed = chat, answers, right, seed
+        self.max_model_len = chat.max_model_len
+        self.supports_system_role = chat.supports_system_role
+        self.eot_token = chat.eot_token
+
+    def render(self, messages, prefix) -> str:
+        return messages[-1]["content"].rsplit("\n\n", 1)[-1]
+
+    def predict(self, prompts, labels, temperature, seed, progress=None):
+        labels, step = list(labels), seed - self.seed
+        out = []
+        for query in prompts:
+            answer = self.answers.get(query)
+            if answer is not None and 0 <= step < len(self.right) and self.right[step]:
+                out.append(answer)
+            else:
+                wrong = [label for label in labels if label != answer] or labels
+                out.append(fake_label(query, wrong, seed))
+        return out
+
+    def describe(self) -> dict:
+        return {"backend": self.name}
+
+
+class MemoryRecords:
+    """The records a run would write, kept in memory."""
+
+    def __init__(self):
+        self.train: list = []
+        self.test: list = []
+
+    def append_train(self, record) -> None:
+        self.train.append(record)
+
+    def append_test(self, record) -> None:
+        self.test.append(record)
+
+    def write_results(self, summary) -> None:
+        pass
+
+
+class FakeEncoder:
+    """The fake backend's tokens (words and punctuation) as ids: the counter's encoder for
+    --backend fake, whose "tokenizer" has no ids."""
+
+    incremental = False
+
+    def __init__(self, chat: FakeChat):
+        self.chat = chat
+        self.ids: dict = {}
+        self.cached_segments = 0
+
+    def encode(self, texts):
+        return [np.asarray([self.ids.setdefault(t, len(self.ids)) for t in self.chat.tokens(text)], dtype=np.int32)
+                for text in texts]
+
+    encode_full = encode
+
+
+@dataclass
+class Estimate:
+    """One run's estimated calls and tokens (the names of run_count_tokens.py's figures)."""
+
+    train_calls: int = 0
+    train_prompt_tokens: int = 0
+    processed_tokens: int = 0
+    test_calls: int = 0
+    test_prompt_tokens: int = 0
+    steps: int = 0
+    note: str = ""
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.train_prompt_tokens + self.test_prompt_tokens
+
+
+class Tokenizers:
+    """Each model's tokenizer, loaded once for the whole sweep."""
+
+    def __init__(self):
+        self._chats: dict = {}
+
+    def chat(self, config):
+        s = config.spec
+        key = (s.backend, s.model_name, s.max_model_len, s.eot_token, s.rope_scaling, s.published_tokenization)
+        if key not in self._chats:
+            if s.backend == "fake":
+                from ..backends.fake import DEFAULT_MAX_MODEL_LEN
+
+                chat = FakeChat(s.max_model_len or DEFAULT_MAX_MODEL_LEN)
+            else:
+                from ..backends.chat import load_chat_tokenizer
+
+                chat = load_chat_tokenizer(s.model_name, hf_token=config.secrets.hf_token, max_model_len=s.max_model_len,
+                                           eot_token=s.eot_token, rope_scaling=s.rope_scaling)
+                chat.published_tokenization = bool(s.published_tokenization)
+            self._chats[key] = chat
+        return self._chats[key]
+
+
+def context_size(config, data, chat) -> int:
+    """The run's context size as the run resolves it (``icrl.run.size``), read from the size
+    cache when it holds one and searched otherwise, but never written."""
+    from ..maxlen import cached_size, find_max_examples
+    from ..records import max_context_path, read_json
+
+    s = config.spec
+    if s.max_context_examples == 0:
+        return 0
+    fit = s.max_context_examples
+    if fit is None:
+        path = max_context_path(config.options.output_dir, s.model_name, s.task_name)
+        try:
+            sizes = (read_json(path) or {}).get("sizes", {}) if path.is_file() else {}
+        except (OSError, ValueError, AttributeError):
+            sizes = {}
+        fit, _ = cached_size(sizes if isinstance(sizes, dict) else {}, s.icrl, chat.max_model_len,
+                             s.published_tokenization)
+        if fit is None:
+            fit = find_max_examples(chat, data.task, chat.max_model_len, icrl=s.icrl)
+    return max(fit - len(data.exemplars), 1) if data.exemplars else fit
+
+
+def play(config, chat, share: float, reward=None):
+    """One run played through its loop in memory (see the module docstring): (its config.json
+    record, training records, test records), or None for a learner (no model calls). ``reward``:
+    in place of the run's own reward function (tests replay a finished run's rewards)."""
+    from ..agents.naming import is_learner
+    from ..context import make_strategy
+    from ..exploration import with_ucb
+    from ..run.data import load_data
+    from ..run.loop import Loop
+    from ..run.plan import Plan
+    from ..rewards import make_reward
+    from ..run.resume import config_record
+
+    s = config.spec
+    if is_learner(s.agent):
+        return None
+    data = load_data(config)
+    size = context_size(config, data, chat)
+    plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
+    strategy = None if plan.mode == "zero_shot" else with_ucb(make_strategy(
+        s.context_strategy_name, plan.max_examples, s.context_p_keep, s.max_contexts,
+        s.approximate_context_sampling_method, published_quirks=s.published_tokenization), s.ucb_alpha)
+    task = data.task
+    answers = {task.prompt(e): task.answer(e) for e in [*data.train, *data.test]}
+    backend = StandIn(chat, answers, rewarded_steps(share, plan.steps), s.seed)
+    reward = reward or make_reward(s.reward, flip=s.icrl_flip_feedback, flip_prob=s.icrl_flip_feedback_prob)
+    records = MemoryRecords()
+    Loop(config, data, plan, backend, strategy, reward.bind(task), records).run(0)
+    return config_record(config, plan, data, backend), records.train, records.test
+
+
+def count(record: dict, train: Sequence[dict], test: Sequence[dict], chat) -> Estimate:
+    """A run's calls and tokens from its records, as run_count_tokens.py counts them."""
+    from ..analysis.counting import Replay, SegmentEncoder, _count  # the counter of run_count_tokens.py
+
+    encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
+    summary, _ = _count(Replay(record, train, test, chat), encoder, 8 if encoder.incremental else 0, 256,
+                        time.perf_counter())
+    mode = record["resolved"]["mode"]
+    return Estimate(train_calls=summary["train_calls"], train_prompt_tokens=summary["train_prompt_tokens"],
+                    processed_tokens=summary["processed_tokens"] or 0, test_calls=summary["test_calls"],
+                    test_prompt_tokens=summary["test_prompt_tokens"], steps=record["resolved"]["steps"],
+                    note="ICL: its training steps send nothing; the published count counts them" if mode == "icl" else "")
+
+
+def estimate_run(config, chat, share: float) -> Estimate:
+    """One run's estimate at the assumed share of rewarded episodes."""
+    played = play(config, chat, share)
+    if played is None:
+        return Estimate(note="a learner: no model calls")
+    return count(*played, chat)
+
+
+def estimate_runs(runs: Sequence, share: float) -> dict:
+    """Estimates of the valid ``runs`` by run index. A run whose tokenizer or data cannot load
+    is a UsageError naming the run: an estimate with a hole in it would read as a total."""
+    tokenizers = Tokenizers()
+    out = {}
+    for run in runs:
+        if run.error is not None:
+            continue
+        try:
+            out[run.index] = estimate_run(run.args, tokenizers.chat(run.args), share)
+        except UsageError as exc:
+            raise UsageError(f"cannot estimate run #{run.index}: {exc}") from None
+    return out
+
+
+def _n(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def report(runs: Sequence, estimates: dict, share: float, tokens_per_s: Optional[float]) -> list[str]:
+    """The lines run_sweep.py --estimate prints after the runs' commands."""
+    lines = [f"token estimate, assuming {share:.0%} of training episodes rewarded (--reward_share); "
+             f"published counting: training calls and test calls apart"]
+    head = f"{'run':>5} {'steps':>7} {'train calls':>11} {'train tokens':>14} {'processed':>14} " \
+           f"{'test calls':>10} {'test tokens':>14}"
+    lines.append(head)
+    total = Estimate()
+    for run in runs:
+        e = estimates.get(run.index)
+        if e is None:
+            continue
+        lines.append(f"{'#' + str(run.index):>5} {e.steps:>7} {_n(e.train_calls):>11} {_n(e.train_prompt_tokens):>14} "
+                     f"{_n(e.processed_tokens):>14} {_n(e.test_calls):>10} {_n(e.test_prompt_tokens):>14}"
+                     + (f"  ({e.note})" if e.note else ""))
+        for name in FIELDS + ("steps",):
+            setattr(total, name, getattr(total, name) + getattr(e, name))
+    lines.append(f"{'total':>5} {total.steps:>7} {_n(total.train_calls):>11} {_n(total.train_prompt_tokens):>14} "
+                 f"{_n(total.processed_tokens):>14} {_n(total.test_calls):>10} {_n(total.test_prompt_tokens):>14}")
+    lines.append(f"prompt tokens sent: {_n(total.prompt_tokens)} (training {_n(total.train_prompt_tokens)}, "
+                 f"test {_n(total.test_prompt_tokens)}); processed (the paper's count): {_n(total.processed_tokens)}")
+    if tokens_per_s:
+        hours = total.prompt_tokens / tokens_per_s / 3600
+        lines.append(f"at {_n(tokens_per_s)} prompt tokens/s per model replica (--tokens_per_s): "
+                     f"{hours:,.2f} GPU-hours for the prompt tokens sent (one replica per GPU)")
+    return lines

@@ -58,8 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     cost = p.add_argument_group("cost of a study before it runs (docs/scaling.md)")
     cost.add_argument("--estimate", action="store_true",
                       help="a dry run that also prints each run's prompt tokens (training and test calls apart, "
-                           "and the published processed-token count), replayed from the plan, the task's data and "
-                           "the model's tokenizer; loads no model")
+                           "and the published processed-token count): each run played through its loop in memory "
+                           "from the plan, the task's data and the model's tokenizer; loads no model")
     cost.add_argument("--reward_share", type=float, default=0.5,
                       help="--estimate's one assumption: the share of training episodes rewarded (sets the "
                            "size of positive-only contexts)")

@@ -7,10 +7,10 @@
     (banking77, 16 episodes at most; unfiltered strategies, p_keep 0.5, so that contexts fill up
     even though this small model is rarely right; a 16-prompt test at the first and last step).
 
-Each engine is measured in a process of its own (this script runs itself once per engine):
-after its first call, vLLM's CPU engine leaves processes that slow torch's threads in the
-process that started it (docs/benchmarks.md), which made the transformers side of a shared
-process up to ten times slower. Prints wall time, prompt tokens/s and the ratio, with the
+Each engine is measured in a process of its own (this script runs itself once per engine), so
+that neither engine's threads, processes or memory weigh on the other's figures: with both in
+one process the transformers side was once measured ten times slower after vLLM's first call
+(bench/vllm_side_effects.py looks for what vLLM leaves behind; docs/benchmarks.md). Prints wall time, prompt tokens/s and the ratio, with the
 engines' start times and the machine's load. Needs vLLM (`make setup-vllm` on a CPU machine).
 
     python bench/engines.py [--model smollm2-135m] [--steps 50] [--prompts 64]

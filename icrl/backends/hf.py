@@ -167,10 +167,10 @@ class TransformersBackend(ChatBackend):
         extended in its own slot, then the prompts of all calls go through the model together,
         each row on its own run's prefix; else the calls run one after the other."""
         packed = self.packs(calls)
-        before, tic = self.stats["prompt_tokens"], time.perf_counter()
+        before, tic = self.stats["computed_tokens"], time.perf_counter()
         out = self._packed_calls(calls) if packed else self._calls_one_by_one(calls)
         if self.cross_run is None and self._choice.deciding and len(calls) > 1:
-            self._choice.record(packed, (time.perf_counter() - tic) / max(1, self.stats["prompt_tokens"] - before))
+            self._choice.record(packed, (time.perf_counter() - tic) / max(1, self.stats["computed_tokens"] - before))
         return out
 
     def _calls_one_by_one(self, calls):
@@ -207,7 +207,7 @@ class TransformersBackend(ChatBackend):
         """Whether ``predict_calls`` puts these calls into shared forward passes: with prefix reuse,
         two calls or more from distinct callers, and ``cross_run`` on. ``cross_run`` None (the
         default): chosen by measurement on this device (``Choice``: the first lock-step calls
-        alternate both ways, then the faster one per prompt token stays)."""
+        alternate both ways, then the faster one per computed token stays)."""
         keys = [call.key for call in calls if call.prompts]
         if not (self.prefix_reuse and len(keys) > 1 and len(set(keys)) == len(keys)):
             return False
@@ -391,7 +391,8 @@ class TransformersBackend(ChatBackend):
 
 class Choice:
     """Packed or call by call, by measurement: the first ``2 * trials`` multi-run calls alternate
-    the two ways; then the way with the lower median seconds per prompt token is kept. Both ways
+    the two ways; then the way with the lower median seconds per computed token (a test call
+    reuses its shared prefix, a training call hardly does) is kept. Both ways
     give the same labels (bench/gpu.py checks it), so only the speed depends on the choice."""
 
     def __init__(self, trials: int = 3):
@@ -413,7 +414,7 @@ class Choice:
         if min(len(t) for t in self.times.values()) >= self.trials:
             median = {k: sorted(t)[len(t) // 2] for k, t in self.times.items()}
             self.chosen = median[True] <= median[False]
-            log.info("lock-step calls: %s (median %.3g vs %.3g s per prompt token)",
+            log.info("lock-step calls: %s (median %.3g vs %.3g s per computed token)",
                      "packed" if self.chosen else "call by call", median[self.chosen], median[not self.chosen])
 
 

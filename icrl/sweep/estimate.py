@@ -26,6 +26,7 @@ import numpy as np
 from ..backends.fake import FakeChat, fake_label
 from ..errors import UsageError
 
+_SEARCHED: dict = {}  # automatic context sizes found in this process
 FIELDS = ("train_calls", "train_prompt_tokens", "processed_tokens", "test_calls", "test_prompt_tokens")
 
 
@@ -164,7 +165,10 @@ def context_size(config, data, chat) -> int:
         fit, _ = cached_size(sizes if isinstance(sizes, dict) else {}, s.icrl, chat.max_model_len,
                              s.published_tokenization)
         if fit is None:
-            fit = find_max_examples(chat, data.task, chat.max_model_len, icrl=s.icrl)
+            key = (s.backend == "fake", s.model_name, s.eot_token, s.task_name, s.icrl, chat.max_model_len)
+            if key not in _SEARCHED:  # once per model and task in a sweep (a run would cache it on disk)
+                _SEARCHED[key] = find_max_examples(chat, data.task, chat.max_model_len, icrl=s.icrl)
+            fit = _SEARCHED[key]
     return max(fit - len(data.exemplars), 1) if data.exemplars else fit
 
 

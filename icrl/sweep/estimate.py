@@ -116,6 +116,7 @@ class Estimate:
     test_prompt_tokens: int = 0
     steps: int = 0
     note: str = ""
+    error: Optional[str] = None  # why the run could not be estimated
 
     @property
     def prompt_tokens(self) -> int:
@@ -227,7 +228,7 @@ def estimate_run(config, chat, share: float) -> Estimate:
 
 def estimate_runs(runs: Sequence, share: float) -> dict:
     """Estimates of the valid ``runs`` by run index. A run whose tokenizer or data cannot load
-    is a UsageError naming the run: an estimate with a hole in it would read as a total."""
+    gets an Estimate with ``error`` set (the report leaves it out of the totals and says so)."""
     tokenizers = Tokenizers()
     out = {}
     for run in runs:
@@ -236,7 +237,7 @@ def estimate_runs(runs: Sequence, share: float) -> dict:
         try:
             out[run.index] = estimate_run(run.args, tokenizers.chat(run.args), share)
         except UsageError as exc:
-            raise UsageError(f"cannot estimate run #{run.index}: {exc}") from None
+            out[run.index] = Estimate(error=str(exc))
     return out
 
 
@@ -255,6 +256,9 @@ def report(runs: Sequence, estimates: dict, share: float, tokens_per_s: Optional
     for run in runs:
         e = estimates.get(run.index)
         if e is None:
+            continue
+        if e.error is not None:
+            lines.append(f"{'#' + str(run.index):>5} not estimated (left out of the total): {e.error}")
             continue
         lines.append(f"{'#' + str(run.index):>5} {e.steps:>7} {_n(e.train_calls):>11} {_n(e.train_prompt_tokens):>14} "
                      f"{_n(e.processed_tokens):>14} {_n(e.test_calls):>10} {_n(e.test_prompt_tokens):>14}"

@@ -262,6 +262,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
                 estimates = estimate_runs(runs, opts.reward_share)
                 print("\n".join(report(runs, estimates, opts.reward_share, opts.tokens_per_s)))
+                missing = [i for i, e in estimates.items() if e.error is not None]
+                if missing:
+                    print(f"error: {len(missing)} runs could not be estimated (#{', #'.join(map(str, missing))}); "
+                          f"the total leaves them out", file=sys.stderr)
+                    return 1
             print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, "
                   f"{'no model loaded' if opts.estimate else 'nothing loaded'}")
             return 1 if any(r.error for r in runs) else 0

@@ -106,3 +106,22 @@ def test_rewarded_steps_are_the_share_evenly_spread():
 def test_bad_estimate_flags_are_one_line_errors(argv, message, capsys):
     assert runner.main([*TINY, "--context_strategy_name", "random_unbiased", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_run_that_cannot_be_estimated_is_named_and_left_out_of_the_total(data_dir, tmp_path, capsys):
+    import shutil
+
+    only_trec = tmp_path / "data"
+    shutil.copytree(data_dir / "trec", only_trec / "trec")  # banking77's files are missing
+    flags = [w for i, w in enumerate(TINY) if "--task_name" not in (w, TINY[i - 1])]
+    argv = [*flags, "--grid", "task_name=trec_coarse,banking77", "--context_strategy_name", "random_unbiased",
+            "--data_dir", str(only_trec), "--output_dir", str(tmp_path / "out"), "--estimate"]
+    alone = [*TINY, "--context_strategy_name", "random_unbiased", "--data_dir", str(only_trec),
+             "--output_dir", str(tmp_path / "out"), "--estimate"]
+    assert runner.main(argv) == 1
+    captured = capsys.readouterr()
+    assert "   #1 not estimated (left out of the total): dataset file not found" in captured.out
+    assert "error: 1 runs could not be estimated (#1); the total leaves them out" in captured.err
+    total = [line for line in captured.out.splitlines() if line.startswith("total")]
+    assert runner.main(alone) == 0
+    assert total == [line for line in capsys.readouterr().out.splitlines() if line.startswith("total")]

@@ -226,9 +226,10 @@ def estimate_run(config, chat, share: float) -> Estimate:
     return count(*played, chat)
 
 
-def estimate_runs(runs: Sequence, share: float) -> dict:
+def estimate_runs(runs: Sequence, share: float, on_run=None) -> dict:
     """Estimates of the valid ``runs`` by run index. A run whose tokenizer or data cannot load
-    gets an Estimate with ``error`` set (the report leaves it out of the totals and says so)."""
+    gets an Estimate with ``error`` set (the report leaves it out of the totals and says so).
+    ``on_run(run, estimate)`` is called as each run is done (a long sweep prints as it goes)."""
     tokenizers = Tokenizers()
     out = {}
     for run in runs:
@@ -238,6 +239,8 @@ def estimate_runs(runs: Sequence, share: float) -> dict:
             out[run.index] = estimate_run(run.args, tokenizers.chat(run.args), share)
         except UsageError as exc:
             out[run.index] = Estimate(error=str(exc))
+        if on_run is not None:
+            on_run(run, out[run.index])
     return out
 
 
@@ -245,32 +248,41 @@ def _n(value: float) -> str:
     return f"{value:,.0f}"
 
 
-def report(runs: Sequence, estimates: dict, share: float, tokens_per_s: Optional[float]) -> list[str]:
-    """The lines run_sweep.py --estimate prints after the runs' commands."""
-    lines = [f"token estimate, assuming {share:.0%} of training episodes rewarded (--reward_share); "
-             f"published counting: training calls and test calls apart"]
-    head = f"{'run':>5} {'steps':>7} {'train calls':>11} {'train tokens':>14} {'processed':>14} " \
-           f"{'test calls':>10} {'test tokens':>14}"
-    lines.append(head)
+def header(share: float) -> list[str]:
+    """The lines before the runs' rows."""
+    return [f"token estimate, assuming {share:.0%} of training episodes rewarded (--reward_share); "
+            f"published counting: training calls and test calls apart",
+            f"{'run':>5} {'steps':>7} {'train calls':>11} {'train tokens':>14} {'processed':>14} "
+            f"{'test calls':>10} {'test tokens':>14}"]
+
+
+def row(run, e: Estimate) -> str:
+    if e.error is not None:
+        return f"{'#' + str(run.index):>5} not estimated (left out of the total): {e.error}"
+    return (f"{'#' + str(run.index):>5} {e.steps:>7} {_n(e.train_calls):>11} {_n(e.train_prompt_tokens):>14} "
+            f"{_n(e.processed_tokens):>14} {_n(e.test_calls):>10} {_n(e.test_prompt_tokens):>14}"
+            + (f"  ({e.note})" if e.note else ""))
+
+
+def footer(estimates: dict, tokens_per_s: Optional[float]) -> list[str]:
+    """The total and, given a throughput, GPU-hours."""
     total = Estimate()
-    for run in runs:
-        e = estimates.get(run.index)
-        if e is None:
-            continue
-        if e.error is not None:
-            lines.append(f"{'#' + str(run.index):>5} not estimated (left out of the total): {e.error}")
-            continue
-        lines.append(f"{'#' + str(run.index):>5} {e.steps:>7} {_n(e.train_calls):>11} {_n(e.train_prompt_tokens):>14} "
-                     f"{_n(e.processed_tokens):>14} {_n(e.test_calls):>10} {_n(e.test_prompt_tokens):>14}"
-                     + (f"  ({e.note})" if e.note else ""))
-        for name in FIELDS + ("steps",):
-            setattr(total, name, getattr(total, name) + getattr(e, name))
-    lines.append(f"{'total':>5} {total.steps:>7} {_n(total.train_calls):>11} {_n(total.train_prompt_tokens):>14} "
-                 f"{_n(total.processed_tokens):>14} {_n(total.test_calls):>10} {_n(total.test_prompt_tokens):>14}")
-    lines.append(f"prompt tokens sent: {_n(total.prompt_tokens)} (training {_n(total.train_prompt_tokens)}, "
-                 f"test {_n(total.test_prompt_tokens)}); processed (the paper's count): {_n(total.processed_tokens)}")
+    for e in estimates.values():
+        if e.error is None:
+            for name in FIELDS + ("steps",):
+                setattr(total, name, getattr(total, name) + getattr(e, name))
+    lines = [f"{'total':>5} {total.steps:>7} {_n(total.train_calls):>11} {_n(total.train_prompt_tokens):>14} "
+             f"{_n(total.processed_tokens):>14} {_n(total.test_calls):>10} {_n(total.test_prompt_tokens):>14}",
+             f"prompt tokens sent: {_n(total.prompt_tokens)} (training {_n(total.train_prompt_tokens)}, "
+             f"test {_n(total.test_prompt_tokens)}); processed (the paper's count): {_n(total.processed_tokens)}"]
     if tokens_per_s:
         hours = total.prompt_tokens / tokens_per_s / 3600
         lines.append(f"at {_n(tokens_per_s)} prompt tokens/s per model replica (--tokens_per_s): "
                      f"{hours:,.2f} GPU-hours for the prompt tokens sent (one replica per GPU)")
     return lines
+
+
+def report(runs: Sequence, estimates: dict, share: float, tokens_per_s: Optional[float]) -> list[str]:
+    """Every line run_sweep.py --estimate prints after the runs' commands."""
+    return header(share) + [row(r, estimates[r.index]) for r in runs if r.index in estimates] + \
+        footer(estimates, tokens_per_s)

@@ -258,10 +258,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"#{run.index} {run.command()}")
                 print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
             if opts.estimate:
-                from .estimate import estimate_runs, report
+                from .estimate import estimate_runs, footer, header, row
 
-                estimates = estimate_runs(runs, opts.reward_share)
-                print("\n".join(report(runs, estimates, opts.reward_share, opts.tokens_per_s)))
+                print("\n".join(header(opts.reward_share)), flush=True)
+                estimates = estimate_runs(runs, opts.reward_share, on_run=lambda r, e: print(row(r, e), flush=True))
+                print("\n".join(footer(estimates, opts.tokens_per_s)))
                 missing = [i for i, e in estimates.items() if e.error is not None]
                 if missing:
                     print(f"error: {len(missing)} runs could not be estimated (#{', #'.join(map(str, missing))}); "

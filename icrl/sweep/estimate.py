@@ -27,6 +27,7 @@ from ..backends.fake import FakeChat, fake_label
 from ..errors import UsageError
 
 _SEARCHED: dict = {}  # automatic context sizes found in this process
+SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
 FIELDS = ("train_calls", "train_prompt_tokens", "processed_tokens", "test_calls", "test_prompt_tokens")
 
 
@@ -218,12 +219,104 @@ def count(record: dict, train: Sequence[dict], test: Sequence[dict], chat) -> Es
                     note="ICL: its training steps send nothing; the published count counts them" if mode == "icl" else "")
 
 
-def estimate_run(config, chat, share: float) -> Estimate:
-    """One run's estimate at the assumed share of rewarded episodes."""
+def shared_contexts(contexts: Sequence[Sequence[int]]) -> list[int]:
+    """For each context (a list of episode indices, in call order), how many of its first
+    episodes it shares with an earlier context (the longest such run): its prompt shares
+    those episodes' tokens with an earlier prompt, which is what the processed count leaves out."""
+    root: dict = {}
+    out = []
+    for context in contexts:
+        node, shared = root, 0
+        for i, episode in enumerate(context):
+            child = node.get(episode)
+            if child is None:
+                child = node[episode] = {}
+            elif shared == i:
+                shared = i + 1
+            node = child
+        out.append(shared)
+    return out
+
+
+def stratified(n: int, k: int) -> list[int]:
+    """One index drawn in each block of ``k`` of ``range(n)`` (seeded): every part of a run is
+    sampled, and no periodic pattern (the stand-in's evenly spread rewards) lines up with the
+    stride."""
+    rng = np.random.default_rng(0)
+    return [start + int(rng.integers(min(k, n - start))) for start in range(0, n, k)]
+
+
+def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], chat, budget: int) -> Estimate:
+    """``count`` from a sample, for runs with more than ``budget`` training or test calls (a
+    10,000-step run whose prompts hold thousands of episodes takes as long to render as to count
+    once finished). One training call in k (at most ``budget``) is rendered; its processed
+    tokens are its tokens less the prefix it shares with an earlier prompt: the system prompt
+    and the first episodes its context shares with an earlier context (``shared_contexts``,
+    over every call's episode indices, exact), rendered with the previous call's input after
+    them. Every k'-th test prompt is rendered likewise. The sums are scaled to all calls."""
+    from ..analysis.counting import Replay, SegmentEncoder
+
+    replay = Replay(record, train, test, chat)
+    encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
+    calls = list(replay.calls())
+    training = [c for c in calls if c[1] != "test"]
+    testing = [c for c in calls if c[1] == "test"]
+    sent = processed = 0.0
+    if training:
+        contexts = []
+        for step, kind, context, _ in training:  # the published counter's contexts, where they differ
+            published = replay.published_context(step, kind, context)
+            contexts.append(list(published if published is not None else context))
+        shared = shared_contexts(contexts)
+        k = -(-len(training) // budget)
+        picked = stratified(len(training), k)
+        sums = [0, 0]
+        for j in picked:
+            step, kind, context, prompt = training[j]
+            texts = [replay.render(contexts[j], prompt)]
+            if j > 0:
+                texts.append(replay.render(contexts[j][:shared[j]], training[j - 1][3]))
+            if kind == "train" and contexts[j] != list(context):
+                texts.append(replay.render(context, prompt))
+            ids = encoder.encode(texts)
+            lcp = 0
+            if j > 0:
+                a, b = ids[0], ids[1]
+                n = min(len(a), len(b))
+                diff = (a[:n] != b[:n]).nonzero()[0]
+                lcp = int(diff[0]) if len(diff) else n
+            sums[1] += len(ids[0]) - lcp
+            if kind == "train":  # what is sent (a supervised-ICL step sends nothing)
+                sums[0] += len(ids[-1] if len(texts) == 3 else ids[0])
+        scale = len(training) / len(picked)
+        sent, processed = sums[0] * scale, sums[1] * scale
+    test_tokens = 0.0
+    if testing:
+        k = -(-len(testing) // budget)
+        picked = [testing[i] for i in stratified(len(testing), k)]
+        ids = encoder.encode([replay.render(context, prompt) for _, _, context, prompt in picked])
+        test_tokens = sum(len(x) for x in ids) * len(testing) / len(picked)
+    mode = record["resolved"]["mode"]
+    every = -(-len(training) // budget)
+    return Estimate(train_calls=sum(1 for c in training if c[1] == "train"), train_prompt_tokens=round(sent),
+                    processed_tokens=round(processed) if mode != "zero_shot" else 0, test_calls=len(testing),
+                    test_prompt_tokens=round(test_tokens), steps=record["resolved"]["steps"],
+                    note=f"sampled: every {every}th training call" if every > 1 else "")
+
+
+def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Estimate:
+    """One run's estimate at the assumed share of rewarded episodes: every call counted, or a
+    sample of them (``sampled_count``) when the run has more than ``budget`` of a kind."""
     played = play(config, chat, share)
     if played is None:
         return Estimate(note="a learner: no model calls")
-    return count(*played, chat)
+    from ..analysis.counting import iter_calls
+
+    record, train, test = played
+    calls = list(iter_calls(record, train, test))
+    if max(sum(1 for c in calls if c[1] != "test"), sum(1 for c in calls if c[1] == "test")) > budget:
+        return sampled_count(record, train, test, chat, budget)
+    return count(record, train, test, chat)
 
 
 def estimate_runs(runs: Sequence, share: float, on_run=None) -> dict:

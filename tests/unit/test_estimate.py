@@ -125,3 +125,31 @@ def test_a_run_that_cannot_be_estimated_is_named_and_left_out_of_the_total(data_
     total = [line for line in captured.out.splitlines() if line.startswith("total")]
     assert runner.main(alone) == 0
     assert total == [line for line in capsys.readouterr().out.splitlines() if line.startswith("total")]
+
+
+def test_shared_contexts_is_the_longest_run_of_first_episodes_seen_before():
+    contexts = [[], [0], [0, 1], [0, 1], [2, 0], [0, 2, 5], [2, 0, 1], [1]]
+    assert estimate.shared_contexts(contexts) == [0, 0, 1, 2, 0, 1, 2, 0]
+
+
+def test_a_long_run_is_counted_from_a_sample_close_to_the_full_count(data_dir, tmp_path, monkeypatch):
+    """Beyond SAMPLED_CALLS calls a run is counted from one call in k: its figures stay close to
+    the full count (here 600 steps, one call in 4)."""
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    long = [w if w != "24" else "600" for w in TINY]
+    _, runs = runner.plan([*METHODS, *long, "--test_every", "100", "--output_dir", str(tmp_path)])
+    chat = estimate.Tokenizers().chat(runs[0].args)
+    for run in runs:
+        played = estimate.play(run.args, chat, 0.3)
+        full = estimate.count(*played, chat)
+        sample = estimate.sampled_count(*played, chat, 150)
+        assert sample.note == "sampled: every 4th training call"
+        assert (sample.train_calls, sample.test_calls) == (full.train_calls, full.test_calls)
+        assert sample.train_prompt_tokens == pytest.approx(full.train_prompt_tokens, rel=0.03), run.label()
+        assert sample.test_prompt_tokens == pytest.approx(full.test_prompt_tokens, rel=0.03), run.label()
+        assert sample.processed_tokens == pytest.approx(full.processed_tokens, rel=0.15), run.label()
+        # Every call rendered: the same count, less the words an input shares with another
+        # episode's input after the shared episodes (the sample sees only the previous call's).
+        every = estimate.sampled_count(*played, chat, 10_000)
+        assert every.train_prompt_tokens == full.train_prompt_tokens
+        assert full.processed_tokens <= every.processed_tokens <= 1.1 * full.processed_tokens, run.label()

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Fixtures that load a real model, and tests that load one some other way (node id prefixes).
 MODEL_FIXTURES = {"smollm2", "icrl_runs"}
 VLLM_FIXTURES = {"engine"}
-MODEL_TESTS: tuple = ("tests/integration/test_ray_launcher.py::test_ray_sweep_on_smollm2",)
+MODEL_TESTS: tuple = ("tests/integration/test_ray_launcher_cluster.py::test_ray_sweep_on_smollm2",)
 TOKENIZER_FIXTURES = {"smollm", "llama", "model", "chat", "qwen_dir"}  # test_maxlen, test_chat_tokenizer, test_rope
 TOKENIZER_TESTS = ("tests/integration/test_chat_tokenizer.py::test_phi_ids",
                    "tests/integration/test_chat_tokenizer.py::test_qwen_has_no",

@@ -1,7 +1,7 @@
 """run_sweep.py --ray without a cluster (icrl/sweep/ray_launcher.py, icrl/sweep/worker.py): every
 run in exactly one batch, the workers' shape checked against the cluster, the worker's batches
 write the records of the sweep without Ray, and a missing Ray is one line, exit 2. The tests on
-a real local Ray instance are in tests/integration/test_ray_launcher.py."""
+a real local Ray instance are in tests/integration/test_ray_launcher_cluster.py."""
 
 from __future__ import annotations
 

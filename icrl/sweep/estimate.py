@@ -52,7 +52,7 @@ class StandIn:
         self.supports_system_role = chat.supports_system_role
         self.eot_token = chat.eot_token
 
-    def render(self, messages, prefix) -> str:
+    def render(self, messages, prefix) -> str:  # unused by play_loop's loop, which renders nothing
         return messages[-1]["content"].rsplit("\n\n", 1)[-1]
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
@@ -69,6 +69,18 @@ class StandIn:
 
     def describe(self) -> dict:
         return {"backend": self.name}
+
+
+def play_loop(loop_class):
+    """The run's loop, except that a call's prompt is its input alone: the stand-in needs nothing
+    more, and the counter renders the prompts (with contexts of thousands of episodes, building
+    every test prompt's messages here would cost as much as the count)."""
+
+    class PlayLoop(loop_class):
+        def render(self, context, prompt):
+            return prompt
+
+    return PlayLoop
 
 
 class MemoryRecords:
@@ -201,7 +213,7 @@ def play(config, chat, share: float, reward=None):
     backend = StandIn(chat, answers, rewarded_steps(share, plan.steps), s.seed)
     reward = reward or make_reward(s.reward, flip=s.icrl_flip_feedback, flip_prob=s.icrl_flip_feedback_prob)
     records = MemoryRecords()
-    Loop(config, data, plan, backend, strategy, reward.bind(task), records).run(0)
+    play_loop(Loop)(config, data, plan, backend, strategy, reward.bind(task), records).run(0)
     return config_record(config, plan, data, backend), records.train, records.test
 
 

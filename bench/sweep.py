@@ -4,8 +4,10 @@ both ways wrote the same records.
 
 The runs: explorative ICRL (random_unbiased_only_positive, p_keep 0.1, temperature 1) on
 banking77 with different seeds, the embedded SmolLM2-135M. Each backend is loaded once and
-serves both ways (its caches emptied in between); "sequential" is the sweep with
+serves every way (its caches emptied in between); "sequential" is the sweep with
 --max_parallel 1, which is what separate run_experiment.py commands compute, minus the loads.
+On the transformers backend lock-step runs twice: call by call (each run's prompts in passes of
+their own) and packed (all runs' prompts in shared passes, each on its own prefix).
 
     python bench/sweep.py [--runs 8] [--steps 40] [--test_every 20] [--test_k 64]
                           [--backends transformers vllm] [--threads N]
@@ -68,7 +70,12 @@ def bench(args, name: str, root: Path) -> None:
     backend = load_backend(args.model, backend=name, **options)
     print(f"\n{name}: {getattr(backend, 'device', '')} {machine_load()}", flush=True)
     results = {}
-    for label, width in (("sequential", 1), ("lock-step", None)):
+    ways = [("sequential", 1, False), ("lock-step", None, None)]
+    if hasattr(backend, "cross_run"):  # transformers: the runs' prompts packed into one pass, or call by call
+        ways = [("sequential", 1, False), ("lock-step", None, False), ("packed", None, True)]
+    for label, width, packed in ways:
+        if hasattr(backend, "cross_run"):
+            backend.cross_run = packed
         _, runs = runner.plan(sweep_argv(args, name, root / name / label))
         seconds, stats = timed_sweep(backend, runs, width)
         results[label] = (seconds, runs)
@@ -77,9 +84,12 @@ def bench(args, name: str, root: Path) -> None:
                 else f"{stats.get('calls', 0)} engine calls")
         print(f"  {label:>10}: {seconds:8.1f} s  {tokens:9d} prompt tokens  {tokens / seconds:9.0f} tokens/s  "
               f"({work}; {machine_load()})", flush=True)
-    (t_seq, seq_runs), (t_lock, lock_runs) = results["sequential"], results["lock-step"]
-    same = all(records(a.out_dir) == records(b.out_dir) for a, b in zip(seq_runs, lock_runs))
-    print(f"  lock-step speed-up: {t_seq / t_lock:.2f}x; records identical: {same}", flush=True)
+    t_seq, seq_runs = results["sequential"]
+    for label, (t_lock, lock_runs) in results.items():
+        if label == "sequential":
+            continue
+        same = all(records(a.out_dir) == records(b.out_dir) for a, b in zip(seq_runs, lock_runs))
+        print(f"  {label} speed-up: {t_seq / t_lock:.2f}x; records identical: {same}", flush=True)
     if hasattr(backend, "close"):
         backend.close()
 

@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parent.parent
 # Fixtures that load a real model, and tests that load one some other way (node id prefixes).
 MODEL_FIXTURES = {"smollm2", "icrl_runs"}
 VLLM_FIXTURES = {"engine"}
-MODEL_TESTS: tuple = ()
+MODEL_TESTS: tuple = ("tests/integration/sweep/test_ray_launcher.py::test_ray_sweep_on_smollm2",)
 TOKENIZER_FIXTURES = {"smollm", "llama", "model", "chat", "qwen_dir"}  # run/test_window, backends/test_chat, backends/test_rope
 TOKENIZER_TESTS = ("tests/integration/backends/test_chat.py::test_phi_ids",
                    "tests/integration/backends/test_chat.py::test_qwen_has_no",

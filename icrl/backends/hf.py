@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Optional, Sequence
@@ -87,6 +88,29 @@ class TransformersBackend(ChatBackend):
         self.model = AutoModelForCausalLM.from_pretrained(
             directory, dtype=getattr(torch, dtype), token=hf_token,
             **rope_config_kwargs(directory, self.rope_scaling)).to(self.device).eval()
+        self._setup(batch_size, prefix_reuse, prefill_chunk)
+
+    @classmethod
+    def from_model(cls, model, chat: ChatTokenizer, *, model_name: str, batch_size: int = 8,
+                   prefix_reuse: bool = True, prefill_chunk: int = 2048) -> "TransformersBackend":
+        """The backend over a model already built and placed, with ``chat`` its tokenizer:
+        bench/gpu.py builds a real architecture with random weights, as no weights can be had."""
+        if batch_size < 1:
+            raise UsageError(f"--batch_size must be at least 1, got {batch_size}")
+        self = cls.__new__(cls)
+        ChatBackend.__init__(self, model_name, chat)
+        parameter = next(model.parameters())
+        self.device = str(parameter.device)
+        self.dtype = str(parameter.dtype).removeprefix("torch.")
+        self.rope_scaling = None
+        self.model = model.eval()
+        self._setup(batch_size, prefix_reuse, prefill_chunk)
+        return self
+
+    def _setup(self, batch_size: int, prefix_reuse: bool, prefill_chunk: int) -> None:
+        """The state every backend starts with, the model loaded."""
+        import torch
+
         if self.device == "cpu" and self.model.config._attn_implementation == "sdpa":
             self.model.set_attn_implementation(_register_cpu_attention())
         self.batch_size = batch_size
@@ -100,7 +124,11 @@ class TransformersBackend(ChatBackend):
         self.prefix_slots = 32
         self._slots: OrderedDict = OrderedDict()
         self._slot_key = None
-        self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "model_calls": 0}
+        # predict_calls: the calls of several runs in shared forward passes (None: by device; see packs)
+        self.cross_run: Optional[bool] = None
+        self._choice = Choice()
+        # attended: (query, key) pairs the attention computed, for FLOP counts (bench/gpu.py)
+        self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "model_calls": 0, "attended": 0}
 
     def describe(self) -> dict:
         return {**super().describe(), "device": self.device, "dtype": self.dtype,
@@ -112,23 +140,13 @@ class TransformersBackend(ChatBackend):
         number of prompts that batch finished."""
         if not prompts:
             return []
-        trie = self._trie(tuple(labels), self._prefix_of(prompts[0]))
-        ids = [self.chat.encode_prompt(p) for p in prompts]
-        check_prompt_lengths(ids, trie.max_depth, self.max_model_len)
-        longest = max(len(x) for x in ids)
-        self.stats["prompt_tokens"] += sum(len(x) for x in ids)
-        shared = 0
-        if self.prefix_reuse:
-            shared = ids[0][:-1]
-            for x in ids[1:]:
-                shared = shared[:common_prefix_length(shared, x[:-1])]
-            self._extend_prefix(list(shared))
-            shared = len(shared)
+        trie, ids, shared = self._prepare(prompts, labels)
         rngs = prompt_rngs(seed, len(prompts))
         out: list[Optional[str]] = [None] * len(prompts)
         # Rows of the shared prefix, copied once per call; each batch writes after the prefix.
         buffers = None
         if shared:
+            longest = max(len(x) for x in ids)
             buffers = self._row_buffers(min(self.batch_size, len(prompts)), longest - shared + trie.max_depth)
         # Similar suffix lengths share a batch (less padding); results do not depend on order.
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
@@ -178,14 +196,57 @@ class TransformersBackend(ChatBackend):
         return out
 
     def predict_calls(self, calls):
-        """Several runs' calls, one after the other; each caller (``call.key``) gets back the
-        stored prefix it left, so lock-step runs compute what they compute alone (at most
-        ``prefix_slots`` callers keep one; the least recently used is dropped)."""
+        """Several runs' calls. Each caller (``call.key``) gets back the stored prefix it left, so
+        lock-step runs compute what they compute alone (at most ``prefix_slots`` callers keep
+        one; the least recently used is dropped). Packed (``packs``): each call's shared prefix is
+        extended in its own slot, then the prompts of all calls go through the model together,
+        each row on its own run's prefix; else the calls run one after the other."""
+        packed = self.packs(calls)
+        before, tic = self.stats["computed_tokens"], time.perf_counter()
+        out = self._packed_calls(calls) if packed else self._calls_one_by_one(calls)
+        if self.cross_run is None and self._choice.deciding and len(calls) > 1:
+            self._choice.record(packed, (time.perf_counter() - tic) / max(1, self.stats["computed_tokens"] - before))
+        return out
+
+    def _calls_one_by_one(self, calls):
         out = []
         for call in calls:
             self._switch_prefix(call.key)
             out.append(self.predict(call.prompts, call.labels, call.temperature, call.seed))
         return out
+
+    def _packed_calls(self, calls):
+        rows = []  # (call, prompt index, suffix, prefix length, prefix cache, trie)
+        for c, call in enumerate(calls):
+            self._switch_prefix(call.key)
+            if not call.prompts:
+                continue
+            trie, ids, shared = self._prepare(call.prompts, call.labels)
+            cache = self._prefix_cache if shared else None
+            rows += [(c, j, x[shared:], shared, cache, trie) for j, x in enumerate(ids)]
+        rngs = [prompt_rngs(call.seed, len(call.prompts)) for call in calls]
+        out = [[None] * len(call.prompts) for call in calls]
+        rows.sort(key=lambda r: (len(r[2]), r[3]))
+        for start in range(0, len(rows), self.batch_size):
+            batch = rows[start:start + self.batch_size]
+            room = max(len(r[2]) for r in batch) + max(r[5].max_depth for r in batch)
+            cache = self._packed_cache([r[4] for r in batch], [r[3] for r in batch], room)
+            results = self._decode_rows([r[2] for r in batch], [r[3] for r in batch], [r[5] for r in batch],
+                                        [calls[r[0]].temperature for r in batch],
+                                        [rngs[r[0]][r[1]] for r in batch], cache)
+            for r, label in zip(batch, results):
+                out[r[0]][r[1]] = label
+        return out
+
+    def packs(self, calls) -> bool:
+        """Whether ``predict_calls`` puts these calls into shared forward passes: with prefix reuse,
+        two calls or more from distinct callers, and ``cross_run`` on. ``cross_run`` None (the
+        default): chosen by measurement on this device (``Choice``: the first lock-step calls
+        alternate both ways, then the faster one per computed token stays)."""
+        keys = [call.key for call in calls if call.prompts]
+        if not (self.prefix_reuse and len(keys) > 1 and len(set(keys)) == len(keys)):
+            return False
+        return self.cross_run if self.cross_run is not None else self._choice.next()
 
     def reset_cache(self) -> None:
         self._prefix_tokens, self._prefix_cache = [], None
@@ -207,6 +268,21 @@ class TransformersBackend(ChatBackend):
         """The prediction prefix is the text after the last newline of the rendered prompt."""
         return prompt.rsplit("\n", 1)[-1]
 
+    def _prepare(self, prompts, labels) -> tuple[LabelTrie, list, int]:
+        """(label trie, token ids of each prompt, length of their shared prefix), the shared
+        prefix now in the current slot's stored cache (0 without prefix reuse)."""
+        trie = self._trie(tuple(labels), self._prefix_of(prompts[0]))
+        ids = [self.chat.encode_prompt(p) for p in prompts]
+        check_prompt_lengths(ids, trie.max_depth, self.max_model_len)
+        self.stats["prompt_tokens"] += sum(len(x) for x in ids)
+        if not self.prefix_reuse:
+            return trie, ids, 0
+        shared = ids[0][:-1]
+        for x in ids[1:]:
+            shared = shared[:common_prefix_length(shared, x[:-1])]
+        self._extend_prefix(list(shared))
+        return trie, ids, len(shared)
+
     def _trie(self, labels: tuple, prefix: str) -> LabelTrie:
         key = (labels, prefix)
         if key not in self._tries:
@@ -217,7 +293,10 @@ class TransformersBackend(ChatBackend):
         """One model call (under inference mode); returns last-position logits and the cache."""
         torch = self._torch
         self.stats["model_calls"] += 1
-        self.stats["computed_tokens"] += int(attention_mask[:, -input_ids.shape[1]:].sum())
+        new = attention_mask[:, -input_ids.shape[1]:].sum(axis=1)
+        past = attention_mask[:, :-input_ids.shape[1]].sum(axis=1)
+        self.stats["computed_tokens"] += int(new.sum())
+        self.stats["attended"] += int((new * past + new * (new + 1) // 2).sum())
         with torch.inference_mode():
             out = self.model(input_ids=torch.as_tensor(input_ids, device=self.device),
                              attention_mask=torch.as_tensor(attention_mask, device=self.device),
@@ -268,30 +347,63 @@ class TransformersBackend(ChatBackend):
         layer = _buffer_layer_class()
         return Cache(layers=[layer(keys[:batch], values[:batch], shared) for keys, values in buffers])
 
+    def _packed_cache(self, caches, lengths, room: int):
+        """A cache whose row r holds the first ``lengths[r]`` positions of ``caches[r]`` (a run's
+        stored prefix; None when 0), zeros up to the longest, then ``room`` free positions; the
+        zeros are masked out. None when no row has a prefix."""
+        from transformers.cache_utils import Cache
+
+        longest = max(lengths)
+        if longest == 0:
+            return None
+        source = next(c for c in caches if c is not None)
+        layers = []
+        for index, template in enumerate(source.layers):
+            pair = []
+            for name in ("keys", "values"):
+                states = getattr(template, name)
+                _, heads, _, dim = states.shape
+                buffer = states.new_zeros((len(caches), heads, longest + room, dim))
+                for row, (cache, length) in enumerate(zip(caches, lengths)):
+                    if length:
+                        buffer[row, :, :length] = getattr(cache.layers[index], name)[0, :, :length]
+                pair.append(buffer)
+            layers.append(_buffer_layer_class()(pair[0], pair[1], longest))
+        return Cache(layers=layers)
+
     def _decode(self, suffixes, shared, trie, temperature, rngs, buffers=None) -> list[str]:
-        """Run left-padded suffixes on the shared prefix, then walk the label trie.
+        """Run left-padded suffixes on the shared prefix, then walk the label trie."""
+        batch = len(suffixes)
+        cache = self._batch_cache(batch, shared, buffers) if shared else None
+        return self._decode_rows(suffixes, [shared] * batch, [trie] * batch, [temperature] * batch, rngs, cache)
+
+    def _decode_rows(self, suffixes, shared, tries, temperatures, rngs, cache) -> list[str]:
+        """Run left-padded suffixes, row r after its own prefix of ``shared[r]`` positions in
+        ``cache`` (prefixes shorter than the longest are padded, masked), then walk each row's
+        label trie.
 
         Tokens forced by the trie (one option) are queued and only fed to the model when a
         later step needs a real choice, so most labels cost one or two forward passes.
         """
         batch = len(suffixes)
         width = max(len(s) for s in suffixes)
+        lengths = np.asarray(shared, dtype=np.int64)
+        longest = int(lengths.max())
         input_ids = np.zeros((batch, width), dtype=np.int64)
-        mask = np.zeros((batch, shared + width), dtype=np.int64)
-        mask[:, :shared] = 1
+        mask = np.zeros((batch, longest + width), dtype=np.int64)
         for row, s in enumerate(suffixes):
+            mask[row, :lengths[row]] = 1
             input_ids[row, width - len(s):] = s
-            mask[row, shared + width - len(s):] = 1
-        position = shared + np.cumsum(mask[:, shared:], axis=1) - 1
+            mask[row, longest + width - len(s):] = 1
+        position = lengths[:, None] + np.cumsum(mask[:, longest:], axis=1) - 1
         position = np.maximum(position, 0)
         next_pos = position[:, -1] + 1
-        cache = self._batch_cache(batch, shared, buffers) if shared else None
         logits, cache = self._forward(input_ids, mask, position, cache)
-        nodes = [trie.root] * batch
+        nodes = [trie.root for trie in tries]
         results: list[Optional[str]] = [None] * batch
         pending: list[tuple[np.ndarray, np.ndarray]] = []  # queued (tokens, mask) columns
         while any(r is None for r in results):
-            options = [trie.options(nodes[i]) if results[i] is None else None for i in range(batch)]
+            options = [tries[i].options(nodes[i]) if results[i] is None else None for i in range(batch)]
             if pending and any(o is not None and len(o) > 1 for o in options):
                 cols = np.stack([c[0] for c in pending], axis=1)
                 cmask = np.stack([c[1] for c in pending], axis=1)
@@ -305,8 +417,8 @@ class TransformersBackend(ChatBackend):
             for i in range(batch):
                 if options[i] is None:
                     continue
-                token = options[i][0] if len(options[i]) == 1 else choose(logits[i], options[i], temperature, rngs[i])
-                nodes[i], results[i] = trie.advance(nodes[i], token)
+                token = options[i][0] if len(options[i]) == 1 else choose(logits[i], options[i], temperatures[i], rngs[i])
+                nodes[i], results[i] = tries[i].advance(nodes[i], token)
                 col[i], col_mask[i] = token, 1
             pending.append((col, col_mask))
         return results  # type: ignore[return-value]
@@ -365,6 +477,35 @@ def _sample_token(logits: np.ndarray, temperature: float, rng: np.random.Generat
     z -= z.max()
     cdf = np.cumsum(np.exp(z))
     return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1))
+
+
+class Choice:
+    """Packed or call by call, by measurement: the first ``2 * trials`` multi-run calls alternate
+    the two ways; then the way with the lower median seconds per computed token (a test call
+    reuses its shared prefix, a training call hardly does) is kept. Both ways
+    give the same labels (bench/gpu.py checks it), so only the speed depends on the choice."""
+
+    def __init__(self, trials: int = 3):
+        self.trials = trials
+        self.times: dict = {True: [], False: []}
+        self.chosen: Optional[bool] = None
+
+    @property
+    def deciding(self) -> bool:
+        return self.chosen is None
+
+    def next(self) -> bool:
+        if self.chosen is not None:
+            return self.chosen
+        return len(self.times[True]) <= len(self.times[False])
+
+    def record(self, packed: bool, seconds_per_token: float) -> None:
+        self.times[packed].append(seconds_per_token)
+        if min(len(t) for t in self.times.values()) >= self.trials:
+            median = {k: sorted(t)[len(t) // 2] for k, t in self.times.items()}
+            self.chosen = median[True] <= median[False]
+            log.info("lock-step calls: %s (median %.3g vs %.3g s per computed token)",
+                     "packed" if self.chosen else "call by call", median[self.chosen], median[not self.chosen])
 
 
 @functools.lru_cache(maxsize=None)

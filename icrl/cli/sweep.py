@@ -22,6 +22,15 @@ class SweepOptions:
     max_parallel: Optional[int] = None
     name: Optional[str] = None
     summary: Optional[str] = None
+    estimate: bool = False
+    reward_share: float = 0.5
+    tokens_per_s: Optional[float] = None
+    ray: bool = False
+    ray_address: Optional[str] = None
+    ray_workers: Optional[int] = None
+    ray_gpus_per_worker: Optional[float] = None
+    ray_cpus_per_worker: float = 1.0
+    ray_wait_s: float = 600.0
     shard_of: Optional[tuple] = None  # resolved from shard
     sweep_name: Optional[str] = None  # resolved: name, else preset or file name, else a timestamp
 
@@ -47,6 +56,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="sweep name for the summary file (default: preset or file name, else a timestamp)")
     p.add_argument("--summary", metavar="FILE.csv",
                    help="summary table path (default: <output_dir>/sweeps/<name>[-shard-I-of-N].csv)")
+    cost = p.add_argument_group("cost of a study before it runs (docs/scaling.md)")
+    cost.add_argument("--estimate", action="store_true",
+                      help="a dry run that also prints each run's prompt tokens (training and test calls apart, "
+                           "and the published processed-token count): each run played through its loop in memory "
+                           "from the plan, the task's data and the model's tokenizer; loads no model")
+    cost.add_argument("--reward_share", type=float, default=0.5,
+                      help="--estimate's one assumption: the share of training episodes rewarded (sets the "
+                           "size of positive-only contexts)")
+    cost.add_argument("--tokens_per_s", type=float, default=None,
+                      help="--estimate: prompt tokens per second of one model replica (bench/gpu.py measures it); "
+                           "prints GPU-hours")
+    ray = p.add_argument_group("Ray: the runs spread over workers, each loading its model once (docs/scaling.md)")
+    ray.add_argument("--ray", action="store_true",
+                     help="run on Ray: a local instance (ray.init()), or the cluster of --ray_address")
+    ray.add_argument("--ray_address", metavar="HOST:PORT",
+                     help="an existing Ray cluster's address (implies --ray); 'auto': the cluster this machine is in")
+    ray.add_argument("--ray_workers", type=int, default=None,
+                     help="workers (each one loaded model); default: the cluster's GPUs / --ray_gpus_per_worker, "
+                          "or 1 on a cluster without GPUs")
+    ray.add_argument("--ray_gpus_per_worker", type=float, default=None,
+                     help="GPUs each worker holds; default: the runs' --tensor_parallel_size, else 1 where the "
+                          "cluster has GPUs, else 0")
+    ray.add_argument("--ray_cpus_per_worker", type=float, default=1.0, help="CPUs each worker holds")
+    ray.add_argument("--ray_wait_s", type=float, default=600.0,
+                     help="how long to wait for Ray to place the workers before giving up (exit 2)")
     return p
 
 
@@ -59,6 +93,24 @@ def parse_sweep_args(argv: Sequence[str]) -> tuple[SweepOptions, list[str]]:
         raise UsageError(f"unknown option {stray[0]}; run_experiment.py flags start with -- (see run_sweep.py --help)")
     if parsed.max_parallel is not None and parsed.max_parallel < 1:
         raise UsageError(f"--max_parallel must be >= 1, got {parsed.max_parallel}")
+    if parsed.reward_share is not None and not 0.0 <= parsed.reward_share <= 1.0:
+        raise UsageError(f"--reward_share is a share of episodes, from 0 to 1; got {parsed.reward_share}")
+    if parsed.tokens_per_s is not None and not parsed.tokens_per_s > 0:
+        raise UsageError(f"--tokens_per_s must be a positive number, got {parsed.tokens_per_s}")
+    if parsed.ray_workers is not None and parsed.ray_workers < 1:
+        raise UsageError(f"--ray_workers must be >= 1, got {parsed.ray_workers}")
+    if parsed.ray_gpus_per_worker is not None and parsed.ray_gpus_per_worker < 0:
+        raise UsageError(f"--ray_gpus_per_worker must be >= 0, got {parsed.ray_gpus_per_worker}")
+    if parsed.ray_cpus_per_worker < 0 or not parsed.ray_wait_s > 0:
+        raise UsageError("--ray_cpus_per_worker must be >= 0 and --ray_wait_s above 0")
+    if parsed.tokens_per_s is not None:
+        parsed.estimate = True
+    if parsed.estimate:
+        parsed.dry_run = True
+    if parsed.ray_address is not None or parsed.ray_workers is not None or parsed.ray_gpus_per_worker is not None:
+        parsed.ray = True
+    if parsed.ray and parsed.shard:
+        raise UsageError("--ray spreads the whole sweep over its workers; give --ray or --shard, not both")
     values = {f.name: getattr(parsed, f.name) for f in fields(SweepOptions) if hasattr(parsed, f.name)}
     values["grid"] = tuple(values["grid"])
     return SweepOptions(**values), extra

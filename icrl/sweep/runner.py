@@ -1,4 +1,5 @@
-"""run_sweep.py: expand a sweep, validate every run, then run them in lock-step per model.
+"""run_sweep.py: expand a sweep, validate every run, then run them in lock-step per model
+(execution.py), here or on Ray workers (ray_launcher.py), and write the summary.
 
 Runs are grouped by the backend they load (``BackendSpec``: model, backend and that backend's
 typed options, from the configuration fields with a backend role); each group loads its backend
@@ -9,7 +10,6 @@ arguments, run directory and records are those run_experiment.py gives it alone.
 from __future__ import annotations
 
 import math
-import shlex
 import signal
 import sys
 import time
@@ -20,54 +20,19 @@ from typing import Optional, Sequence
 
 from ..cli import build_parser as run_parser
 from ..cli.sweep import SweepOptions, parse_sweep_args
-from ..config import RunConfig
-from ..infra.masking import mask_words, scrub
-from ..cli import parse_args
-from ..cli.validate import WrongAgentSetting
+from ..infra.masking import scrub
 from ..errors import UsageError
-from ..run.experiment import Experiment
-from ..run.environment import backend_spec_of
-from ..run.observers import TestLines
 from ..infra import signals
 from ..infra.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
-from ..records import experiment_dir, inspect_run, write_csv_atomic
+from ..records import write_csv_atomic
 from ..records.safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
-from .lockstep import LockStep, Outcome
+from .execution import Run, execute, groups_of, run_all  # noqa: F401  (execute, groups_of: the sweep's API)
+from .lockstep import Outcome
 from .presets import preset_runs
 
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
                   "steps_completed", "total_steps", "time_s", "run_dir", "error")
-
-
-class Run:
-    """One run of the sweep: its words, its parsed arguments (or why they are invalid)."""
-
-    def __init__(self, index: int, words: list[str]):
-        self.index, self.words = index, words
-        self.args: Optional[RunConfig] = None
-        self.error: Optional[str] = None
-        self.out_dir: Optional[Path] = None
-        try:
-            self.args = parse_args(words).replace(progress=False)  # the sweep has one bar for all runs
-            self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
-        except UsageError as exc:
-            self.error = scrub(str(exc))
-            if isinstance(exc, WrongAgentSetting):  # e.g. a learner crossed with LLM settings
-                self.error += ("; in a sweep, give learners and LLM runs their own [[run]] tables "
-                               "(docs/sweeps.md, bench/methods/learners.toml)")
-
-    def command(self) -> str:
-        return shlex.join(["python", "run_experiment.py", *mask_words(self.words)])
-
-    def backend_key(self):
-        """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
-        return backend_spec_of(self.args, engine=False)
-
-    def label(self) -> str:
-        a = self.args
-        what = a.spec.context_strategy_name if a.spec.agent == "llm" else f"agent {a.spec.agent}"
-        return f"#{self.index} {a.spec.task_name} {what} seed {a.spec.seed}"
 
 
 def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
@@ -103,93 +68,6 @@ def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
         check_file_name("--name" if opts.name is not None else "the sweep name", sweep_name)
     opts = replace(opts, shard_of=shard_of, sweep_name=sweep_name)
     return opts, runs
-
-
-# -- execution ------------------------------------------------------------------------------------
-class Progress:
-    """One bar for the whole sweep (steps of all runs) and a line per test step."""
-
-    def __init__(self, experiments: dict, enabled: bool = True):
-        from tqdm.auto import tqdm
-
-        self.experiments = experiments
-        self.bar = tqdm(total=self._total(), disable=not enabled, desc="sweep", unit="step", dynamic_ncols=True)
-        if not enabled:
-            return
-        for run, exp in experiments.items():
-            exp.observers.append(TestLines(self.bar.write, run.label()))
-
-    def _total(self) -> int:
-        total = 0
-        for run, exp in self.experiments.items():
-            steps = exp.steps
-            total += steps if steps is not None else max(run.args.spec.train_k, 0)
-        return total
-
-    def update(self) -> None:
-        self.bar.total = self._total()
-        self.bar.n = sum(exp.steps_done for exp in self.experiments.values())
-        self.bar.refresh()
-
-    def close(self) -> None:
-        self.update()
-        self.bar.close()
-
-
-def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, progress: bool = True) -> list[Outcome]:
-    """Run valid ``runs`` (one backend configuration) in lock-step; ``backend``: already loaded
-    (else loaded here, unless every run is already finished)."""
-    experiments = {run: Experiment(run.args) for run in runs}
-    owned = None  # a backend loaded here is closed here, when the group is done
-    if backend is None and not all(inspect_run(exp.out_dir).finished for exp in experiments.values()):
-        loader = experiments[runs[0]]
-        loader.load_backend()
-        backend, loader.backend = loader.backend, None
-        owned = backend
-    bar = Progress(experiments, enabled=progress)
-
-    def target(exp):
-        def start(proxy):
-            exp.backend = proxy
-            return exp.run()
-        return start
-
-    lockstep = LockStep(backend, width=width, on_batch=bar.update)
-    try:
-        return lockstep.run([target(experiments[run]) for run in runs])
-    finally:
-        bar.close()
-        if owned is not None:
-            close_backend(owned)
-
-
-def groups_of(runs: Sequence[Run]) -> list[list[Run]]:
-    groups: dict = {}
-    for run in runs:
-        groups.setdefault(run.backend_key(), []).append(run)
-    return list(groups.values())
-
-
-def close_backend(backend) -> None:
-    close = getattr(backend, "close", None)
-    if close is not None:
-        close()
-
-
-def run_all(runs: Sequence[Run], width: Optional[int], progress: bool = True) -> dict:
-    """Every valid run, group by group; returns outcomes by run index (invalid runs: failed)."""
-    outcomes: dict = {}
-    for run in runs:
-        if run.error is not None:
-            outcomes[run.index] = Outcome(status="failed", error=run.error)
-    for group in groups_of([r for r in runs if r.error is None]):
-        try:
-            results = execute(group, width=width, progress=progress)
-        except UsageError as exc:  # the group's model could not load
-            results = [Outcome(status="failed", error=str(exc)) for _ in group]
-        for run, outcome in zip(group, results):
-            outcomes[run.index] = outcome
-    return outcomes
 
 
 # -- reporting ------------------------------------------------------------------------------------
@@ -254,15 +132,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for run in runs:
                 print(f"#{run.index} {run.command()}")
                 print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
-            print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, nothing loaded")
+            if opts.estimate:
+                from .estimate import estimate_runs, footer, header, row
+
+                print("\n".join(header(opts.reward_share)), flush=True)
+                estimates = estimate_runs(runs, opts.reward_share, on_run=lambda r, e: print(row(r, e), flush=True))
+                print("\n".join(footer(estimates, opts.tokens_per_s)))
+                missing = [i for i, e in estimates.items() if e.error is not None]
+                if missing:
+                    print(f"error: {len(missing)} runs could not be estimated (#{', #'.join(map(str, missing))}); "
+                          f"the total leaves them out", file=sys.stderr)
+                    return 1
+            print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, "
+                  f"{'no model loaded' if opts.estimate else 'nothing loaded'}")
             return 1 if any(r.error for r in runs) else 0
+        if opts.ray:  # Ray missing or an address where nothing answers: said before anything else
+            from .ray_launcher import preflight
+
+            preflight(opts)
         for run in runs:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
         signals.install(raise_interrupted)  # SIGHUP only where it is a stop request (not nohup)
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
-        outcomes = run_all(runs, opts.max_parallel)
+        if opts.ray:
+            from .ray_launcher import run_all as run_all_on_ray
+
+            outcomes = run_all_on_ray(runs, opts)
+        else:
+            outcomes = run_all(runs, opts.max_parallel)
     except UsageError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2

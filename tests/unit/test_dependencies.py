@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # Imported only by an optional backend or option, each inside the code that needs it.
-OPTIONAL = {"vllm": "vllm", "psutil": "vllm", "openai": "openai", "wandb": "wandb"}
+OPTIONAL = {"vllm": "vllm", "psutil": "vllm", "openai": "openai", "wandb": "wandb", "ray": "ray"}
 
 
 def _name(requirement: str) -> str:

@@ -105,7 +105,7 @@ def test_tests_mirror_the_package():
     """tests/unit/<folder>/test_<name>.py and tests/integration/<folder>/test_<name>.py: the folder is
     a package of icrl and <name> one of its modules (or the package itself); at tests/unit's top,
     the package's root modules and the project-wide checks; tests/vllm_engine (the real engine)
-    tests modules of icrl/backends."""
+    tests modules of icrl/backends, tests/bench the scripts of bench/."""
     project = {"test_golden.py", "test_docs.py", "test_dependencies.py", "test_package.py"}
     for kind in ("unit", "integration"):
         top = REPO / "tests" / kind
@@ -121,3 +121,5 @@ def test_tests_mirror_the_package():
                 f"tests/{kind}/{rel}: no module {module} in icrl/{'/'.join(rel.parts[:-1])}"
     for path in sorted((REPO / "tests" / "vllm_engine").glob("test_*.py")):
         assert (PACKAGE / "backends" / f"{path.stem[len('test_'):]}.py").is_file(), path.name
+    for path in sorted((REPO / "tests" / "bench").glob("test_*.py")):  # the bench/ scripts' own tests
+        assert (REPO / "bench" / f"{path.stem[len('test_'):]}.py").is_file(), path.name

@@ -1,0 +1,139 @@
+"""A sweep's runs and how they execute: ``Run`` (one run's words, parsed), and ``execute`` (runs
+that share one backend, in lock-step: lockstep.py), group by group (``run_all``). run_sweep.py
+(runner.py) and the Ray workers (worker.py, ray_launcher.py) both run runs through here."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..cli import parse_args
+from ..cli.validate import WrongAgentSetting
+from ..config import RunConfig
+from ..errors import UsageError
+from ..infra.masking import mask_words, scrub
+from ..records import experiment_dir, inspect_run
+from ..run.environment import backend_spec_of
+from ..run.experiment import Experiment
+from ..run.observers import TestLines
+from .lockstep import LockStep, Outcome
+
+
+class Run:
+    """One run of the sweep: its words, its parsed arguments (or why they are invalid)."""
+
+    def __init__(self, index: int, words: list[str]):
+        self.index, self.words = index, words
+        self.args: Optional[RunConfig] = None
+        self.error: Optional[str] = None
+        self.out_dir: Optional[Path] = None
+        try:
+            self.args = parse_args(words).replace(progress=False)  # the sweep has one bar for all runs
+            self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
+        except UsageError as exc:
+            self.error = scrub(str(exc))
+            if isinstance(exc, WrongAgentSetting):  # e.g. a learner crossed with LLM settings
+                self.error += ("; in a sweep, give learners and LLM runs their own [[run]] tables "
+                               "(docs/sweeps.md, bench/methods/learners.toml)")
+
+    def command(self) -> str:
+        return shlex.join(["python", "run_experiment.py", *mask_words(self.words)])
+
+    def backend_key(self):
+        """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
+        return backend_spec_of(self.args, engine=False)
+
+    def label(self) -> str:
+        a = self.args
+        what = a.spec.context_strategy_name if a.spec.agent == "llm" else f"agent {a.spec.agent}"
+        return f"#{self.index} {a.spec.task_name} {what} seed {a.spec.seed}"
+
+
+class Progress:
+    """One bar for the whole sweep (steps of all runs) and a line per test step."""
+
+    def __init__(self, experiments: dict, enabled: bool = True):
+        from tqdm.auto import tqdm
+
+        self.experiments = experiments
+        self.bar = tqdm(total=self._total(), disable=not enabled, desc="sweep", unit="step", dynamic_ncols=True)
+        if not enabled:
+            return
+        for run, exp in experiments.items():
+            exp.observers.append(TestLines(self.bar.write, run.label()))
+
+    def _total(self) -> int:
+        total = 0
+        for run, exp in self.experiments.items():
+            steps = exp.steps
+            total += steps if steps is not None else max(run.args.spec.train_k, 0)
+        return total
+
+    def update(self) -> None:
+        self.bar.total = self._total()
+        self.bar.n = sum(exp.steps_done for exp in self.experiments.values())
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.update()
+        self.bar.close()
+
+
+def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, progress: bool = True,
+            reporter=None) -> list[Outcome]:
+    """Run valid ``runs`` (one backend configuration) in lock-step; ``backend``: already loaded
+    (else loaded here, unless every run is already finished). ``reporter(experiments)``, when
+    given, makes what hears the progress (``update()`` after each batch, ``close()``) in place of
+    the console bar (a Ray worker reports to the driver)."""
+    experiments = {run: Experiment(run.args) for run in runs}
+    owned = None  # a backend loaded here is closed here, when the group is done
+    if backend is None and not all(inspect_run(exp.out_dir).finished for exp in experiments.values()):
+        loader = experiments[runs[0]]
+        loader.load_backend()
+        backend, loader.backend = loader.backend, None
+        owned = backend
+    bar = reporter(experiments) if reporter is not None else Progress(experiments, enabled=progress)
+
+    def target(exp):
+        def start(proxy):
+            exp.backend = proxy
+            return exp.run()
+        return start
+
+    lockstep = LockStep(backend, width=width, on_batch=bar.update)
+    try:
+        return lockstep.run([target(experiments[run]) for run in runs])
+    finally:
+        bar.close()
+        if owned is not None:
+            close_backend(owned)
+
+
+def groups_of(runs: Sequence[Run]) -> list[list[Run]]:
+    groups: dict = {}
+    for run in runs:
+        groups.setdefault(run.backend_key(), []).append(run)
+    return list(groups.values())
+
+
+def close_backend(backend) -> None:
+    close = getattr(backend, "close", None)
+    if close is not None:
+        close()
+
+
+def run_all(runs: Sequence[Run], width: Optional[int], progress: bool = True) -> dict:
+    """Every valid run, group by group; returns outcomes by run index (invalid runs: failed)."""
+    outcomes: dict = {}
+    for run in runs:
+        if run.error is not None:
+            outcomes[run.index] = Outcome(status="failed", error=run.error)
+    for group in groups_of([r for r in runs if r.error is None]):
+        try:
+            results = execute(group, width=width, progress=progress)
+        except UsageError as exc:  # the group's model could not load
+            results = [Outcome(status="failed", error=str(exc)) for _ in group]
+        for run, outcome in zip(group, results):
+            outcomes[run.index] = outcome
+    return outcomes

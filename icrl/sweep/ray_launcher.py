@@ -1,0 +1,317 @@
+"""run_sweep.py --ray: a sweep's runs spread over persistent Ray workers.
+
+Each worker is a Ray actor (``icrl.sweep.worker.SweepWorker``) that loads its backend once and
+advances the runs it is handed in lock-step, as run_sweep.py does in one process. The driver
+(this module, in the run_sweep.py process):
+
+1. connects: a local Ray instance (``ray.init()``) or an existing cluster (``--ray_address``);
+   an address where nothing answers, a missing Ray, or more GPUs or CPUs than the cluster has
+   are one-line errors (exit 2) before anything starts;
+2. places the workers, saying so while Ray cannot place them yet, and gives up after
+   ``--ray_wait_s`` (exit 2);
+3. has every worker load its first backend before any run starts: a model that cannot load is
+   one line, exit 2, and no run directory has been written;
+4. splits each backend configuration's runs into one batch per worker (run i to batch i mod W)
+   and hands batches to idle workers. A run is in exactly one batch, and a batch with exactly
+   one worker at a time, so no two workers write one run (each run directory is also locked
+   by its writer, icrl/lock.py);
+5. when a worker dies, its batch goes back to the queue and a new worker is started: the next
+   worker to take it resumes each run from its records, to the step;
+6. prints one progress bar and the test lines, and returns each run's outcome for the summary.
+
+Runs already finished are reported by the driver itself (no worker, no model). The records do
+not depend on which worker wrote them or with which other runs: outputs are seeded per prompt.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections import deque
+from typing import Optional, Sequence
+
+from ..errors import UsageError
+from ..infra.masking import scrub
+from ..records import inspect_run
+from .lockstep import Outcome
+
+INSTALL_HINT = "pip install -e .[ray] (make setup installs it)"
+# Variables a worker on another node needs to see the data, models and caches the driver sees.
+FORWARDED_ENV = ("ICRL_DATA_DIR", "ICRL_CACHE_DIR", "ICRL_TOKENIZERS_DIR", "HF_HOME", "HF_HUB_OFFLINE",
+                 "HF_HUB_CACHE", "ICRL_FAKE_DELAY_S")
+POLL_S = 1.0
+SAY_EVERY_S = 30.0
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise UsageError(f"--ray needs Ray, which is not installed here: {INSTALL_HINT}") from None
+    return ray
+
+
+def check_reachable(address: Optional[str], timeout: float = 5.0) -> None:
+    """An explicit HOST:PORT must answer a TCP connection (Ray itself would retry for minutes)."""
+    if address in (None, "", "auto", "local") or address.startswith("ray://"):
+        return
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UsageError(f"--ray_address {address!r}: write HOST:PORT (the head's GCS port, 6379 by default), "
+                         f"'auto' or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise UsageError(f"--ray_address {address}: nothing answers there ({exc.strerror or exc}); start the cluster "
+                         f"(ray start --head on its head node) or fix the address") from None
+
+
+def connect(ray, address: Optional[str]) -> None:
+    env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    kwargs = dict(include_dashboard=False, logging_level="WARNING", log_to_driver=True,
+                  runtime_env={"env_vars": env} if env else None)
+    if address:
+        kwargs.pop("include_dashboard")  # a setting of the cluster, not of a driver joining it
+    try:
+        ray.init(address=address or None, **kwargs)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+        where = f"the Ray cluster at {address}" if address else "a local Ray instance"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise UsageError(f"cannot connect to {where}: {first}") from None
+
+
+def worker_shape(ray_resources: dict, runs, opts) -> tuple[int, float, float]:
+    """(workers, GPUs per worker, CPUs per worker), checked against the cluster."""
+    gpus = float(ray_resources.get("GPU", 0))
+    cpus = float(ray_resources.get("CPU", 0))
+    per_gpu = opts.ray_gpus_per_worker
+    if per_gpu is None:
+        tp = [r.args.spec.tensor_parallel_size for r in runs
+              if getattr(r.args.spec, "tensor_parallel_size", None)]
+        per_gpu = float(max(tp)) if tp else (1.0 if gpus > 0 else 0.0)
+    workers = opts.ray_workers
+    if workers is None:
+        workers = int(gpus // per_gpu) if per_gpu > 0 else 1
+        if workers < 1:
+            raise UsageError(f"each worker needs {per_gpu:g} GPUs but the Ray cluster has {gpus:g}; "
+                             f"lower --ray_gpus_per_worker (or --tensor_parallel_size)")
+    if workers * per_gpu > gpus:
+        raise UsageError(f"{workers} workers x {per_gpu:g} GPUs = {workers * per_gpu:g} GPUs, but the Ray cluster "
+                         f"has {gpus:g}; lower --ray_workers or --ray_gpus_per_worker")
+    if workers * opts.ray_cpus_per_worker > cpus:
+        raise UsageError(f"{workers} workers x {opts.ray_cpus_per_worker:g} CPUs = "
+                         f"{workers * opts.ray_cpus_per_worker:g} CPUs, but the Ray cluster has {cpus:g}; "
+                         f"lower --ray_workers or --ray_cpus_per_worker")
+    return workers, per_gpu, opts.ray_cpus_per_worker
+
+
+def batches(groups: Sequence[Sequence], workers: int) -> list[list]:
+    """Each backend configuration's runs cut into at most ``workers`` batches (run i of the group
+    to batch i mod W): every run in exactly one batch."""
+    out = []
+    for group in groups:
+        k = min(workers, len(group))
+        out += [list(group[i::k]) for i in range(k)]
+    return out
+
+
+def _cause(exc) -> BaseException:
+    """The exception a worker raised, out of Ray's wrapper."""
+    cause = getattr(exc, "cause", None)
+    return cause if isinstance(cause, BaseException) else exc
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return scrub(text.splitlines()[0] if text else type(exc).__name__)
+
+
+class Driver:
+    """Places the workers, hands out batches, takes back a dead worker's batch (see module)."""
+
+    def __init__(self, ray, shape: tuple, cwd: str, say=None):
+        from .worker import SweepWorker
+
+        self.ray = ray
+        self.workers_wanted, self.gpus, self.cpus = shape
+        self.remote = ray.remote(SweepWorker).options(num_gpus=self.gpus, num_cpus=self.cpus, max_concurrency=2)
+        self.cwd = cwd
+        self.say = say or (lambda text: print(text, file=sys.stderr, flush=True))
+        self.actors: list = []
+        self.deaths = 0
+
+    def _start(self):
+        return self.remote.remote(self.cwd)
+
+    def place(self, wait_s: float) -> None:
+        """Start the workers and wait until Ray has placed every one; UsageError after ``wait_s``."""
+        self.actors = [self._start() for _ in range(self.workers_wanted)]
+        pending = {actor.ready.remote(): actor for actor in self.actors}
+        start = said = time.monotonic()
+        while pending:
+            ready, _ = self.ray.wait(list(pending), num_returns=len(pending), timeout=min(5.0, wait_s))
+            for ref in ready:
+                actor = pending.pop(ref)
+                try:
+                    self.ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - a worker that cannot start: say it in one line
+                    raise UsageError(f"a Ray worker could not start: {_line(_cause(exc))}") from None
+            now = time.monotonic()
+            if pending and now - start >= wait_s:
+                raise UsageError(f"Ray placed {len(self.actors) - len(pending)} of {len(self.actors)} workers "
+                                 f"({self.gpus:g} GPUs and {self.cpus:g} CPUs each) in {wait_s:g} s; the cluster is "
+                                 f"busy or too small: lower --ray_workers, or wait longer (--ray_wait_s)")
+            if pending and now - said >= SAY_EVERY_S:
+                said = now
+                self.say(f"waiting for Ray to place {len(pending)} of {len(self.actors)} workers "
+                         f"({self.gpus:g} GPUs, {self.cpus:g} CPUs each; giving up after {wait_s:g} s)")
+
+    def load(self, words_per_actor: Sequence) -> None:
+        """Each worker loads its first batch's backend; a model that cannot load: UsageError."""
+        refs = [actor.load.remote(words) for actor, words in zip(self.actors, words_per_actor)]
+        for ref in refs:
+            try:
+                self.ray.get(ref)
+            except Exception as exc:  # noqa: BLE001
+                raise UsageError(f"a Ray worker could not load the model: {_line(_cause(exc))}") from None
+
+    def run(self, work: Sequence[list], on_poll, width: Optional[int] = None, max_deaths: Optional[int] = None) -> dict:
+        """Every batch of ``work`` (lists of Runs) to its end; outcomes by run index. A dead worker's
+        batch is queued again and a new worker started (at most ``max_deaths`` deaths in all)."""
+        ray = self.ray
+        max_deaths = 2 * len(self.actors) + 2 if max_deaths is None else max_deaths
+        queue = deque(work)
+        idle = deque(self.actors)
+        busy: dict = {}  # ref -> (actor, batch)
+        outcomes: dict = {}
+        while queue or busy:
+            while queue and idle:
+                actor, batch = idle.popleft(), queue.popleft()
+                busy[actor.run.remote([(r.index, r.words) for r in batch], width)] = (actor, batch)
+            done, _ = ray.wait(list(busy), num_returns=1, timeout=POLL_S)
+            on_poll(self._poll([a for a, _ in busy.values()]))
+            for ref in done:
+                actor, batch = busy.pop(ref)
+                try:
+                    results = ray.get(ref)
+                except ray.exceptions.RayActorError as exc:
+                    self.deaths += 1
+                    labels = ", ".join(f"#{r.index}" for r in batch)
+                    if self.deaths > max_deaths:
+                        for run in batch:
+                            outcomes[run.index] = Outcome(status="failed", error=f"Ray workers died {self.deaths} times; "
+                                                                                 f"last: {_line(exc)}")
+                        continue
+                    self.say(f"a Ray worker died ({_line(exc)}); its runs {labels} resume on another worker")
+                    queue.appendleft(batch)
+                    self.actors.remove(actor)
+                    replacement = self._start()
+                    self.actors.append(replacement)
+                    idle.append(replacement)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: each run says why
+                    for run in batch:
+                        outcomes[run.index] = Outcome(status="failed", error=_line(_cause(exc)))
+                    idle.append(actor)
+                    continue
+                for run, result in zip(batch, results):
+                    outcomes[run.index] = Outcome(**result)
+                idle.append(actor)
+        return outcomes
+
+    def _poll(self, actors) -> list:
+        refs = [actor.poll.remote() for actor in actors]
+        out = []
+        for ref in refs:
+            try:
+                out.append(self.ray.get(ref, timeout=10))
+            except Exception:  # noqa: BLE001 - a dying worker: the batch's own call says so
+                continue
+        return out
+
+    def shutdown(self) -> None:
+        for actor in self.actors:
+            try:
+                self.ray.kill(actor)
+            except Exception:  # noqa: BLE001
+                pass
+        self.actors = []
+
+
+class RayProgress:
+    """One bar for the whole sweep, fed by the workers' polls, and their test lines."""
+
+    def __init__(self, runs, enabled: bool = True):
+        from tqdm.auto import tqdm
+
+        self.steps: dict = {}
+        for run in runs:
+            self.steps[run.index] = (0, max(run.args.spec.train_k, 0))
+        self.bar = tqdm(total=self._total(), disable=not enabled, desc="sweep", unit="step", dynamic_ncols=True)
+        self.enabled = enabled
+
+    def _total(self) -> int:
+        return sum(planned if planned is not None else 0 for _, planned in self.steps.values())
+
+    def __call__(self, polls) -> None:
+        for steps, lines in polls:
+            for index, (done, planned) in steps.items():
+                old_planned = self.steps.get(index, (0, None))[1]
+                self.steps[index] = (done, planned if planned is not None else old_planned)
+            if self.enabled:
+                for line in lines:
+                    self.bar.write(line)
+        self.bar.total = self._total()
+        self.bar.n = sum(done for done, _ in self.steps.values())
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def preflight(opts) -> None:
+    """The checks that need no cluster: Ray is installed, the address answers."""
+    import_ray()
+    check_reachable(opts.ray_address)
+
+
+def run_all(runs: Sequence, opts, progress: bool = True) -> dict:
+    """run_sweep.py --ray: outcomes by run index (see the module docstring)."""
+    from .execution import execute, groups_of
+
+    ray = import_ray()
+    outcomes: dict = {}
+    for run in runs:
+        if run.error is not None:
+            outcomes[run.index] = Outcome(status="failed", error=run.error)
+    valid = [r for r in runs if r.error is None]
+    finished = [r for r in valid if inspect_run(r.out_dir).finished]
+    todo = [r for r in valid if r not in finished]
+    if finished:  # reported from their records: no worker, no model
+        for run, outcome in zip(finished, execute(finished, progress=False)):
+            outcomes[run.index] = outcome
+    if not todo:
+        return outcomes
+    connect(ray, opts.ray_address)
+    driver = None
+    try:
+        shape = worker_shape(ray.cluster_resources(), todo, opts)
+        work = batches(groups_of(todo), shape[0])
+        shape = (min(shape[0], len(work)), shape[1], shape[2])
+        print(f"Ray: {shape[0]} workers ({shape[1]:g} GPUs, {shape[2]:g} CPUs each) for {len(todo)} runs "
+              f"in {len(work)} batches", flush=True)
+        driver = Driver(ray, shape, os.getcwd())
+        driver.place(opts.ray_wait_s)
+        driver.load([batch[0].words for batch in work[:len(driver.actors)]])
+        bar = RayProgress(todo, enabled=progress)
+        try:
+            outcomes.update(driver.run(work, bar, width=opts.max_parallel))
+        finally:
+            bar.close()
+    finally:
+        if driver is not None:
+            driver.shutdown()
+        ray.shutdown()
+    return outcomes

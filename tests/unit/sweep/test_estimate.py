@@ -1,0 +1,155 @@
+"""run_sweep.py --estimate (icrl/sweep/estimate.py): each run played through its own loop in
+memory, at an assumed share of rewarded episodes, and counted as run_count_tokens.py counts
+finished runs; nothing written, no model loaded. On the fake backend (its word "tokens")."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from icrl.backends import load_backend
+from icrl.sweep import estimate, runner
+
+TINY = ["--model_name", "smollm2-135m", "--backend", "fake", "--task_name", "trec_coarse", "--train_k", "24",
+        "--test_k", "6", "--test_every", "8", "--max_context_examples", "6", "--icrl", "--seed", "100",
+        "--training_seed", "100", "--test_seed", "5", "--temperature", "1.0"]
+METHODS = ["--grid", "context_strategy_name=random_biased_end,random_biased_end_only_positive,"
+           "random_unbiased_only_positive,approximate_only_positive", "--context_p_keep", "0.5", "--max_contexts", "4",
+           "--approximate_context_sampling_method", "uniform"]
+
+
+def read(run_dir: Path, name: str) -> list:
+    return [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
+
+
+class Recorded:
+    """The rewards a finished run got, step by step (in place of the assumed draw)."""
+
+    same_as_accuracy = True
+
+    def __init__(self, train):
+        self.feedback = [r["feedback"] for r in train]
+
+    def bind(self, task):
+        return self
+
+    def __call__(self, prediction, answer, *, seed, step):
+        return self.feedback[step], self.feedback[step]
+
+
+def test_the_played_loop_is_the_run_given_its_rewards(data_dir, tmp_path, monkeypatch):
+    """Given the rewards a finished run got, the estimate plays exactly its steps: the same
+    contexts at every step, the same test steps, the same calls."""
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    _, runs = runner.plan([*METHODS, *TINY, "--output_dir", str(tmp_path)])
+    outcomes = runner.execute(runs, backend=load_backend("smollm2-135m", backend="fake"), progress=False)
+    assert [o.status for o in outcomes] == ["finished"] * 4
+    chat = estimate.Tokenizers().chat(runs[0].args)
+    for run in runs:
+        train, test = read(run.out_dir, "train.jsonl"), read(run.out_dir, "test.jsonl")
+        record, played_train, played_test = estimate.play(run.args, chat, 0.5, Recorded(train))
+        assert [r["context"] for r in played_train] == [r["context"] for r in train], run.label()
+        assert [(r["step"], r["context"]) for r in played_test] == [(r["step"], r["context"]) for r in test]
+        real = estimate.count(json.loads((run.out_dir / "config.json").read_text()), train, test, chat)
+        guess = estimate.count(record, played_train, played_test, chat)
+        assert (guess.train_calls, guess.test_calls, guess.steps) == (real.train_calls, real.test_calls, real.steps)
+        # Only the model's answers differ (the stand-in's labels): their tokens, a few percent.
+        assert guess.prompt_tokens == pytest.approx(real.prompt_tokens, rel=0.1)
+
+
+def test_the_reward_share_sizes_positive_only_contexts_and_nothing_else(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    _, runs = runner.plan([*METHODS, *TINY, "--output_dir", str(tmp_path)])
+    at = {share: estimate.estimate_runs(runs, share) for share in (0.0, 0.5, 1.0)}
+    naive, naive_plus, explorative, approximate = (run.index for run in runs)
+    tokens = {share: {i: e.train_prompt_tokens for i, e in out.items()} for share, out in at.items()}
+    for i in (naive_plus, explorative, approximate):
+        assert tokens[0.0][i] < tokens[0.5][i] < tokens[1.0][i]
+    # Naive keeps every episode whatever its reward; only the shown feedback's words change.
+    assert tokens[0.0][naive] == pytest.approx(tokens[1.0][naive], rel=0.05)
+    assert not (tmp_path / "smollm2-135m").exists(), "an estimate writes nothing"
+
+
+def test_estimate_prints_each_run_the_total_and_gpu_hours(data_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    argv = [*METHODS, *TINY, "--output_dir", str(tmp_path / "out"), "--estimate", "--reward_share", "0.25",
+            "--tokens_per_s", "2"]
+    assert runner.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "assuming 25% of training episodes rewarded" in out
+    rows = [line.split() for line in out.splitlines() if line.lstrip().startswith(("#0 ", "#1 ", "#2 ", "#3 ", "total"))]
+    rows = [r for r in rows if r[1].isdigit()]  # the table, not the commands
+    total = [r for r in rows if r[0] == "total"][0]
+    per_run = [r for r in rows if r[0] != "total"]
+    assert len(per_run) == 4
+    as_int = lambda text: int(text.replace(",", ""))
+    for column in range(1, 7):
+        assert sum(as_int(r[column]) for r in per_run) == as_int(total[column])
+    sent = as_int(total[3]) + as_int(total[6])
+    assert f"{sent / 2 / 3600:,.2f} GPU-hours" in out
+    assert not (tmp_path / "out").exists()
+
+
+def test_rewarded_steps_are_the_share_evenly_spread():
+    for share, steps in ((0.0, 10), (0.25, 8), (0.5, 7), (1 / 3, 30), (1.0, 5)):
+        right = estimate.rewarded_steps(share, steps)
+        assert sum(right) == int(steps * share + 0.5)
+        assert all(sum(right[:t]) == int(t * share + 0.5) for t in range(steps + 1))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--reward_share", "1.5"], "--reward_share is a share of episodes, from 0 to 1"),
+    (["--tokens_per_s", "0"], "--tokens_per_s must be a positive number"),
+])
+def test_bad_estimate_flags_are_one_line_errors(argv, message, capsys):
+    assert runner.main([*TINY, "--context_strategy_name", "random_unbiased", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_run_that_cannot_be_estimated_is_named_and_left_out_of_the_total(data_dir, tmp_path, capsys):
+    import shutil
+
+    only_trec = tmp_path / "data"
+    shutil.copytree(data_dir / "trec", only_trec / "trec")  # banking77's files are missing
+    flags = [w for i, w in enumerate(TINY) if "--task_name" not in (w, TINY[i - 1])]
+    argv = [*flags, "--grid", "task_name=trec_coarse,banking77", "--context_strategy_name", "random_unbiased",
+            "--data_dir", str(only_trec), "--output_dir", str(tmp_path / "out"), "--estimate"]
+    alone = [*TINY, "--context_strategy_name", "random_unbiased", "--data_dir", str(only_trec),
+             "--output_dir", str(tmp_path / "out"), "--estimate"]
+    assert runner.main(argv) == 1
+    captured = capsys.readouterr()
+    assert "   #1 not estimated (left out of the total): dataset file not found" in captured.out
+    assert "error: 1 runs could not be estimated (#1); the total leaves them out" in captured.err
+    total = [line for line in captured.out.splitlines() if line.startswith("total")]
+    assert runner.main(alone) == 0
+    assert total == [line for line in capsys.readouterr().out.splitlines() if line.startswith("total")]
+
+
+def test_shared_contexts_is_the_longest_run_of_first_episodes_seen_before():
+    contexts = [[], [0], [0, 1], [0, 1], [2, 0], [0, 2, 5], [2, 0, 1], [1]]
+    assert estimate.shared_contexts(contexts) == [0, 0, 1, 2, 0, 1, 2, 0]
+
+
+def test_a_long_run_is_counted_from_a_sample_close_to_the_full_count(data_dir, tmp_path, monkeypatch):
+    """Beyond SAMPLED_CALLS calls a run is counted from one call in k: its figures stay close to
+    the full count (here 600 steps, one call in 4)."""
+    monkeypatch.setenv("ICRL_DATA_DIR", str(data_dir))
+    long = [w if w != "24" else "600" for w in TINY]
+    _, runs = runner.plan([*METHODS, *long, "--test_every", "100", "--output_dir", str(tmp_path)])
+    chat = estimate.Tokenizers().chat(runs[0].args)
+    for run in runs:
+        played = estimate.play(run.args, chat, 0.3)
+        full = estimate.count(*played, chat)
+        sample = estimate.sampled_count(*played, chat, 150)
+        assert sample.note == "sampled: every 4th training call"
+        assert (sample.train_calls, sample.test_calls) == (full.train_calls, full.test_calls)
+        assert sample.train_prompt_tokens == pytest.approx(full.train_prompt_tokens, rel=0.03), run.label()
+        assert sample.test_prompt_tokens == pytest.approx(full.test_prompt_tokens, rel=0.03), run.label()
+        assert sample.processed_tokens == pytest.approx(full.processed_tokens, rel=0.15), run.label()
+        # Every call rendered: the same count, less the words an input shares with another
+        # episode's input after the shared episodes (the sample sees only the previous call's).
+        every = estimate.sampled_count(*played, chat, 10_000)
+        assert every.train_prompt_tokens == full.train_prompt_tokens
+        assert full.processed_tokens <= every.processed_tokens <= 1.1 * full.processed_tokens, run.label()

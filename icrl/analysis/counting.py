@@ -58,7 +58,7 @@ import time
 from array import array
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator, Optional, Sequence
+from typing import Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -79,32 +79,45 @@ def prompt_format(task_name: str) -> SimpleNamespace:
     return SimpleNamespace(**prompt_parts(task_name))
 
 
-def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Iterator[tuple[int, str, list, str]]:
-    """(step, kind, context step indices, prompt) of every model call, in order; kind is
-    "train", "test", or "icl_train": the training step of a supervised-ICL run, which sends
-    nothing but which the published token count counts as a call (see the module docstring)."""
+class Call(NamedTuple):
+    """One model call of a run: its step, kind ("train", "test" or "icl_train"), context (step
+    indices), input, and for a test call the input's position in the test set."""
+
+    step: int
+    kind: str
+    context: list
+    prompt: str
+    index: int = 0
+
+
+def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Iterator[Call]:
+    """Every model call, in order (``Call``); kind "icl_train" is the training step of a
+    supervised-ICL run, which sends nothing but which the published token count counts as a call
+    (see the module docstring)."""
     mode = config["resolved"]["mode"]
     test_prompts = config["test_set"]["prompts"]
     if mode == "zero_shot":
         for record in test:
-            for prompt in test_prompts:
-                yield record["step"], "test", [], prompt
+            for i, prompt in enumerate(test_prompts):
+                yield Call(record["step"], "test", [], prompt, i)
         return
     tests = {record["step"]: record for record in test}
     for record in train:
         step = record["step"]
         if mode == "icrl" and not record.get("explored"):  # --p_exploration: an explored step made no call
-            yield step, "train", record["context"], record["prompt"]
+            yield Call(step, "train", record["context"], record["prompt"])
         elif mode == "icl":
-            yield step, "icl_train", record["context"], record["prompt"]
+            yield Call(step, "icl_train", record["context"], record["prompt"])
         if step in tests:  # a query-aware strategy (knn_*) recorded one context per test prompt
             contexts = tests[step].get("contexts") or [tests[step]["context"]] * len(test_prompts)
-            for prompt, context in zip(test_prompts, contexts):
-                yield step, "test", context, prompt
+            for i, (prompt, context) in enumerate(zip(test_prompts, contexts)):
+                yield Call(step, "test", context, prompt, i)
 
 
 class Replay:
-    """Renders the calls of one run exactly as the experiment rendered them."""
+    """Renders the calls of one run exactly as the experiment rendered them: with the text a
+    strategy puts before the episodes (a summary, a written guide; ``preambles``), and with
+    --reasoning the prompt of the answer, which holds the call's recorded reasoning."""
 
     def __init__(self, config: dict, train: Sequence[dict], test: Sequence[dict], chat):
         args = config["args"]
@@ -113,9 +126,12 @@ class Replay:
         self.task = prompt_format(args["task_name"])
         self.omit_feedback = bool(args.get("icrl_omit_feedback"))
         self.exemplars = [(e["prompt"], e["answer"]) for e in config.get("exemplars", [])]
-        self.history = [Episode(r["prompt"], r.get("prediction"), r.get("feedback"), r["answer"], r.get("accuracy"))
-                        for r in train]
+        self.history = [Episode(r["prompt"], r.get("prediction"), r.get("feedback"), r["answer"], r.get("accuracy"), i)
+                        for i, r in enumerate(train)]
         self.published = published_contexts(config, self.history)
+        self.preambles = preambles(config, train, self.history)
+        self.reasoning = args.get("reasoning") is not None
+        self.tests = {record["step"]: record for record in test}
 
     def calls(self):
         return iter_calls(self.config, self.train, self.test)
@@ -126,11 +142,67 @@ class Replay:
             return None
         return self.published[step]
 
-    def render(self, context: Sequence[int], prompt: str) -> str:
+    def reasoning_of(self, call: Call) -> Optional[str]:
+        """What the model wrote before answering in ``call`` (--reasoning), from the records."""
+        if not self.reasoning or call.kind == "icl_train":
+            return None
+        if call.kind == "train":
+            return self.train[call.step].get("reasoning")
+        written = self.tests.get(call.step, {}).get("reasoning")
+        return written[call.index] if written else None
+
+    def render(self, context: Sequence[int], prompt: str, call: Optional[Call] = None) -> str:
+        """The prompt of ``call`` (its step's preamble, its reasoning) with ``context`` in it."""
+        preamble = self.preambles[call.step] if call is not None and self.preambles is not None else ""
+        reasoning = self.reasoning_of(call) if call is not None else None
         messages, prefix = build_messages(
             self.task, [self.history[i] for i in context], prompt, self.mode, omit_feedback=self.omit_feedback,
-            exemplars=self.exemplars, supports_system_role=self.chat.supports_system_role)
-        return self.chat.render(messages, prefix)
+            exemplars=self.exemplars, supports_system_role=self.chat.supports_system_role,
+            reasoning=self.reasoning and not getattr(self.chat, "thinking", False), preamble=preamble)
+        if reasoning is None:
+            return self.chat.render(messages, prefix)
+        return self.chat.reasoning_frame(messages, prefix).answer_prompt(reasoning)
+
+    def render_call(self, call: Call) -> str:
+        return self.render(call.context, call.prompt, call)
+
+    def extra_calls(self) -> dict:
+        """The calls beside the classifier's that the records show, not rendered here (another
+        prompt, maybe another model): a judge's verdicts and the written guides."""
+        return {"judge_calls": sum(1 for r in self.train if r.get("judge") is not None),
+                "reflection_calls": sum(1 for r in self.train if r.get("reflection") is not None)}
+
+    def reasoning_tokens(self) -> dict:
+        """The tokens the model generated before its answers (--reasoning), training and test apart."""
+        test = sum(sum(r.get("reasoning_tokens") or []) for r in self.test)
+        return {"train_reasoning_tokens": sum(r.get("reasoning_tokens") or 0 for r in self.train),
+                "test_reasoning_tokens": test}
+
+
+def preambles(config: dict, train: Sequence[dict], history: Sequence[Episode]) -> Optional[list[str]]:
+    """Each step's preamble (the text a summary or reflection strategy puts before the episodes),
+    as the run showed it: from the recorded episodes and guides; None for a strategy without one."""
+    from ..config import SPEC_DEFAULTS
+    from ..method.exploration import Exploration, strategy_of_run
+    from ..method.strategies.base import STRATEGIES, Strategy
+
+    args = config["args"]
+    name = args.get("context_strategy_name")
+    if config["resolved"]["mode"] == "zero_shot" or name not in STRATEGIES:
+        return None
+    cls = STRATEGIES.get(name).cls
+    if cls.preamble is Strategy.preamble:
+        return None
+    spec = SimpleNamespace(**{**SPEC_DEFAULTS, **args})
+    strategy = strategy_of_run(spec, config["resolved"]["max_context_examples"])
+    explore = Exploration.of(spec)
+    labels = config["dataset"]["labels"]
+    out = []
+    for t in range(len(train)):
+        if cls.reflects:
+            strategy.restore(train, t)
+        out.append(strategy.preamble(history[explore.last_reset(args["seed"], t):t], labels))
+    return out
 
 
 REBUILT = ("approximate_only_positive",)  # strategies whose published contexts our runs do not show
@@ -316,10 +388,10 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
     for lo in range(0, n, chunk):
         batch = calls[lo:lo + chunk]
         tic = time.perf_counter()
-        texts = [replay.render(context, prompt) for _, _, context, prompt in batch]
-        rebuilt = [(j, replay.published_context(step, kind, context)) for j, (step, kind, context, _) in enumerate(batch)]
+        texts = [replay.render_call(call) for call in batch]
+        rebuilt = [(j, replay.published_context(c.step, c.kind, c.context)) for j, c in enumerate(batch)]
         rebuilt = [(j, c) for j, c in rebuilt if c is not None]
-        extra = [replay.render(c, batch[j][3]) for j, c in rebuilt]
+        extra = [replay.render(c, batch[j].prompt, batch[j]) for j, c in rebuilt]
         tic2 = time.perf_counter()
         ids = encoder.encode(texts + extra)
         paper_ids = dict(zip([j for j, _ in rebuilt], ids[len(texts):]))
@@ -334,7 +406,7 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
                         raise IncrementalMismatch(f"segment-wise ids differ from whole-prompt ids at step {step} ({kind})")
                 verified += len(check)
         tic3 = time.perf_counter()
-        for j, ((step, kind, _, _), x) in enumerate(zip(batch, ids)):
+        for j, ((step, kind, *_), x) in enumerate(zip(batch, ids)):
             row = per_step.get((step, kind))
             if row is None:
                 row = per_step[(step, kind)] = [0, 0, 0, 0, 0]
@@ -379,6 +451,7 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
         "tokenization": "incremental" if encoder.incremental else "full",
         "verified_prompts": verified, "cached_segments": encoder.cached_segments,
         "tree_nodes": tree.nodes + paper_tree.nodes + (run_tree.nodes if run_tree is not None else 0),
+        **replay.reasoning_tokens(), **replay.extra_calls(),
         "seconds": seconds, "render_s": render_s, "encode_s": encode_s, "prefix_tree_s": tree_s,
         "tokens_per_s": (prompt_tokens + icl[1]) / seconds if seconds > 0 else None,
     }

@@ -169,7 +169,12 @@ def count_tokens(args: CountOptions) -> int:
                      "processed_tokens_as_run": summary["processed_tokens_as_run"],
                      "train_prompt_tokens": summary["train_prompt_tokens"],
                      "test_prompt_tokens": summary["test_prompt_tokens"], "prompt_tokens": summary["prompt_tokens"],
-                     "uncached_tokens": summary["uncached_tokens"], "tokenizer": name, "run_id": run["run_id"]})
+                     "uncached_tokens": summary["uncached_tokens"],
+                     "reasoning_tokens": summary.get("train_reasoning_tokens", 0) + summary.get("test_reasoning_tokens", 0),
+                     "train_reasoning_tokens": summary.get("train_reasoning_tokens", 0),
+                     "test_reasoning_tokens": summary.get("test_reasoning_tokens", 0),
+                     "judge_calls": summary.get("judge_calls", 0), "reflection_calls": summary.get("reflection_calls", 0),
+                     "tokenizer": name, "run_id": run["run_id"]})
     table = pd.DataFrame(rows)
     for column in ("processed_tokens", "processed_tokens_as_run"):
         table[column] = table[column].astype("Int64")  # blank for zero-shot runs
@@ -214,7 +219,8 @@ HEADER = ("processed tokens: the paper's figure, as the published run_count_toke
           "training prompts' tokens that no earlier training prompt of the run had as a prefix (supervised-ICL "
           "runs: each step counted as a call of its context and training input, as published); train / test "
           "tokens: every prompt token of the training / test calls sent; uncached and cached: over every call "
-          "sent")
+          "sent. With --reasoning a call's prompt is the prompt of its answer, its reasoning included; the "
+          "reasoning column counts the tokens generated before the answers (training and test)")
 
 
 def _fmt_count(value) -> str:
@@ -229,14 +235,23 @@ def format_table(table) -> str:
     for (model, task), group in table.groupby(["model", "task"], sort=False):
         lines.append(f"== {model} / {task} ==")
         width = max(12, *(len(r) for r in group["run"]))
+        reasoned = "reasoning_tokens" in group and group["reasoning_tokens"].fillna(0).sum() > 0
         lines.append(f"{'run':<{width}}  {'steps':>6} {'processed tokens':>16} {'calls':>8} {'train tokens':>14} "
-                     f"{'test tokens':>14} {'uncached':>13} {'cached':>7} {'vs explorative':>14}")
+                     f"{'test tokens':>14} {'uncached':>13} {'cached':>7} {'vs explorative':>14}"
+                     + (f" {'reasoning':>12}" if reasoned else ""))
         for _, r in group.iterrows():
             ratio = "" if not np.isfinite(r["vs_explorative"]) else f"{r['vs_explorative']:.3f}"
             cached = "" if not np.isfinite(r["cached_pct"]) else f"{r['cached_pct']:.1f}%"
             lines.append(f"{r['run']:<{width}}  {r['steps']:>6} {_fmt_count(r['processed_tokens']):>16} "
                          f"{r['calls']:>8,} {r['train_prompt_tokens']:>14,} {r['test_prompt_tokens']:>14,} "
-                         f"{r['uncached_tokens']:>13,} {cached:>7} {ratio:>14}")
+                         f"{r['uncached_tokens']:>13,} {cached:>7} {ratio:>14}"
+                         + (f" {_fmt_count(r['reasoning_tokens']):>12}" if reasoned else ""))
+        for _, r in group.iterrows():
+            other = [f"{int(r[k]):,} {what}" for k, what in (("judge_calls", "judge calls"),
+                                                             ("reflection_calls", "guides written"))
+                     if k in r and r[k] == r[k] and r[k] > 0]
+            if other:
+                lines.append(f"{r['run']}: also {' and '.join(other)} (other prompts, not counted above)")
         for _, r in group[group["method"] == "approximate"].iterrows():
             if r["processed_tokens"] and np.isfinite(r["vs_explorative"]) and r["vs_explorative"]:
                 lines.append(f"processed tokens, explorative / {r['run']}: {1 / r['vs_explorative']:.2f}x "

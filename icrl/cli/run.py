@@ -58,13 +58,14 @@ def _how(param) -> dict:
 
 def _declared_groups() -> dict:
     """The declared parameters by --help group: "beyond" (exploration, rewards), "agent", then
-    one group per strategy (named by its base name) for the strategies' own."""
+    one group per owner set (the base names of the strategies that declare them) for the
+    strategies' own."""
     groups: dict = {"beyond": [], "agent": []}
     for d in declared_params():
         if d.group == "agent":
             groups["agent"].append(d.param)
         elif d.group == "strategy":
-            groups.setdefault(d.owners[0], []).append(d.param)
+            groups.setdefault(tuple(d.owners), []).append(d.param)
         else:
             groups["beyond"].append(d.param)
     return groups
@@ -135,9 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     agents = _adder(p.add_argument_group("agents that are not LLMs (docs/method.md, \"Beyond the paper\")"))
     for param in declared.pop("agent"):
         agents(param.name, **_how(param))
-    for owner, params in declared.items():  # the strategies' own parameters, a group per strategy
-        group = _adder(p.add_argument_group(f"{owner} (--context_strategy_name {owner}): {STRATEGIES.get(owner).cls.summary}"
-                                            if owner in STRATEGIES else owner))
+    for owners, params in declared.items():  # the strategies' own parameters, a group per strategy (or strategies)
+        heading = f"{', '.join(owners)} (--context_strategy_name {' or '.join(owners)})"
+        if len(owners) == 1 and owners[0] in STRATEGIES:
+            heading += f": {STRATEGIES.get(owners[0]).cls.summary}"
+        group = _adder(p.add_argument_group(heading))
         for param in params:
             group(param.name, **_how(param))
     return p

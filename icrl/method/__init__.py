@@ -30,10 +30,11 @@ class Declared(NamedTuple):
 
 
 def declared_params() -> list[Declared]:
-    """Every declared parameter: exploration methods (each its own group), rewards, agents (the
+    """Every declared parameter: exploration methods (each its own group), --reward (then each
+    reward's own parameter, its own group), agents (the
     learners'), the strategies' own, then the LLM's (each its own group)."""
     return [*[Declared(p, p.name) for p in exploration_params()],
-            *[Declared(p, "reward") for p in reward_params()],
+            *[Declared(p, "reward" if p.name == "reward" else p.name) for p in reward_params()],
             *[Declared(p, "agent") for p in agent_params()],
             *[Declared(p, "strategy", tuple(owners_of(p.name))) for p in strategy_params()],
             *[Declared(p, p.name) for p in llm_params()]]

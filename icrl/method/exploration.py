@@ -174,20 +174,24 @@ class Exploration:
         return next((t for t in range(step, 0, -1) if self.resets_at(seed, t)), 0)
 
     def replay(self, strategy, history: Sequence, train_recs: Sequence[dict], seed: int):
-        """Rebuild a stateful strategy's state after steps 0..len(history)-1, as if they had run
-        live: each step's reset (``forget``), select on the visible history, and the reward of a
-        step that showed its context to the model (not explored). With no flag on this is the
-        published ``replay`` (icrl.method.strategies.base)."""
+        """Rebuild a stateful (or learning) strategy's state after steps 0..len(history)-1, as if
+        they had run live: each step's reset (``forget``), select on the visible history (stateful
+        ones), and the reward of a step that showed its context to the model (not explored; the
+        recorded context). With no flag on this is the published ``replay`` (icrl.method.strategies.base)."""
         strategy.reset()
-        if not strategy.stateful:
+        if not (strategy.stateful or strategy.learns):
             return strategy
         start = 0
         for t in range(len(history)):
             if self.resets_at(seed, t):
                 strategy.forget()
                 start = t
-            strategy.select(history[start:t], np.random.default_rng(seed + t))
+            if strategy.stateful:
+                strategy.select(history[start:t], np.random.default_rng(seed + t))
+            if strategy.learns:  # what a learning strategy reports once a step (curated retrieval's pruned)
+                strategy.metrics()
             record = train_recs[t]
-            if not record.get("explored"):
-                strategy.observe_reward(record["reward"] if "reward" in record else record["accuracy"])
+            if not record.get("explored") and record.get("prediction") is not None and record.get("accuracy") is not None:
+                reward = record["reward"] if "reward" in record else record["accuracy"]
+                strategy.observe_reward(reward, [history[i] for i in record["context"]])
         return strategy

@@ -46,6 +46,8 @@ class Reward:
     summary = ""
     params: tuple = ()  # its own parameters (flags), beyond --reward itself
     same_as_accuracy = False  # True: the reward is the exact-match accuracy, not recorded again
+    needs_model = False  # True: judged by a model (``attach`` gives it one)
+    scores_tests = True  # False: test steps record no mean reward (it would cost a model call per item)
 
     def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
         self.flip, self.flip_prob = flip, flip_prob
@@ -56,17 +58,31 @@ class Reward:
         apply to it."""
         return self
 
+    def attach(self, backend) -> "Reward":
+        """The model that judges (rewards with ``needs_model``)."""
+        return self
+
     def score(self, prediction: str, answer: str):
-        """The reward of ``prediction`` (recorded as the step's accuracy)."""
+        """The reward of ``prediction`` when the gold label is ``answer`` (a rule on the gold label;
+        test steps are scored with it)."""
         raise NotImplementedError
+
+    def reward_of(self, prediction: str, answer: str, prompt: str, seed: int):
+        """The reward of one training step on the input ``prompt`` (a judge reads it; a rule
+        scores the gold label)."""
+        return self.score(prediction, answer)
+
+    def fields(self) -> dict:
+        """Record fields of the last ``__call__`` beside the reward (a judge's raw answer)."""
+        return {}
 
     def shown(self, reward) -> int:
         """The feedback a reward shows in context, 1 (right) or 0 (wrong), before any flipping."""
         return reward
 
-    def __call__(self, prediction: str, answer: str, *, seed: int, step: int) -> tuple:
-        """(reward, shown feedback) of one training step."""
-        reward = self.score(prediction, answer)
+    def __call__(self, prediction: str, answer: str, *, seed: int, step: int, prompt: str = "") -> tuple:
+        """(reward, shown feedback) of one training step on input ``prompt``."""
+        reward = self.reward_of(prediction, answer, prompt, seed + step)
         return reward, shown_feedback(self.shown(reward), seed, step, self.flip, self.flip_prob)
 
 
@@ -111,6 +127,58 @@ class CoarseCredit(Reward):
         return self.PARTIAL if parent is not None and self.parent.get(prediction) == parent else 0
 
 
+JUDGE_MODEL = Param("judge_model", None, "--reward judge: the model that judges (default: the acting model, which "
+                    "then rewards itself), loaded with the same backend", type=str, folder="judge",
+                    column="judge_model", label="judged by {}")
+JUDGE_PREFIX = "Verdict:"
+VERDICTS = ("yes", "no")
+
+
+@register_reward
+class Judge(Reward):
+    """Ours (after "Reward Is Enough" and FastICRL's reward agent): a model judges whether the
+    prediction is right for the input, given the task's description and labels but never the
+    gold label; the reward is 1 for "yes", 0 for "no". The acting model judges itself unless
+    --judge_model names another. One constrained call a training step (``judge_messages``, the
+    answer after ``Verdict:``, greedy); the raw answer is recorded (``judge``) beside the
+    reward (``reward``) and the gold accuracy (``accuracy``), so the reward's noise is measurable.
+    Test steps record no mean reward."""
+
+    name = "judge"
+    summary = ("a model judges the prediction from the input and the labels, never the gold label (the acting "
+               "model by default: a self-reward; --judge_model another)")
+    params = (JUDGE_MODEL,)
+    needs_model = True
+    scores_tests = False
+
+    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
+        super().__init__(flip, flip_prob, **params)
+        self.backend, self.task, self.last = None, None, None
+
+    def attach(self, backend):
+        self.backend = backend
+        return self
+
+    def bind(self, task):
+        self.task = task
+        return self
+
+    def reward_of(self, prediction, answer, prompt, seed):
+        text = self.backend.render(judge_messages(self.task, prompt, prediction), JUDGE_PREFIX)
+        (self.last,) = self.backend.predict([text], list(VERDICTS), 0.0, seed)
+        return int(self.last == "yes")
+
+    def fields(self):
+        return {"judge": self.last}
+
+
+def judge_messages(task, prompt: str, prediction: str) -> list[dict]:
+    """What the judge is asked: the input, the proposed label, the labels; never the gold label."""
+    return [{"role": "system", "content": "You check the answers of a classifier. Reply yes or no."},
+            {"role": "user", "content": f"{task.description}\nLabels: {', '.join(task.labels)}.\n\n{prompt}\n"
+                                        f"Proposed answer: {prediction}\nIs the proposed answer right?"}]
+
+
 def reward_names() -> tuple:
     """The registered rewards' names (the choices of --reward)."""
     return REWARDS.names()
@@ -147,6 +215,9 @@ def validate(spec) -> None:
     chosen = REWARDS.get(spec.reward)
     if spec.reward != DEFAULT_REWARD and not spec.icrl:
         raise UsageError(f"--reward {spec.reward} only applies to ICRL; drop it or use --icrl")
+    if chosen.needs_model and spec.agent != "llm" and not spec.judge_model:
+        raise UsageError(f"--reward {spec.reward} needs a model to judge; --agent {spec.agent} has none: give "
+                         f"--judge_model")
     for cls in REWARDS:
         for param in cls.params:
             value = getattr(spec, param.name)

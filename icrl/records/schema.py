@@ -193,6 +193,8 @@ class TrainLine:
     reward: Optional[Any] = None     # --reward other than exact_match: the step's reward (accuracy stays exact)
     reasoning: Optional[str] = None  # --reasoning: what the model wrote before its answer
     reasoning_tokens: Optional[int] = None  # --reasoning: the tokens it took
+    reflection: Optional[str] = None  # the reflection strategy: the guide written at this step
+    judge: Optional[str] = None      # --reward judge: the judge's raw answer ("yes" or "no")
     time_s: float = 0.0              # the whole step, its test included
 
     def as_json(self) -> dict:
@@ -232,7 +234,7 @@ class TestLine:
         return cls(**record)
 
 
-OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens")
+OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens", "reflection", "judge")
 OPTIONAL_TEST = ("context", "contexts", "reward", "reasoning", "reasoning_tokens")
 
 

@@ -48,6 +48,7 @@ class Experiment:
         self.plan: Optional[Plan] = None
         self.loop: Optional[Loop] = None
         self._steps_done = 0
+        self.others: dict = {}  # other models by name (other_model)
 
     @property
     def steps(self) -> Optional[int]:
@@ -62,12 +63,26 @@ class Experiment:
         if self.backend is None:
             self.backend = load_backend_of(self.config)
 
+    def other_model(self, name: Optional[str]):
+        """Another model the run calls (a judge, a reflection's writer), loaded with the run's
+        backend and its options, once per name; None for no name."""
+        if not name:
+            return None
+        if name not in self.others:
+            self.others[name] = load_backend_of(self.config.replace(model_name=name, agent="llm"))
+        return self.others[name]
+
     def run(self) -> dict:
         self.directory.claim()
         try:
             return self._run()
         finally:
             self.directory.release()
+            for other in self.others.values():
+                close = getattr(other, "close", None)
+                if close is not None:
+                    close()
+            self.others.clear()
 
     def _run(self) -> dict:
         cfg, s, out = self.config, self.config.spec, self.out_dir
@@ -89,6 +104,10 @@ class Experiment:
             self.backend = None
         else:
             self.load_backend()
+        # other models a run may call: a judge (--judge_model) and a reflection's writer (--reflection_model)
+        reflector = self.other_model(getattr(s, "reflection_model", None)) or self.backend
+        if self.reward.needs_model:
+            self.reward.attach(self.other_model(getattr(s, "judge_model", None)) or self.backend)
         size = None if learner else resolve_max_examples(cfg, data, self.backend)
         plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
         strategy = None if plan.mode == "zero_shot" or learner else strategy_of_run(s, plan.max_examples)
@@ -109,6 +128,8 @@ class Experiment:
                      plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
             policy = make_policy(s, data, backend=self.backend, strategy=strategy, mode=plan.mode,
                                  debug_k=cfg.options.debug_k)
+            if not learner:
+                policy.reflector = reflector
             self.loop = Loop(cfg, data, plan, policy, self.reward, self.records, observers,
                              check_directory=self.directory.lock.check)
             self.loop.run(self.loop.restore(recorded, out, decision.resuming))

@@ -106,8 +106,9 @@ class Loop:
             decision = self.policy.act(t, prompt, self.history)
             feedback = accuracy = None
             if decision.prediction is not None:  # supervised ICL shows the gold answer: no reward
-                reward, feedback = self.reward(decision.prediction, answer, seed=self.seed, step=t)
+                reward, feedback = self.reward(decision.prediction, answer, seed=self.seed, step=t, prompt=prompt)
                 accuracy = int(decision.prediction == answer)
+                decision.fields.update(self.reward.fields())  # a judge's raw answer
             episode = Episode(prompt, decision.prediction, feedback, answer, accuracy, t)
 
         if t in self.plan.test_steps:
@@ -153,7 +154,7 @@ class Loop:
         correct = [int(p == g) for p, g in zip(predictions, answers)]  # test accuracy: always exact match
         line = TestLine(t, sum(correct) / len(correct), per_class_accuracy(answers, correct), predictions,
                         metrics=decision.metrics, **shown)
-        if not self.reward.same_as_accuracy:
+        if not self.reward.same_as_accuracy and self.reward.scores_tests:
             line.reward = sum(self.reward.score(p, g) for p, g in zip(predictions, answers)) / len(answers)
         line.time_s = time.perf_counter() - tic
         log.info("step %d: test accuracy %.4f", t, line.accuracy)

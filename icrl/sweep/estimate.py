@@ -17,6 +17,8 @@ folder, or the Hub's tokenizer files).
 
 from __future__ import annotations
 
+import dataclasses
+
 import time
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -28,7 +30,8 @@ from ..errors import UsageError
 
 _SEARCHED: dict = {}  # automatic context sizes found in this process
 SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
-FIELDS = ("train_calls", "train_prompt_tokens", "processed_tokens", "test_calls", "test_prompt_tokens")
+FIELDS = ("train_calls", "train_prompt_tokens", "processed_tokens", "test_calls", "test_prompt_tokens",
+          "generated_tokens", "judge_calls")
 
 
 def rewarded_steps(share: float, steps: int) -> list[bool]:
@@ -66,6 +69,12 @@ class StandIn:
                 wrong = [label for label in labels if label != answer] or labels
                 out.append(fake_label(query, wrong, seed))
         return out
+
+    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+        """A written guide (a reflection strategy): no text, its whole budget of tokens (an upper bound)."""
+        from ..backends import Generated
+
+        return [Generated("", max_tokens) for _ in prompts]
 
     def describe(self) -> dict:
         return {"backend": self.name}
@@ -137,6 +146,8 @@ class Estimate:
     test_calls: int = 0
     test_prompt_tokens: int = 0
     steps: int = 0
+    generated_tokens: int = 0  # --reasoning and written guides, each at its whole budget (an upper bound)
+    judge_calls: int = 0  # --reward judge: one verdict a training step
     note: str = ""
     error: Optional[str] = None  # why the run could not be estimated
 
@@ -219,6 +230,8 @@ def play(config, chat, share: float, reward=None):
     answers = {task.prompt(e): task.answer(e) for e in [*data.train, *data.test]}
     backend = StandIn(chat, answers, rewarded_steps(share, plan.steps), s.seed)
     reward = reward or reward_of_run(s)
+    if getattr(reward, "needs_model", False):  # a judge: the stand-in says yes or no (its calls are counted apart)
+        reward.attach(backend)
     records = MemoryRecords()
     policy = play_policy(LLMPolicy)(backend, task, strategy, plan.mode, s, data.exemplar_pairs)
     Loop(config, data, plan, policy, reward.bind(task), records).run(0)
@@ -279,25 +292,26 @@ def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], cha
     replay = Replay(record, train, test, chat)
     encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
     calls = list(replay.calls())
-    training = [c for c in calls if c[1] != "test"]
-    testing = [c for c in calls if c[1] == "test"]
+    training = [c for c in calls if c.kind != "test"]
+    testing = [c for c in calls if c.kind == "test"]
     sent = processed = 0.0
     if training:
         contexts = []
-        for step, kind, context, _ in training:  # the published counter's contexts, where they differ
-            published = replay.published_context(step, kind, context)
-            contexts.append(list(published if published is not None else context))
+        for call in training:  # the published counter's contexts, where they differ
+            published = replay.published_context(call.step, call.kind, call.context)
+            contexts.append(list(published if published is not None else call.context))
         shared = shared_contexts(contexts)
         k = -(-len(training) // budget)
         picked = stratified(len(training), k)
         sums = [0, 0]
         for j in picked:
-            step, kind, context, prompt = training[j]
-            texts = [replay.render(contexts[j], prompt)]
+            call = training[j]
+            kind, context = call.kind, call.context
+            texts = [replay.render(contexts[j], call.prompt, call)]
             if j > 0:
-                texts.append(replay.render(contexts[j][:shared[j]], training[j - 1][3]))
+                texts.append(replay.render(contexts[j][:shared[j]], training[j - 1].prompt, training[j - 1]))
             if kind == "train" and contexts[j] != list(context):
-                texts.append(replay.render(context, prompt))
+                texts.append(replay.render_call(call))
             ids = encoder.encode(texts)
             lcp = 0
             if j > 0:
@@ -314,11 +328,11 @@ def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], cha
     if testing:
         k = -(-len(testing) // budget)
         picked = [testing[i] for i in stratified(len(testing), k)]
-        ids = encoder.encode([replay.render(context, prompt) for _, _, context, prompt in picked])
+        ids = encoder.encode([replay.render_call(call) for call in picked])
         test_tokens = sum(len(x) for x in ids) * len(testing) / len(picked)
     mode = record["resolved"]["mode"]
     every = -(-len(training) // budget)
-    return Estimate(train_calls=sum(1 for c in training if c[1] == "train"), train_prompt_tokens=round(sent),
+    return Estimate(train_calls=sum(1 for c in training if c.kind == "train"), train_prompt_tokens=round(sent),
                     processed_tokens=round(processed) if mode != "zero_shot" else 0, test_calls=len(testing),
                     test_prompt_tokens=round(test_tokens), steps=record["resolved"]["steps"],
                     note=f"sampled: every {every}th training call" if every > 1 else "")
@@ -334,9 +348,21 @@ def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Est
 
     record, train, test = played
     calls = list(iter_calls(record, train, test))
-    if max(sum(1 for c in calls if c[1] != "test"), sum(1 for c in calls if c[1] == "test")) > budget:
-        return sampled_count(record, train, test, chat, budget)
-    return count(record, train, test, chat)
+    if max(sum(1 for c in calls if c.kind != "test"), sum(1 for c in calls if c.kind == "test")) > budget:
+        estimate = sampled_count(record, train, test, chat, budget)
+    else:
+        estimate = count(record, train, test, chat)
+    return dataclasses.replace(estimate, **generated(record, train, test))
+
+
+def generated(record: dict, train: Sequence[dict], test: Sequence[dict]) -> dict:
+    """The tokens a played run generates besides its labels (reasoning, guides: at their budgets)
+    and its judge's calls."""
+    guides = sum(1 for r in train if r.get("reflection") is not None)
+    reasoning = sum(r.get("reasoning_tokens") or 0 for r in train) + \
+        sum(sum(r.get("reasoning_tokens") or []) for r in test)
+    return {"generated_tokens": reasoning + guides * (record["args"].get("reflection_tokens") or 0),
+            "judge_calls": sum(1 for r in train if r.get("judge") is not None)}
 
 
 def estimate_runs(runs: Sequence, share: float, on_run=None) -> dict:
@@ -374,7 +400,15 @@ def row(run, e: Estimate) -> str:
         return f"{'#' + str(run.index):>5} not estimated (left out of the total): {e.error}"
     return (f"{'#' + str(run.index):>5} {e.steps:>7} {_n(e.train_calls):>11} {_n(e.train_prompt_tokens):>14} "
             f"{_n(e.processed_tokens):>14} {_n(e.test_calls):>10} {_n(e.test_prompt_tokens):>14}"
-            + (f"  ({e.note})" if e.note else ""))
+            + (f"  ({e.note})" if e.note else "") + _beside(e))
+
+
+def _beside(e: Estimate) -> str:
+    """What a run costs besides its prompts: generated text and judge calls."""
+    parts = [f"{_n(e.generated_tokens)} tokens generated at budget" if e.generated_tokens else "",
+             f"{_n(e.judge_calls)} judge calls" if e.judge_calls else ""]
+    parts = [p for p in parts if p]
+    return f"  (+ {', '.join(parts)})" if parts else ""
 
 
 def footer(estimates: dict, tokens_per_s: Optional[float]) -> list[str]:
@@ -388,6 +422,9 @@ def footer(estimates: dict, tokens_per_s: Optional[float]) -> list[str]:
              f"{_n(total.processed_tokens):>14} {_n(total.test_calls):>10} {_n(total.test_prompt_tokens):>14}",
              f"prompt tokens sent: {_n(total.prompt_tokens)} (training {_n(total.train_prompt_tokens)}, "
              f"test {_n(total.test_prompt_tokens)}); processed (the paper's count): {_n(total.processed_tokens)}"]
+    if total.generated_tokens or total.judge_calls:
+        lines.append(f"besides: {_n(total.generated_tokens)} tokens generated (reasoning and guides, at their "
+                     f"budgets) and {_n(total.judge_calls)} judge calls, not in the GPU-hours below")
     if tokens_per_s:
         hours = total.prompt_tokens / tokens_per_s / 3600
         lines.append(f"at {_n(tokens_per_s)} prompt tokens/s per model replica (--tokens_per_s): "

@@ -22,6 +22,7 @@ the episodes without it.
 
 from __future__ import annotations
 
+import copy
 import logging
 from typing import Sequence
 
@@ -65,6 +66,7 @@ class LLMPolicy(Policy):
         self.explore = Exploration.of(spec)
         self.debug_k = debug_k
         self.reasoning = spec.reasoning  # --reasoning: the token budget, or None
+        self.reflector = backend  # who writes a reflection strategy's guides (--reflection_model: another model)
         self.model_calls = 0
         self.visible_from = 0  # --prob_reset: the first step whose episode a context may hold
 
@@ -115,6 +117,8 @@ class LLMPolicy(Policy):
                 self.strategy.forget()
                 self.visible_from = step
         visible = list(history[self.visible_from:])
+        if self.strategy.reflects and self.strategy.due(step):
+            fields["reflection"] = self.reflect(visible, step)
         query = {"query": prompt} if self.query_aware else {}
         context = self.strategy.select(visible, np.random.default_rng(self.seed + step), **query)
         preamble = self.strategy.preamble(visible, self.task.labels)
@@ -133,9 +137,19 @@ class LLMPolicy(Policy):
             fields.update({k: v[0] for k, v in reasoning.items()})
         return decision
 
+    def reflect(self, history: Sequence[Episode], step: int) -> str:
+        """A reflection strategy's new guide, written by ``reflector`` (icrl.method.strategies.reflection)."""
+        from ..strategies.reflection import PREFIX, SEED_OFFSET, reflection_messages
+
+        prompt = self.reflector.render(reflection_messages(self.task, history, self.strategy.every), PREFIX)
+        (written,) = self.reflector.generate([prompt], self.strategy.tokens, self.temperature,
+                                             self.seed + step + SEED_OFFSET)
+        self.strategy.take(written.text.strip(), step)
+        return self.strategy.guide
+
     def learn(self, step, decision, reward, answer):
         if decision.prediction is not None and not decision.explored:
-            self.strategy.observe_reward(reward)  # --ucb_alpha: the shown context's reward
+            self.strategy.observe_reward(reward, decision.context)  # --ucb_alpha, curated retrieval
 
     def test(self, step, decision, prompts, progress=None):
         if self.query_aware:
@@ -152,14 +166,20 @@ class LLMPolicy(Policy):
     def replay(self, records, history):
         if self.strategy is not None:
             self.explore.replay(self.strategy, history, records, self.seed)
+            if self.strategy.reflects:  # the guides are read back, never written again
+                self.strategy.restore(records, len(records) - 1)
         self.visible_from = self.explore.last_reset(self.seed, len(records) - 1)
 
     def recall(self, step, records, history):
         record = records[step]
         context = [history[i] for i in record["context"]]
         visible = list(history[self.explore.last_reset(self.seed, step):step])
+        strategy = self.strategy
+        if strategy is not None and strategy.reflects:  # the guide shown at that step, from the records
+            strategy = copy.copy(strategy)
+            strategy.restore(records, step)
         return Decision(context, record["metrics"], record["prediction"], {}, visible,
-                        preamble=self.strategy.preamble(visible, self.task.labels) if self.strategy else "")
+                        preamble=strategy.preamble(visible, self.task.labels) if strategy else "")
 
 
 def zero_shot_decision() -> Decision:

@@ -10,8 +10,8 @@ from .approximate import SAMPLING_METHODS, Approximate, softmax  # noqa: F401
 from .base import (FILTER_NAMES, FILTERS, STRATEGIES, Setting, Strategy, StrategyName, make_strategy,  # noqa: F401
                    owners_of, register_strategy, replay, split_name, strategy_of, strategy_params)
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")  # any other family: registers itself
+for _module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+    importlib.import_module(f"{__name__}.{_module.name}")  # any other family, by name: registers itself
 
 # the published strategies' names (the paper's script accepts these)
 PUBLISHED = tuple(name for name, entry in STRATEGIES.items() if entry.cls.published)

@@ -131,8 +131,8 @@ class Approximate(Strategy):
         self._last_index = k
         return list(self.contexts[k])
 
-    def observe_reward(self, reward) -> None:
-        if self.chooser is not None:
+    def observe_reward(self, reward, context=()) -> None:
+        if self.chooser is not None:  # the context it chose last: the training step's (one select a step)
             self.chooser.observe(self._last_index, reward)
 
     def metrics(self):

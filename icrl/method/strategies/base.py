@@ -96,6 +96,8 @@ class Strategy:
     family = ""
     filters: tuple = tuple(FILTERS)
     stateful = False
+    learns = False  # True: observe_reward changes what later selects choose (replayed on resume)
+    reflects = False  # True: the agent writes it a guide every ``reflect_every`` steps (see reflection.py)
     query_aware = False  # True: select() is given the input the context is for (``query``)
     params: tuple[Param, ...] = ()
     uses: tuple[str, ...] = ()
@@ -150,9 +152,9 @@ class Strategy:
         strategy's own choices (UCB's statistics); by default the same as ``reset``."""
         self.reset()
 
-    def observe_reward(self, reward) -> None:
-        """The reward of the step whose context the last select chose (when the model predicted
-        with it; not after an explored step). Only strategies that learn from it use it."""
+    def observe_reward(self, reward, context: Sequence[Episode] = ()) -> None:
+        """The reward of a training step that the model predicted with ``context`` (the episodes
+        its select chose; not after an explored step). Only strategies that learn from it use it."""
 
 
 # --- the registry: one entry per name (base name + filter) ---------------------------------

@@ -157,6 +157,11 @@ class Knn(Strategy):
     def build(cls, setting):
         return cls(setting.max_examples, setting.p_keep, setting.accept, similarity=cls.similarity_class())
 
+    @classmethod
+    def build_for(cls, k: int) -> "Knn":
+        """The k most similar of all episodes (p_keep 1, no filter): a part of another strategy."""
+        return cls(k, 1.0, _any, similarity=cls.similarity_class())
+
     def metrics(self):
         return {"knn_scores": list(self._last_scores)}
 

@@ -511,7 +511,7 @@ def test_query_aware_test_calls_use_each_prompts_own_context():
     train = [{"step": 0, "prompt": "x", "context": []}, {"step": 1, "prompt": "y", "context": [0]}]
     test = [{"step": 1, "contexts": [[0], []]}]
     assert list(iter_calls(config, train, test)) == [
-        (0, "train", [], "x"), (1, "train", [0], "y"), (1, "test", [0], "a?"), (1, "test", [], "b?")]
+        (0, "train", [], "x", 0), (1, "train", [0], "y", 0), (1, "test", [0], "a?", 0), (1, "test", [], "b?", 1)]
 
 
 @pytest.mark.parametrize("flag", [{"prob_reset": 0.2}, {"ucb_alpha": 0.5}])

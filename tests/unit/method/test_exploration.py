@@ -240,9 +240,8 @@ def test_token_counts_leave_out_explored_steps(tmp_path):
     config = json.loads((experiment.out_dir / "config.json").read_text())
     got = records(experiment.out_dir)
     calls = list(iter_calls(config, got["train"], got["test"]))
-    assert [step for step, kind, _, _ in calls if kind == "train"] == [r["step"] for r in got["train"]
-                                                                       if not r["explored"]]
-    assert experiment.backend.calls == len({(step, kind) for step, kind, _, _ in calls})
+    assert [c.step for c in calls if c.kind == "train"] == [r["step"] for r in got["train"] if not r["explored"]]
+    assert experiment.backend.calls == len({(c.step, c.kind) for c in calls})
 
 
 def test_extension_continues_the_same_streams(tmp_path):

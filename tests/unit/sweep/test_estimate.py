@@ -28,6 +28,7 @@ class Recorded:
     """The rewards a finished run got, step by step (in place of the assumed draw)."""
 
     same_as_accuracy = True
+    needs_model = False
 
     def __init__(self, train):
         self.feedback = [r["feedback"] for r in train]
@@ -35,8 +36,11 @@ class Recorded:
     def bind(self, task):
         return self
 
-    def __call__(self, prediction, answer, *, seed, step):
+    def __call__(self, prediction, answer, *, seed, step, prompt=""):
         return self.feedback[step], self.feedback[step]
+
+    def fields(self):
+        return {}
 
 
 def test_the_played_loop_is_the_run_given_its_rewards(data_dir, tmp_path, monkeypatch):

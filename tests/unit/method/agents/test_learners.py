@@ -173,7 +173,7 @@ def test_every_setting_says_which_agents_take_it():
 
     for_all = {f.name for f in dataclasses.fields(RunSpec) if not f.metadata["only"]}
     assert for_all == {"model_name", "task_name", "icrl", "train_k", "test_every", "test_k", "seed",
-                       "training_seed", "test_seed", "reward", "agent"}
+                       "training_seed", "test_seed", "reward", "agent", "judge_model"}
     assert LEARNER_ONLY == ("features", "bandit_alpha", "bandit_epsilon")
 
 

@@ -1,0 +1,112 @@
+"""A written reflection (ours, after FastICRL's strategist and Reflexion): every
+``--reflect_every`` steps the model (the acting one, or ``--reflection_model``) condenses the
+history into a short guide, which then stands in the prompt until the next one, before the
+``--max_context_examples`` most recent episodes.
+
+The guide is written at steps K, 2K, ... (none before step K) from the reflection prompt
+(``reflection_messages``): the task's description and labels, the summary of every answer so
+far (as ``summary``), and the last K episodes with their feedback; the model writes up to
+``--reflection_tokens`` tokens after ``Guide:`` (free generation at the run's temperature,
+seeded ``seed + step + 1000003``, apart from the step's own calls). The training line of that step records it (``reflection``), and every
+step's metrics say which step's guide was shown (``reflection_step``, absent before the first).
+The prompt shows it after the system prompt and the description::
+
+    A guide you wrote from your earlier answers:
+    <the guide>
+
+A resumed run reads the guides back from its records; the guide is never in the episodes.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+from ...errors import UsageError
+from ..episode import Episode
+from ..registry import Param
+from .base import Strategy, _any, register_strategy
+from .summary import summary_text
+
+REFLECT_EVERY = Param("reflect_every", 10, "reflection: the model writes a new guide every this many steps", type=int,
+                      check=lambda n: None if n >= 1 else "a number of steps >= 1", folder="reflect",
+                      column="reflect_every", label="guide every {}", only="llm")
+REFLECTION_TOKENS = Param("reflection_tokens", 64, "reflection: the guide's token budget", type=int,
+                          check=lambda n: None if n >= 1 else "a number of tokens >= 1", folder="reftok",
+                          column="reflection_tokens", only="llm")
+REFLECTION_MODEL = Param("reflection_model", None, "reflection: the model that writes the guide (default: the "
+                         "acting model), loaded with the same backend", type=str, folder="refmodel",
+                         column="reflection_model", only="llm")
+GUIDE_HEADING = "A guide you wrote from your earlier answers:"
+PREFIX = "Guide:"
+SEED_OFFSET = 1000003  # the guide's generation seed: seed + step + this
+
+
+def reflection_messages(task, history: Sequence[Episode], window: int) -> list[dict]:
+    """The messages that ask for a guide (see the module docstring)."""
+    recent = "\n".join(f"{e.prompt} -> {e.prediction} ({_said(e.feedback)})" for e in history[-window:])
+    return [{"role": "system", "content": "You help a classifier that learns only from feedback on its answers."},
+            {"role": "user", "content": f"{task.description}\nLabels: {', '.join(task.labels)}.\n\n"
+                                        f"{summary_text(history, task.labels)}\n\nRecent answers:\n{recent}\n\n"
+                                        f"Write a short guide (a few sentences) for answering the next inputs."}]
+
+
+def _said(feedback) -> str:
+    return {1: "right", 0: "wrong"}.get(feedback, "partly right")
+
+
+@register_strategy
+class Reflection(Strategy):
+    """A guide the model writes every K steps, then the most recent episodes."""
+
+    name = "reflection"
+    family = "reflection"
+    filters = ("",)
+    reflects = True
+    params = (REFLECT_EVERY, REFLECTION_TOKENS, REFLECTION_MODEL)
+    summary = "a guide the model writes every --reflect_every steps from its answers and rewards, then the " \
+              "most recent episodes"
+
+    def __init__(self, max_examples, p_keep, accept=_any, every: int = 10, tokens: int = 64):
+        super().__init__(max_examples, p_keep, accept)
+        self.every, self.tokens = every, tokens
+        self.reset()
+
+    @classmethod
+    def build(cls, setting):
+        v = setting.values
+        return cls(setting.max_examples, setting.p_keep, setting.accept, v["reflect_every"], v["reflection_tokens"])
+
+    @classmethod
+    def check(cls, name, values):
+        if values.get("context_p_keep", 1.0) != 1.0:
+            raise UsageError(f"--context_p_keep keeps or drops episodes; {name} shows the most recent: drop it")
+        if values.get("icrl") is False:
+            raise UsageError(f"{name} reflects on answers and rewards: supervised ICL (--no-icrl) has neither; "
+                             f"use --icrl")
+
+    def reset(self):
+        self.guide: Optional[str] = None
+        self.guide_step: Optional[int] = None
+
+    def due(self, step: int) -> bool:
+        """Whether a new guide is written at ``step``."""
+        return step > 0 and step % self.every == 0
+
+    def take(self, guide: str, step: int) -> None:
+        self.guide, self.guide_step = guide, step
+
+    def restore(self, records: Sequence[dict], upto: int) -> None:
+        """The guide in use at step ``upto`` (the last written at or before it), from records."""
+        self.reset()
+        for record in records[:upto + 1]:
+            if record.get("reflection") is not None:
+                self.take(record["reflection"], record["step"])
+
+    def select(self, history, rng, query=None):
+        return list(history[max(len(history) - self.max_examples, 0):])
+
+    def metrics(self):
+        return {} if self.guide_step is None else {"reflection_step": self.guide_step}
+
+    def preamble(self, history, labels):
+        return "" if self.guide is None else f"{GUIDE_HEADING}\n{self.guide.strip()}"

@@ -130,3 +130,21 @@ def reasoning_run_resumes(backend, out: Path, budget: int = 8) -> tuple[dict, di
     resumed = Experiment(parse_args(words), backend=backend)
     assert resumed.run()["finished"]
     return whole, untimed_records(resumed.out_dir)
+
+
+def run_and_resume(tmp_path, monkeypatch, argv: list, at_call: int) -> tuple[Path, Path]:
+    """run_experiment.py ``argv`` on the fake backend, whole under tmp_path/"whole" and stopped at
+    its model call ``at_call`` then resumed under tmp_path/"cut": (whole run folder, resumed run
+    folder). The caller compares their records."""
+    from icrl.backends.fake import INTERRUPT_ENV
+    from icrl.cli.run import main
+
+    assert main([*argv, "--output_dir", str(tmp_path / "whole")]) == 0
+    monkeypatch.setenv(INTERRUPT_ENV, str(at_call))
+    assert main([*argv, "--output_dir", str(tmp_path / "cut")]) != 0
+    monkeypatch.delenv(INTERRUPT_ENV)
+    cut = next((tmp_path / "cut").rglob("config.json")).parent
+    steps = len(lines_of(cut / "train.jsonl")) if (cut / "train.jsonl").exists() else 0
+    assert steps < len(lines_of(next((tmp_path / "whole").rglob("train.jsonl"))))
+    assert main([*argv, "--output_dir", str(tmp_path / "cut")]) == 0
+    return next((tmp_path / "whole").rglob("config.json")).parent, cut

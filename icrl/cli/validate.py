@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ..config import LEARNER_ONLY, LLM_ONLY, RunConfig, default_of, flag_of
+from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, default_of, flag_of
 from ..errors import UsageError
 from ..method import agents, exploration, rewards
 from ..method.agents import is_learner
@@ -241,6 +241,8 @@ def validate_agent(config: RunConfig, spelled: Optional[Mapping[str, str]] = Non
     if not is_learner(s.agent):
         refuse_settings(s, LEARNER_ONLY, f"a learner (--agent {' or '.join(learners.rsplit(', ', 1))}); drop them "
                                          f"for an LLM run", spelled)
-    else:
-        refuse_settings(s, LLM_ONLY, f"an LLM; --agent {s.agent} is a learner on text features: drop them", spelled)
+    else:  # a learner with a judge (--judge_model) takes the settings that load the judge
+        loading = {"backend", *BACKEND_NAMES} if getattr(s, "judge_model", None) else set()
+        refuse_settings(s, [n for n in LLM_ONLY if n not in loading],
+                        f"an LLM; --agent {s.agent} is a learner on text features: drop them", spelled)
     agents.validate(s)

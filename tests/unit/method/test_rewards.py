@@ -161,3 +161,65 @@ def test_reward_names_are_checked(tmp_path, capsys):
     assert err.count("\n") == 1 and "unknown --reward 'nope'" in err and "coarse_credit" in err
     assert main(argv(tmp_path, *FINE, "--reward", "coarse_credit", "--no-icrl")) == 2
     assert "only applies to ICRL" in capsys.readouterr().err
+
+
+# -- a judge (--reward judge): the acting model or another judges, never told the gold label ----------
+def test_the_judge_is_asked_with_this_text_and_never_the_gold_label():
+    from icrl.method.rewards import judge_messages
+
+    toy = load_task(TOY_TASK)
+    system, user = judge_messages(toy, "Q: where is my parcel?", "delivery")
+    assert system == {"role": "system", "content": "You check the answers of a classifier. Reply yes or no."}
+    assert user["content"] == (f"{toy.description}\nLabels: billing, refund, delivery, account.\n\n"
+                               "Q: where is my parcel?\nProposed answer: delivery\nIs the proposed answer right?")
+
+
+def test_a_judged_run_records_the_verdict_beside_the_gold_reward(tmp_path, monkeypatch):
+    from icrl.backends.fake import FakeBackend
+
+    asked: list = []
+    original = FakeBackend.predict
+
+    def predict(self, prompts, labels, temperature, seed, progress=None):
+        if list(labels) == ["yes", "no"]:
+            asked.append((self.model_name, prompts[0], temperature))
+        return original(self, prompts, labels, temperature, seed, progress)
+
+    monkeypatch.setattr(FakeBackend, "predict", predict)
+    experiment = run(tmp_path, *FINE, "--reward", "judge")
+    train, test = (untimed_records(experiment.out_dir)[k] for k in ("train", "test"))
+    assert len(asked) == 30 and {name for name, _, _ in asked} == {"fake"}  # the acting model judges itself
+    assert all(t == 0.0 for _, _, t in asked)  # greedy
+    assert not experiment.others  # no other model loaded
+    for r, (_, prompt, _) in zip(train, asked):
+        assert r["judge"] in ("yes", "no") and r["reward"] == int(r["judge"] == "yes") == r["feedback"]
+        assert r["accuracy"] == int(r["prediction"] == r["answer"])  # the gold reward, side by side
+        assert f"Proposed answer: {r['prediction']}\n" in prompt
+    assert any(r["reward"] != r["accuracy"] for r in train)  # the judge's noise is there to measure
+    assert all("reward" not in r for r in test)  # test steps are not judged
+
+
+def test_another_judge_model_is_loaded_once_and_named_in_the_folder(tmp_path):
+    experiment = run(tmp_path, *FINE, "--reward", "judge", "--judge_model", "fake-judge")
+    assert "_rewardjudge_judgefake-judge" in experiment.out_dir.name
+    assert json.loads((experiment.out_dir / "config.json").read_text())["args"]["judge_model"] == "fake-judge"
+
+
+def test_a_learner_needs_a_judge_model(tmp_path, capsys):
+    plain = ["--train_k", "30", "--test_every", "10", "--test_k", "20", "--seed", "3", "--training_seed", "3",
+             "--test_seed", "3", "--no-progress", "--icrl", *FINE, "--agent", "epsilon_greedy", "--reward", "judge"]
+    assert main([*plain, "--output_dir", str(tmp_path / "a")]) == 2
+    assert "--reward judge needs a model to judge; --agent epsilon_greedy has none: give --judge_model" in \
+        capsys.readouterr().err
+    assert main([*plain, "--backend", "fake", "--output_dir", str(tmp_path / "a")]) == 2  # no judge: no backend
+    assert "--backend only applies to an LLM" in capsys.readouterr().err
+    assert main([*plain, "--backend", "fake", "--judge_model", "fake", "--output_dir", str(tmp_path / "b")]) == 0
+    train = untimed_records(next((tmp_path / "b").rglob("config.json")).parent)["train"]
+    assert {r["judge"] for r in train} <= {"yes", "no"} and all(r["reward"] == (r["judge"] == "yes") for r in train)
+
+
+def test_a_resumed_judged_run_equals_an_uninterrupted_one(tmp_path, monkeypatch):
+    from helpers import run_and_resume
+
+    whole, cut = run_and_resume(tmp_path, monkeypatch, [*BASE, *FINE, "--reward", "judge"], at_call=23)
+    assert untimed_records(cut) == untimed_records(whole)

@@ -201,6 +201,30 @@ def test_lock_step_writes_the_records_of_runs_alone(fake, tmp_path, monkeypatch)
 
 
 
+METHODS_BEYOND = [
+    ("summary", "--summary_episodes", "2"), ("summary_knn", "--summary_episodes", "2"),
+    ("reflection", "--reflect_every", "4"), ("knn_lexical_curated", "--curate_min_uses", "2"),
+    ("random_unbiased", "--reward", "judge"), ("random_unbiased", "--reasoning", "8")]
+
+
+def test_the_methods_beyond_the_paper_in_lock_step_write_the_records_of_runs_alone(fake, tmp_path):
+    """Summaries, guides, curation, a judge and reasoning: their extra calls (a guide, a verdict,
+    free text) go through the shared backend like the labels, and change nothing."""
+    runs = []
+    for i, (strategy, flag, value) in enumerate(METHODS_BEYOND):
+        _, planned = runner.plan([*TINY, "--task_name", TOY_TASK, "--context_strategy_name", strategy, flag, value,
+                                  "--train_k", "10", "--seed", "100", "--training_seed", "100",
+                                  "--output_dir", str(tmp_path / "sweep")])
+        assert planned[0].error is None, planned[0].error
+        runs += planned
+    for i, run in enumerate(runs):
+        run.index = i
+    outcomes = runner.execute(runs, backend=fake, progress=False)
+    assert [o.status for o in outcomes] == ["finished"] * len(METHODS_BEYOND)
+    for run, solo in zip(runs, alone(runs, fake, tmp_path / "alone")):
+        assert records(run.out_dir) == records(solo), run.label()
+
+
 class StopAfter:
     """The shared backend, interrupted (as by Ctrl-C in the main thread) in its n-th batch."""
 

@@ -14,9 +14,13 @@ least once) of the predicted labels, frequency bias, positive share of context, 
 available and cumulative regret (wrong training predictions so far) at the window's end.
 Per test step and gold label (``per_class_table``): accuracy and items.
 
+Per window also the failure metrics of :mod:`icrl.analysis.failures` (``history_frequency_bias``,
+``knowing_doing_gap``), and per run all of them (``failures_table``: greediness, early collapse).
+
 ``write_diagnostics(data_dir, out_dir)`` writes ``diagnostics.csv`` (windows of every ICRL
-run), ``diagnostics_per_class.csv`` and ``diagnostics.png`` (one row of panels per model
-and task, one line per run: naive and explorative side by side show degeneration).
+run), ``diagnostics_per_class.csv``, ``diagnostics_runs.csv`` (the failure metrics of every ICRL
+run) and ``diagnostics.png`` (one row of panels per model and task, one line per run: naive and
+explorative side by side show degeneration).
 """
 
 from __future__ import annotations
@@ -33,16 +37,19 @@ from scipy import stats as sps
 from ..errors import UsageError
 from ..records import RunState, find_runs, inspect_run, write_atomic
 
+from .failures import FAILURE_COLUMNS, run_failures, step_failures
 from .runs import DEFAULT_EXPLORATIVE_P_KEEP, run_label, run_row
 
 DIAGNOSTICS_CSV, PER_CLASS_CSV, DIAGNOSTICS_PNG = "diagnostics.csv", "diagnostics_per_class.csv", "diagnostics.png"
+FAILURES_CSV = "diagnostics_runs.csv"
 STEP_COLUMNS = ["step", "prediction", "answer", "reward", "correct", "context_size", "context_positive_share",
-                "frequency_match", "positives_available"]
+                "frequency_match", "positives_available", "history_frequency_match", "knowing_doing_mismatch"]
 WINDOW_COLUMNS = ["window_start", "window_end", "steps", "reward_rate", "accuracy", "entropy_bits",
                   "entropy_norm", "coverage", "frequency_bias", "context_positive_share", "positives_available",
-                  "cumulative_regret"]
+                  "cumulative_regret", "history_frequency_bias", "knowing_doing_gap"]
 PANELS = (("reward_rate", "reward rate"), ("entropy_norm", "prediction entropy / log2(labels)"),
-          ("frequency_bias", "frequency bias"), ("cumulative_regret", "cumulative regret"))
+          ("frequency_bias", "frequency bias"), ("history_frequency_bias", "history frequency bias"),
+          ("cumulative_regret", "cumulative regret"))
 
 
 def labels_of(state: RunState) -> list:
@@ -79,6 +86,9 @@ def step_table(state: RunState) -> pd.DataFrame:
         shown.append(record.get("answer") if icl else prediction)
         rewards.append(reward)
         positives += int(reward == 1)
+    for row, failure in zip(rows, step_failures(state.train, labels_of(state))):
+        row.update(history_frequency_match=failure["history_frequency_match"],
+                   knowing_doing_mismatch=failure["knowing_doing_mismatch"])
     return pd.DataFrame(rows, columns=STEP_COLUMNS)
 
 
@@ -116,7 +126,9 @@ def window_table(state: RunState, window: Optional[int] = None, steps: Optional[
                      "frequency_bias": part["frequency_match"].mean(),
                      "context_positive_share": part["context_positive_share"].mean(),
                      "positives_available": int(part["positives_available"].iloc[-1]),
-                     "cumulative_regret": float(regret.iloc[end])})
+                     "cumulative_regret": float(regret.iloc[end]),
+                     "history_frequency_bias": part["history_frequency_match"].mean(),
+                     "knowing_doing_gap": part["knowing_doing_mismatch"].mean()})
     return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
 
 
@@ -153,17 +165,24 @@ def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[RunState]
     return [s for s in (inspect_run(d) for d in dirs) if s.config is not None]
 
 
+def failures_table(state: RunState) -> dict:
+    """The run's failure metrics (icrl.analysis.failures), and its training steps."""
+    return {"steps": len(state.train), **run_failures(state.train, labels_of(state))}
+
+
 def diagnostics(data_dir, window: Optional[int] = None,
-                run_dirs: Optional[Iterable] = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(windows of every ICRL run, per-class test accuracy of every run) under ``data_dir``
-    (only the runs in ``run_dirs`` when given, e.g. ``Results(...).runs["run_dir"]`` after filters)."""
+                run_dirs: Optional[Iterable] = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(windows of every ICRL run, per-class test accuracy of every run, failure metrics of every
+    ICRL run) under ``data_dir`` (only the runs in ``run_dirs`` when given, e.g.
+    ``Results(...).runs["run_dir"]`` after filters)."""
     root = Path(data_dir)
-    windows, classes = [], []
+    windows, classes, failures = [], [], []
     for state in load_states(root, run_dirs):
         ident = run_identity(state, root)
         if mode_of(state) == "icrl" and state.train:
             frame = window_table(state, window)
             windows.append(frame.assign(**ident)[list(ident) + WINDOW_COLUMNS])
+            failures.append({**ident, **failures_table(state)})
         per_class = per_class_table(state)
         if not per_class.empty:
             classes.append(per_class.assign(**ident)[list(ident) + list(per_class.columns)])
@@ -171,7 +190,8 @@ def diagnostics(data_dir, window: Optional[int] = None,
     w = pd.concat(windows, ignore_index=True) if windows else pd.DataFrame(columns=ident_cols + WINDOW_COLUMNS)
     c = (pd.concat(classes, ignore_index=True) if classes
          else pd.DataFrame(columns=ident_cols + ["step", "gold_label", "accuracy", "n"]))
-    return w, c
+    f = pd.DataFrame(failures, columns=ident_cols + ["steps"] + FAILURE_COLUMNS)
+    return w, c, f
 
 
 def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
@@ -194,7 +214,7 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
                 ax.plot(run["window_end"], run[metric], marker="o" if len(run) < 30 else None, ms=3, label=name)
             ax.set_title(f"{model} / {task}\n{title}" if col == 0 else title, fontsize=9)
             ax.set_xlabel("training step")
-            if metric in ("reward_rate", "entropy_norm", "frequency_bias"):
+            if metric in ("reward_rate", "entropy_norm", "frequency_bias", "history_frequency_bias"):
                 ax.set_ylim(-0.03, 1.03)
         axes[row][0].legend(fontsize=7)
     window = int(windows["steps"].max())
@@ -212,9 +232,9 @@ def write_diagnostics(data_dir, out_dir, window: Optional[int] = None, run_dirs:
     written (no figure without an ICRL run)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    windows, classes = diagnostics(data_dir, window, run_dirs)
+    windows, classes, failures = diagnostics(data_dir, window, run_dirs)
     written = []
-    for frame, name in ((windows, DIAGNOSTICS_CSV), (classes, PER_CLASS_CSV)):
+    for frame, name in ((windows, DIAGNOSTICS_CSV), (classes, PER_CLASS_CSV), (failures, FAILURES_CSV)):
         write_atomic(out / name, lambda f, frame=frame: frame.to_csv(f, index=False), newline="")
         written.append(out / name)
     figure = draw_diagnostics(windows, out / DIAGNOSTICS_PNG)

@@ -21,6 +21,10 @@ skipped with a one-line note otherwise.
   are not LLMs), a curve per configuration against the zero-shot run, the paper's zero-shot
   point, supervised ICL and the paper's methods on the same test items, with a paired verdict
   per configuration (:mod:`icrl.analysis.figures_beyond`).
+- ``failures``: per model and task, per configuration the failure metrics of
+  :mod:`icrl.analysis.failures` (labels never predicted, history frequency bias, knowing-doing
+  gap, seeds collapsing early) as bars (:mod:`icrl.analysis.figures_failures`); also columns of
+  ``summary.csv``, ``summary_by_config.csv`` (means over seeds) and ``diagnostics_runs.csv``.
 - ``regret``: cumulative wrong training predictions vs. step, same grid.
 - ``train_accuracy``: training accuracy, mean of the last ``--smooth`` steps (curves start
   at step ``smooth - 1``, where the first full window ends), same grid, no test-set lines.
@@ -52,6 +56,7 @@ from ..records import write_atomic
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
 from .figures_beyond import fig_beyond_paper
+from .figures_failures import fig_failures
 from .figures_methods import fig_main_results, fig_regret, fig_train_accuracy
 from .diagnostics import write_diagnostics
 from .results import Results
@@ -61,6 +66,7 @@ from .runs import DEFAULT_EXPLORATIVE_P_KEEP
 FIGURES: list[tuple[str, Callable]] = [
     ("main_results", fig_main_results),
     ("beyond_paper", fig_beyond_paper),
+    ("failures", fig_failures),
     ("regret", fig_regret),
     ("train_accuracy", fig_train_accuracy),
     *[(ab.name, (lambda ab: lambda ctx: fig_ablation(ctx, ab))(ab)) for ab in ABLATIONS],

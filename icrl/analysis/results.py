@@ -45,6 +45,7 @@ import pandas as pd
 
 from ..errors import UsageError
 from ..records import TEST, TRAIN, RunState, find_runs, inspect_run
+from .failures import FAILURE_COLUMNS, run_failures
 from .runs import (ARG_COLUMNS, BASELINES, CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, INTEGER_COLUMNS, METHODS,
                    SEED_COLUMNS, _fmt, apply_filters, parse_filters, run_label, run_row)
 
@@ -140,8 +141,10 @@ class Results:
         best test accuracy and regret, with the Student-t 95% interval over seeds (``_ci_low``,
         ``_ci_high``; NaN for one run), and ``detectable_difference`` (the smallest gain over the
         mean final accuracy its test set detects, 80% power at the 5% level); ``seeds`` lists
-        seed/training_seed/test_seed of each run. Only finished runs count unless
-        ``finished_only`` is False. This is run_draw_plots.py's summary_by_config.csv."""
+        seed/training_seed/test_seed of each run; the means over seeds of the failure metrics
+        (``icrl.analysis.failures``; ``early_collapse_mean``: the share of seeds that collapse
+        early). Only finished runs count unless ``finished_only`` is False. This is
+        run_draw_plots.py's summary_by_config.csv."""
         from .paired import detectable_difference, seed_columns
 
         runs = self.runs
@@ -150,8 +153,9 @@ class Results:
         keys = ["model", "task", "method", "label", "mode", *[c for c in CONFIG_COLUMNS if c not in
                                                                ("model", "mode")]]
         metrics = ("final_test_accuracy", "best_test_accuracy", "regret")
+        failing = ("greediness", "history_frequency_bias", "knowing_doing_gap", "early_collapse")
         columns = (keys + ["n", "seeds"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high", "n")]
-                   + ["detectable_difference"])
+                   + ["detectable_difference"] + [f"{m}_mean" for m in failing])
         if runs.empty:
             return pd.DataFrame(columns=columns)
         rows = []
@@ -168,6 +172,9 @@ class Results:
                 row[f"{metric}_n"] = len(values)
                 row.update({k: v for k, v in seed_columns(metric, values).items() if "_ci_" in k})
             row["detectable_difference"] = detectable_difference(row["final_test_accuracy_mean"], first["num_test"])
+            failures = self.failures().loc[group["run_id"]]
+            for metric in failing:  # early_collapse_mean: the share of seeds that collapse early
+                row[f"{metric}_mean"] = pd.to_numeric(failures[metric], errors="coerce").mean()
             rows.append(row)
         order = {m: i for i, m in enumerate(METHODS + ("",) + BASELINES)}
         out = pd.DataFrame(rows, columns=columns)
@@ -193,8 +200,24 @@ class Results:
             frames.append(frame)
         return _concat(frames, ["run_id", *fields])
 
+    def failures(self) -> pd.DataFrame:
+        """The failure metrics of every run (FAILURE_COLUMNS), indexed by run_id; computed once."""
+        if getattr(self, "_failure_table", None) is None:
+            ids = list(self.runs["run_id"])
+            self._failure_table = pd.DataFrame([self._failures(i) for i in ids], index=ids, columns=FAILURE_COLUMNS)
+        return self._failure_table
+
+    def _failures(self, run_id) -> dict:
+        """A run's failure metrics (icrl.analysis.failures; NaN for runs without ICRL training steps)."""
+        state = self._states[run_id]
+        config = state.config or {}
+        if (config.get("resolved") or {}).get("mode") != "icrl" or not state.train:
+            return {}
+        return run_failures(state.train, (config.get("dataset") or {}).get("labels") or [])
+
     def summary(self) -> pd.DataFrame:
-        """One row per run: what it is and how it did (the plots' summary.csv)."""
+        """One row per run: what it is and how it did (the plots' summary.csv), with its failure
+        metrics (``icrl.analysis.failures``)."""
         columns = ["run_id", "model", "task", "method", "label", "mode", "strategy", "p_keep",
                    "max_context_examples", "max_contexts", "sampling_method", "omit_feedback",
                    "flip_feedback", "flip_prob", "temperature", "exemplars_per_label", "seed",
@@ -202,6 +225,7 @@ class Results:
                    "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
                    "train_accuracy", "processed_tokens", "prompt_tokens", "uncached_tokens", "tokenizer"]
         runs = self.runs[[c for c in columns if c in self.runs.columns]].copy()
+        runs = pd.concat([runs, self.failures().loc[runs["run_id"]].set_index(runs.index)], axis=1)
         for column in INTEGER_COLUMNS:
             if column in runs.columns:
                 runs[column] = pd.to_numeric(runs[column], errors="coerce").astype("Int64")

@@ -15,12 +15,13 @@ from typing import Optional
 
 import numpy as np
 
-from ..analysis.diagnostics import load_states, mode_of, run_identity, step_table, window_table
+from ..analysis.diagnostics import labels_of, load_states, mode_of, run_identity, step_table, window_table
+from ..analysis.failures import run_failures
 from ..records import RunState
 
 CURVE_WINDOWS = 50  # about this many points per diagnostic curve
 DIAGNOSTIC_CURVES = ("reward_rate", "accuracy", "entropy_norm", "coverage", "frequency_bias",
-                     "context_positive_share", "cumulative_regret")
+                     "context_positive_share", "cumulative_regret", "history_frequency_bias")
 
 
 class StringTable:
@@ -132,7 +133,8 @@ def run_payload(state: RunState, root: Path, strings: StringTable) -> dict:
                   # the shown feedback: 0 or 1, 0.5 for a partly right answer (--reward coarse_credit)
                   "reward": [-1 if r.get("feedback") is None else _feedback(r["feedback"]) for r in train],
                   "correct": [-1 if r.get("accuracy") is None else int(r["accuracy"]) for r in train],
-                  "context": [encode_context(r.get("context") or []) for r in train]},
+                  "context": [encode_context(r.get("context") or []) for r in train],
+                  **beyond_the_paper(train, strings)},
     }
     test_set = config.get("test_set") or {}
     payload["test_set"] = {"prompt": [strings.index(p) for p in test_set.get("prompts") or []],
@@ -141,9 +143,32 @@ def run_payload(state: RunState, root: Path, strings: StringTable) -> dict:
                         "context": encode_context(r.get("context") or []),
                         # a query-aware strategy (knn_*): each test input's own context
                         **({"contexts": [encode_context(c) for c in r["contexts"]]} if r.get("contexts") else {}),
-                        "prediction": [strings.index(p) for p in r.get("predictions") or []]} for r in state.test]
+                        "prediction": [strings.index(p) for p in r.get("predictions") or []],
+                        # --reasoning: what the model wrote before each test answer
+                        **({"reasoning": [strings.index(x) for x in r["reasoning"]]} if r.get("reasoning") else {})}
+                       for r in state.test]
     payload["curves"] = curves(state)
+    payload["failures"] = ({k: _number(v) for k, v in run_failures(train, labels_of(state)).items()}
+                           if mode == "icrl" and train else {})
     return payload
+
+
+def beyond_the_paper(train, strings: StringTable) -> dict:
+    """The training fields of the methods beyond the paper, where a run has them (index -1 or
+    None for a step without): the reasoning before each answer and its tokens (--reasoning),
+    the guide written at a step (the reflection strategy), a judge's verdict (--reward judge),
+    and the episodes curated retrieval stopped retrieving at a step."""
+    out = {}
+    if any(r.get("reasoning") is not None for r in train):
+        out["reasoning"] = [-1 if r.get("reasoning") is None else strings.index(r["reasoning"]) for r in train]
+        out["reasoning_tokens"] = [r.get("reasoning_tokens") for r in train]
+    if any(r.get("reflection") is not None for r in train):
+        out["guide"] = [-1 if r.get("reflection") is None else strings.index(r["reflection"]) for r in train]
+    if any(r.get("judge") is not None for r in train):
+        out["judge"] = [r.get("judge") for r in train]
+    if any((r.get("metrics") or {}).get("pruned") for r in train):
+        out["pruned"] = [encode_context((r.get("metrics") or {}).get("pruned") or []) for r in train]
+    return out
 
 
 def _feedback(value) -> float:

@@ -105,6 +105,7 @@
     box.append(chart("reward rate", curve("reward_rate"), 1));
     box.append(chart("prediction entropy / log2(labels)", curve("entropy_norm"), 1));
     box.append(chart("frequency bias (prediction = top context label)", curve("frequency_bias"), 1));
+    box.append(chart("history frequency bias (prediction = top label so far)", curve("history_frequency_bias"), 1));
     box.append(chart("cumulative regret", curve("cumulative_regret")));
   }
 
@@ -150,24 +151,60 @@
       return el("td", { class: "own-context" }, ...(ids.length ? ids.flatMap((j, n) =>
         [n ? ", " : "", el("span", { class: "steplink", onclick: () => setStep(j) }, j)]) : [el("span", { class: "muted" }, "empty")]));
     };
+    const reasoned = record.reasoning; // --reasoning: what the model wrote before each test answer
     const predRows = record.prediction.map((p, k) => el("tr", {}, el("td", {}, k), el("td", {}, S[prompts[k]] || ""),
       el("td", {}, S[answers[k]] || ""), el("td", {}, S[p]),
       p === answers[k] ? el("td", { class: "good" }, "✓") : el("td", { class: "bad" }, "✗"),
-      ...(own ? [contextCell(k)] : [])));
+      ...(own ? [contextCell(k)] : []), ...(reasoned ? [el("td", { class: "test-reasoning" }, S[reasoned[k]])] : [])));
     return el("div", { class: "test" },
       el("h4", {}, `Test at step ${record.step}: accuracy ${fmt(record.accuracy)} on ${record.prediction.length} items`),
       el("table", { class: "per-class" }, el("thead", {}, el("tr", {}, el("th", {}, "gold label"),
         el("th", {}, "accuracy"), el("th", {}, "items"))), el("tbody", {}, ...classRows)),
       el("details", { class: "test-predictions" }, el("summary", {}, "test predictions"),
         el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "#"), el("th", {}, "input"), el("th", {}, "answer"),
-          el("th", {}, "prediction"), el("th", {}, ""), ...(own ? [el("th", {}, "its context (steps)")] : []))),
+          el("th", {}, "prediction"), el("th", {}, ""), ...(own ? [el("th", {}, "its context (steps)")] : []),
+          ...(reasoned ? [el("th", {}, "reasoning")] : []))),
           el("tbody", {}, ...predRows))));
+  }
+  // the methods beyond the paper: reasoning, a written guide, a judge's verdict, pruned episodes
+  function beyondBlocks(run, k) {
+    const t = run.train, out = [];
+    if (t.judge && t.judge[k] !== null) {
+      out.push(el("div", { class: "kv judge" }, el("span", {}, "judge said: ", el("b", {}, t.judge[k])),
+        el("span", { class: "muted" }, `(the reward shown; gold: ${t.correct[k] === 1 ? "right" : "wrong"})`)));
+    }
+    if (t.reasoning && t.reasoning[k] >= 0) {
+      out.push(el("details", { class: "reasoning", open: "" },
+        el("summary", {}, `reasoning before the answer (${t.reasoning_tokens[k]} tokens)`),
+        el("pre", {}, S[t.reasoning[k]])));
+    }
+    if (t.guide) {
+      let at = -1;
+      for (let j = Math.min(k, t.guide.length - 1); j >= 0; j--) if (t.guide[j] >= 0) { at = j; break; }
+      out.push(at < 0 ? el("div", { class: "guide muted" }, "no guide written yet")
+        : el("details", { class: "guide", open: "" }, el("summary", {}, `guide in the prompt (written at step ${at})`),
+            el("pre", {}, S[t.guide[at]])));
+    }
+    if (t.pruned && t.pruned[k]) {
+      const ids = decodeContext(t.pruned[k]);
+      if (ids.length) out.push(el("div", { class: "pruned" }, "no longer retrieved from this step: ",
+        ...ids.flatMap((j, n) => [n ? ", " : "", el("span", { class: "steplink", onclick: () => setStep(j) }, j)])));
+    }
+    return out;
+  }
+  function failureLine(run) {
+    const f = run.failures || {};
+    if (f.greediness === undefined) return null;
+    const parts = [`labels never predicted: ${fmt(f.greediness)}`, `history frequency bias: ${fmt(f.history_frequency_bias)}`,
+      f.collapse_step === null ? "no collapse" : `collapsed at step ${f.collapse_step}${f.early_collapse ? " (early)" : ""}`];
+    if (f.reasoning_steps) parts.push(`knowing-doing gap: ${fmt(f.knowing_doing_gap)}`);
+    return el("div", { class: "failures muted" }, parts.join(" · "));
   }
   function column(i) {
     const run = D.runs[i], t = run.train, n = t.prompt.length;
     const col = el("div", { class: "run-column", "data-run": i },
       el("h3", {}, el("span", { class: "swatch", style: `background:${color(i)}` }), run.label, " · ", `${run.model} / ${run.task}`),
-      el("div", { class: "run-id" }, run.run_id));
+      el("div", { class: "run-id" }, run.run_id), failureLine(run));
     if (step < n) {
       const ids = decodeContext(t.context[step]);
       col.append(el("div", { class: "episode" },
@@ -176,6 +213,7 @@
         el("div", { class: "kv" }, el("span", {}, "answer: ", el("b", { class: "answer" }, S[t.answer[step]])),
           el("span", {}, "prediction: ", el("b", { class: "prediction" }, t.prediction[step] < 0 ? "– (supervised ICL)" : S[t.prediction[step]])),
           el("span", { class: "reward" }, "reward: ", rewardMark(t.reward[step]))),
+        ...beyondBlocks(run, step),
         el("h4", {}, `Context: ${ids.length} episode${ids.length === 1 ? "" : "s"}`),
         ids.length ? contextTable(run, ids) : el("div", { class: "muted" }, "empty context")));
     } else if (!run.testAt.has(step)) {

@@ -113,13 +113,14 @@ def test_viewer_in_chromium(driver, runs, tmp_path):
     assert driver.execute_script("return performance.getEntriesByType('resource').length") == 0  # nothing fetched
     assert driver.execute_script("return document.body.innerText").count("smollm2-135m / toy") >= 2
 
-    # curves: six charts, each run drawn as a line with points in the test accuracy chart
+    # curves: seven charts, each run drawn as a line with points in the test accuracy chart
     charts = driver.find_elements(By.CSS_SELECTOR, "#charts .chart")
-    assert len(charts) == 6
+    assert len(charts) == 7
     lines = charts[0].find_elements(By.CSS_SELECTOR, "polyline.series")
     assert len(lines) == 2 and all(len(line.get_attribute("points").split()) == 4 for line in lines)
     assert charts[4].find_element(By.TAG_NAME, "h3").text.startswith("frequency bias")
-    assert len(charts[5].find_elements(By.CSS_SELECTOR, "polyline.series")) == 2
+    assert charts[5].find_element(By.TAG_NAME, "h3").text.startswith("history frequency bias")
+    assert len(charts[6].find_elements(By.CSS_SELECTOR, "polyline.series")) == 2
 
     # the step browser at step 60: the naive run's input, prediction, reward and its 8 context episodes
     train, _, _ = run_records(runs, "random_biased_end")
@@ -292,3 +293,59 @@ def test_each_test_input_shows_its_own_retrieved_context(driver, data_dir, tmp_p
     k, j = next((k, c[0]) for k, c in enumerate(shown) if c)
     rows[k].find_elements(By.CSS_SELECTOR, "td.own-context .steplink")[0].click()
     assert driver.find_element(By.ID, "step-input").get_attribute("value") == str(j)
+
+
+def test_reasoning_guides_verdicts_pruning_and_failure_metrics_are_shown(driver, tmp_path):
+    """A reasoning run judged by its own model, a reflection run and a curated retrieval run: the
+    step shows the reasoning before the answer (and each test answer's), the guide in the prompt,
+    the judge's verdict and the episodes pruned; each run's failure metrics stand under its name."""
+    from selenium.webdriver.common.by import By
+
+    from helpers import TOY
+    from icrl.analysis.failures import run_failures
+    from icrl.cli.run import main as run
+
+    data = tmp_path / "data"
+    common = [*TOY, "--icrl", "--max_context_examples", "3", "--train_k", "24", "--test_every", "12", "--test_k", "3",
+              "--no-progress", "--output_dir", str(data)]
+    assert run([*common, "--context_strategy_name", "random_unbiased", "--reasoning", "10", "--reward", "judge"]) == 0
+    assert run([*common, "--context_strategy_name", "reflection", "--reflect_every", "5"]) == 0
+    assert run([*common, "--context_strategy_name", "knn_lexical_curated", "--curate_min_uses", "1"]) == 0
+    page = tmp_path / "viewer.html"
+    assert main([str(data), "--out", str(page)]) == 0
+    open_page(driver, page)
+    for i in range(len(driver.find_elements(By.CSS_SELECTOR, "#runs input"))):
+        box = driver.find_elements(By.CSS_SELECTOR, "#runs input")[i]  # each click draws the columns anew
+        if not box.is_selected():
+            box.click()
+    reasoned, reasoned_test, _ = run_records(data, "random_unbiased")
+    reflected, _, _ = run_records(data, "reflection")
+    curated, _, _ = run_records(data, "knn_lexical_curated")
+    pruned_at = next(r["step"] for r in curated if r["metrics"]["pruned"])
+    go_to_step(driver, 11)
+    columns = driver.find_elements(By.CSS_SELECTOR, "#columns .run-column")
+    by_strategy = {}
+    for col in columns:
+        run_id = col.find_element(By.CSS_SELECTOR, ".run-id").text
+        by_strategy[next(s for s in ("random_unbiased", "reflection", "knn_lexical_curated") if f"/{s}/" in run_id)] = col
+    col = by_strategy["random_unbiased"]
+    assert col.find_element(By.CSS_SELECTOR, ".reasoning pre").text == reasoned[11]["reasoning"]
+    assert f"({reasoned[11]['reasoning_tokens']} tokens)" in col.find_element(By.CSS_SELECTOR, ".reasoning summary").text
+    assert col.find_element(By.CSS_SELECTOR, ".judge b").text == reasoned[11]["judge"]
+    test = col.find_element(By.CSS_SELECTOR, ".test")
+    test.find_element(By.CSS_SELECTOR, ".test-predictions summary").click()
+    cells = [c.get_attribute("textContent") for c in test.find_elements(By.CSS_SELECTOR, "td.test-reasoning")]
+    assert cells == next(r for r in reasoned_test if r["step"] == 11)["reasoning"]
+    guide = by_strategy["reflection"].find_element(By.CSS_SELECTOR, ".guide")
+    assert "written at step 10" in guide.find_element(By.TAG_NAME, "summary").text
+    assert guide.find_element(By.TAG_NAME, "pre").text == reflected[10]["reflection"].strip()
+    failures = run_failures(reasoned, ["billing", "refund", "delivery", "account"])
+    line = by_strategy["random_unbiased"].find_element(By.CSS_SELECTOR, ".failures").text
+    assert f"labels never predicted: {failures['greediness']:.3f}" in line
+    assert f"knowing-doing gap: {failures['knowing_doing_gap']:.3f}" in line
+    go_to_step(driver, pruned_at)
+    col = next(c for c in driver.find_elements(By.CSS_SELECTOR, "#columns .run-column")
+               if "/knn_lexical_curated/" in c.find_element(By.CSS_SELECTOR, ".run-id").text)
+    shown = [int(a.text) for a in col.find_elements(By.CSS_SELECTOR, ".pruned .steplink")]
+    assert shown == curated[pruned_at]["metrics"]["pruned"]
+    assert driver.get_log("browser") == []

@@ -86,11 +86,16 @@ def test_write_diagnostics_files(tmp_path):
     write_run(data / "explorative", [(a, a, []) for a in "abcdab"], strategy="random_unbiased_only_positive",
               p_keep=0.1)
     paths = dg.write_diagnostics(data, tmp_path / "out", window=3)
-    assert [p.name for p in paths] == ["diagnostics.csv", "diagnostics_per_class.csv", "diagnostics.png"]
+    assert [p.name for p in paths] == ["diagnostics.csv", "diagnostics_per_class.csv", "diagnostics_runs.csv",
+                                       "diagnostics.png"]
     table = pd.read_csv(paths[0])
     assert set(table["method"]) == {"naive", "explorative"}
     assert table.groupby("method")["cumulative_regret"].max().to_dict() == {"explorative": 0, "naive": 4}
-    assert paths[2].stat().st_size > 10_000
+    assert {"history_frequency_bias", "knowing_doing_gap"} <= set(table.columns)
+    runs = pd.read_csv(paths[2]).set_index("method")
+    assert runs.loc["explorative", "greediness"] == 0.0 and runs.loc["explorative", "steps"] == 6
+    assert runs.loc["naive", "greediness"] > 0
+    assert paths[3].stat().st_size > 10_000
     only = dg.write_diagnostics(data, tmp_path / "only", window=3, run_dirs=[data / "naive"])
     assert set(pd.read_csv(only[0])["method"]) == {"naive"}
 

@@ -31,6 +31,7 @@ from ..run.observers import TestLines
 from ..infra import signals
 from ..infra.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import experiment_dir, inspect_run, write_csv_atomic
+from ..records.io import writable
 from ..records.safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .lockstep import LockStep, Outcome
@@ -256,6 +257,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
             print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, nothing loaded")
             return 1 if any(r.error for r in runs) else 0
+        path = summary_path(opts, runs)
+        problem = writable(path)  # before any run: a summary that cannot be written is said now
+        if problem:
+            raise UsageError(f"cannot write the summary {path} ({'--summary' if opts.summary else 'the default'}): "
+                             f"{problem}")
         for run in runs:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
@@ -277,7 +283,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             signals.restore(previous)
     rows = scrub(summary_rows(runs, outcomes))
     print_table(rows)
-    path = summary_path(opts, runs)
     write_summary(path, rows)
     failed = [r for r in rows if r["status"] != "finished"]
     print(f"{len(rows) - len(failed)} of {len(rows)} runs finished in {time.perf_counter() - tic:.0f} s; "

@@ -23,12 +23,12 @@ from .data import check_same_data, load_data
 from .directory import RunDirectory
 from .environment import attach_log_file, detach_log_file, load_backend_of
 from .loop import Loop
-from .observers import Observer, ProgressBar, Wandb
+from .observers import LogFailure, Observer, ProgressBar, Wandb
 from .plan import Plan
 from .rebuild import Checked, check_config, check_records
 from .resume import Decision, check_same_plan, config_record, decide, extend
 from ..infra.signals import Interrupted, ignore_signals, restore
-from .size import resolve_max_examples
+from .size import check_window, resolve_max_examples
 
 log = logging.getLogger("icrl")
 
@@ -100,6 +100,8 @@ class Experiment:
         if learner:
             self.backend = None
         else:
+            if self.backend is None:
+                check_window(cfg, data)  # a window too small for any prompt: said before the model loads
             self.load_backend()
         size = None if learner else resolve_max_examples(cfg, data, self.backend)
         plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
@@ -123,7 +125,7 @@ class Experiment:
                      plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
             policy = make_policy(s, data, backend=self.backend, strategy=strategy, mode=plan.mode,
                                  debug_k=cfg.options.debug_k)
-            self.loop = Loop(cfg, data, plan, policy, self.reward, self.records, observers,
+            self.loop = Loop(cfg, data, plan, policy, self.reward, self.records, [LogFailure(handler), *observers],
                              check_directory=self.directory.lock.check)
             self.loop.run(self.loop.restore(checked, out, decision.resuming))
             summary = self.records.refresh_results(self.loop.train_recs, self.loop.test_recs, plan.steps, plan.mode)

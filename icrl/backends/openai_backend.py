@@ -292,7 +292,7 @@ class OpenAIBackend:
         why = f"has no completions endpoint for {self.api_model!r}"
         for constraint in CONSTRAINTS:
             try:
-                text = self._run(self._complete(prompt, labels, 0.0, 0, constraint))
+                text = self._run(self._complete(prompt, labels, 0.0, 0, constraint, probe=True))
             except (openai.NotFoundError, openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 log.info("completions with %s refused (%s)", constraint, exc)
                 continue
@@ -313,13 +313,13 @@ class OpenAIBackend:
         log.warning("%s %s: using chat completions", self.url, why)
         return "chat"
 
-    async def _complete(self, prompt: str, labels, temperature, seed, constraint) -> str:
+    async def _complete(self, prompt: str, labels, temperature, seed, constraint, probe: bool = False) -> str:
         try:
             response = await self._client.completions.create(
                 **completion_request(self.api_model, prompt, labels, temperature, seed, constraint))
             self._watch.answered()
             text = response.choices[0].text
-            self._count(response.usage, prompt)
+            self._count(response.usage, None if probe else prompt)  # a probe's tokens: counted, not compared
         except UsageError:
             raise
         except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a completion

@@ -3,7 +3,7 @@
 - ``SilenceWatch``: a server that accepts a request and never answers is said on screen
   within ``NOTICE_S`` seconds, with its URL and how long the run waits, then every ``REPEAT_S``
   of silence. While it is silent the watch asks the server for its model list (``/models``,
-  ``PROBE_TIMEOUT_S`` at most, every ``PROBE_EVERY_S``): a server that answers that is alive
+  ``PROBE_TIMEOUT_S`` at most, every ``PROBE_EVERY_S`` or more often): a server that answers that is alive
   and busy, and its request may take up to --timeout (tried --max_retries more times); a server
   that answers nothing at all, neither a request nor the model list, for ``DEAD_S`` seconds
   (or --timeout, when shorter) is dead: the call is cancelled and fails in one line
@@ -80,7 +80,7 @@ class SilenceWatch:
                 print(f"waiting for the server at {self.url}: no answer for {silent:.0f} s (a server that answers "
                       f"nothing for {self.dead_s:g} s is given up on; a request it works on may take --timeout "
                       f"{self.timeout:g} s, tried {self.retries + 1} times)", file=sys.stderr, flush=True)
-            if silent >= self.notice_s and now - self.probed >= PROBE_EVERY_S:
+            if silent >= self.notice_s and now - self.probed >= min(PROBE_EVERY_S, self.dead_s / 4):
                 self.probed = now  # in a thread of its own: a probe that hangs holds nothing up
                 threading.Thread(target=self._probe, name="icrl-server-probe", daemon=True).start()
             now = time.monotonic()

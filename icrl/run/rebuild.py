@@ -28,7 +28,9 @@ refuse has passed, so a refusal leaves the records (and the log) as they were.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -385,9 +387,29 @@ def _test_predictions(record: dict, data: RunData) -> Optional[list]:
     return None
 
 
+class _Quiet(logging.Filter):
+    """Keeps the replayed loop's log lines (test accuracies) out of the console and the log."""
+
+    def __init__(self):
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread
+
+
 def check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, reward) -> Checked:
     """The records of a run with this (recorded) ``plan``, checked line by line against the lines
     the run rebuilds (module docstring); DamagedRecords (one line) for what cannot be rebuilt."""
+    quiet, logger = _Quiet(), logging.getLogger("icrl")
+    logger.addFilter(quiet)
+    try:
+        return _check_records(config, out_dir, data, plan, reward)
+    finally:
+        logger.removeFilter(quiet)
+
+
+def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, reward) -> Checked:
     lines = read_lines(out_dir, plan)
     path = out_dir / TRAIN
     model = _OnRecord(data.task.labels)

@@ -30,6 +30,7 @@ from typing import Optional, Sequence
 
 from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
+from ..infra.signals import check
 from .chat import load_chat_tokenizer
 from .server_watch import SilenceWatch, bad_response, dead_server, server_error
 from .vllm_backend import choices, max_label_tokens, sampling_kwargs
@@ -243,11 +244,13 @@ class OpenAIBackend:
         task = self._loop.create_task(coroutine)
         with self._watch.watching(lambda: self._loop.call_soon_threadsafe(task.cancel)):
             try:
-                return self._loop.run_until_complete(task)
+                result = self._loop.run_until_complete(task)
             except asyncio.CancelledError:
                 if not self._watch.dead:
                     raise
-        raise dead_server(self.url, self._watch.dead_s)
+                raise dead_server(self.url, self._watch.dead_s) from None
+        check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
+        return result
 
     def _fail(self, exc: BaseException) -> UsageError:
         return server_error(self.url, exc, self.max_retries)

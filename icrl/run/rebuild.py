@@ -7,10 +7,12 @@ answers every call with the predictions on record, and compared with the line on
 - what follows from the data, the seeds and the predictions is rebuilt exactly and repaired
   where it differs: a training line's prompt and answer (its example's), accuracy, feedback
   (the reward of prediction against answer, flipped with the run's seed), reward, ``reset``,
-  ``explored``, context, context size and metrics (the strategy drawn again with each step's
-  seed); a test line's accuracies, reward, context and metrics; a learner's predictions (a
-  learner is its own model); the fields' order, and fields the run does not write;
-- what only the model could say, an LLM's prediction, must be a label of the task, and a
+  ``explored`` and context size; a test line's accuracies, reward and context size; a
+  learner's every field (a learner is its own model); the fields' order, and fields the run
+  does not write;
+- what only the model could say, an LLM's prediction, must be a label of the task that its
+  accuracy and feedback do not both contradict, shown the context and metrics the strategy
+  draws at that step with the run's seed (else the line was edited or is another run's), and a
   timing a number of seconds: a training line that fails is refused in one line naming the
   file and line (the steps after it were computed from it) unless it is the last one, which
   is dropped and its step recomputed; a test line that fails is dropped and its step
@@ -378,6 +380,16 @@ def _witnessed(recorded: dict, rebuilt: dict, witnesses: tuple, what: str) -> No
         raise _Unverifiable(f"has {what} that its {' and '.join(present)} contradict (edited, or of another run)")
 
 
+def _same_decision(recorded: dict, rebuilt: dict) -> None:
+    """The context shown and the strategy's metrics identify the step of this run a model output
+    belongs to: a line whose context is not the one the strategy draws was edited or is another
+    run's (with another --seed, its draws differ), and its prediction cannot be trusted."""
+    for key in ("context", "contexts", "metrics"):
+        if key in rebuilt and _dump(recorded.get(key)) != _dump(rebuilt[key]):
+            raise _Unverifiable(f"has the {key} {recorded.get(key)!r}, not the one the strategy draws at this step "
+                                f"({rebuilt[key]!r}): edited, or a line of another run")
+
+
 def _test_predictions(record: dict, data: RunData) -> Optional[list]:
     predictions = record.get("predictions")
     labels = set(data.task.labels)
@@ -443,8 +455,10 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
             loop.step(t)
             if not zero_shot:
                 rebuilt = {**capture.train[-1], "time_s": record.get("time_s")}
-                if rebuilt["prediction"] == record.get("prediction") and not is_learner(config.spec.agent):
-                    _witnessed(record, rebuilt, ("accuracy", "feedback", "reward"), "prediction")
+                if not is_learner(config.spec.agent):  # a learner's every field is its own: rebuilt
+                    _same_decision(record, rebuilt)
+                    if rebuilt["prediction"] == record.get("prediction"):
+                        _witnessed(record, rebuilt, ("accuracy", "feedback", "reward"), "prediction")
         except _Unverifiable as exc:
             if t < steps - 1:
                 raise refuse_line(path, number, f"(step {t}) {exc}") from None
@@ -462,6 +476,7 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
             rebuilt = {**capture.test[-1], "time_s": recorded_test.get("time_s")}
             try:
                 _witnessed(recorded_test, rebuilt, ("accuracy", "per_class_accuracy", "reward"), "predictions")
+                _same_decision(recorded_test, rebuilt)
             except _Unverifiable:
                 model.test_ok = False
             if not model.test_ok or not _seconds(recorded_test.get("time_s")):

@@ -168,10 +168,11 @@ DAMAGE = {
     "feedback": (train_edit(_set(3, "feedback", lambda r: 1 - r["feedback"])), "repaired"),
     "accuracy": (train_edit(_set(3, "accuracy", lambda r: 1 - r["accuracy"])), "repaired"),
     "answer": (train_edit(_set(3, "answer", lambda r: other_label(r["answer"]))), "repaired"),
-    "context": (train_edit(_set(6, "context", [0, 1])), "repaired"),
-    "context_of_no_step_and_a_missing_test": (_missing_test_and_bad_context, "repaired"),
+    "context": (train_edit(_set(6, "context", [0, 1])), "train.jsonl line 7"),
+    "context_of_no_step_and_a_missing_test": (_missing_test_and_bad_context, "train.jsonl line 5"),
     "context_size": (train_edit(_set(6, "context_size", 9)), "repaired"),
-    "metrics": (train_edit(_set(6, "metrics", {"context_index": 7})), "repaired"),
+    "metrics": (train_edit(_set(6, "metrics", {"context_index": 7})), "train.jsonl line 7"),
+    "last_context": (train_edit(_set(9, "context", [0])), "repaired"),
     "a_field_removed": (train_edit(lambda rows: rows[3].pop("feedback")), "repaired"),
     "a_field_added": (train_edit(_set(3, "note", "mine")), "repaired"),
     "fields_reordered": (train_edit(lambda rows: rows.__setitem__(3, dict(reversed(rows[3].items())))), "repaired"),
@@ -265,3 +266,27 @@ def test_a_retrieval_context_that_the_strategy_cannot_draw_is_refused(runs, tmp_
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "train.jsonl line 7" in err and "\n" not in err
+
+
+@pytest.mark.parametrize("which", ["train", "test"])
+def test_a_line_of_another_run_is_refused_or_recomputed(runs, tmp_path, capsys, which):
+    """The same examples with another --seed: the strategy's draws differ, so a training line of
+    that run is refused (the steps after it depend on it) and a test line recomputed."""
+    argv, run_dir, whole = copy_of(runs, "explorative", tmp_path)
+    other = tmp_path / "other"
+    seed = argv.index("--seed") + 1
+    assert main(argv[:seed] + ["4"] + argv[seed + 1:-1] + [str(other)]) == 0
+    (other_dir,) = find_runs(other)
+    name, index = ("train.jsonl", 6) if which == "train" else ("test.jsonl", 1)
+    rows, theirs = lines(run_dir, name), lines(other_dir, name)
+    assert rows[index] != theirs[index]
+    rows[index] = theirs[index]
+    write(run_dir, name, rows)
+    capsys.readouterr()
+    if which == "train":
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "train.jsonl line 7" in err and "another run" in err and "\n" not in err, err
+    else:
+        assert main(argv) == 0
+        assert records(run_dir) == whole

@@ -290,3 +290,20 @@ def test_a_line_of_another_run_is_refused_or_recomputed(runs, tmp_path, capsys, 
     else:
         assert main(argv) == 0
         assert records(run_dir) == whole
+
+
+def test_an_extended_damaged_run_is_repaired_then_extended_to_the_longer_run(runs, tmp_path, capsys):
+    argv, run_dir, _ = copy_of(runs, "ucb_reset_explore", tmp_path)
+    k = argv.index("--train_k") + 1
+    longer = argv[:k] + ["14"] + argv[k + 1:]
+    fresh = tmp_path / "fresh"
+    assert main(longer[:-1] + [str(fresh)]) == 0
+    train_edit(_set(3, "feedback", lambda r: 1 - r["feedback"]))(run_dir)
+    capsys.readouterr()
+    assert main(longer) == 0
+    err = capsys.readouterr().err
+    assert "need repair (training step 3's feedback)" in err and "extending" in err, err
+    extended, started_longer = records(run_dir), records(find_runs(fresh)[0])
+    assert extended["train.jsonl"] == started_longer["train.jsonl"]
+    # the shorter run's last step stays a test step (docs/records.md), the others are the longer run's
+    assert [r for r in extended["test.jsonl"] if r["step"] != 9] == started_longer["test.jsonl"]

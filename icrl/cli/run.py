@@ -199,8 +199,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         console_logging(config.options.verbose)
         if config.demo:
             print("no arguments: running the embedded demo (SmolLM2-135M on trec_coarse, explorative ICRL)")
-        for warning in config.ignored:  # once, before anything loads; the run's log records them too
-            say(f"warning: {warning}")
+        # said once the run goes on (a refusal stays one line), and written to its log
         experiment = Experiment(config, notes=[f"warning: {w}" for w in config.ignored])
         check()  # a stop that arrived inside an import
         summary = experiment.run()

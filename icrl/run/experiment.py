@@ -21,7 +21,7 @@ from ..records import RunRecords, experiment_dir, inspect_run
 from ..method.rewards import Reward, reward_of_run
 from .data import check_same_data, load_data
 from .directory import RunDirectory
-from .environment import attach_log_file, detach_log_file, load_backend_of
+from .environment import attach_log_file, detach_log_file, load_backend_of, say
 from .loop import Loop
 from .observers import LogFailure, Observer, ProgressBar, Wandb
 from .plan import Plan
@@ -36,13 +36,14 @@ log = logging.getLogger("icrl")
 class Experiment:
     """One run. ``backend``: an already loaded backend (a sweep shares one); ``observers``: more
     subscribers to the loop (a sweep's test lines); ``reward``: the reward function (default:
-    exact match with the configuration's feedback flipping); ``notes``: lines for its log."""
+    exact match with the configuration's feedback flipping); ``notes``: lines said once the run
+    goes on (not before a refusal, which stays one line), and written to its log."""
 
     def __init__(self, config: RunConfig, backend=None, observers: Sequence[Observer] = (),
                  reward: Optional[Reward] = None, notes: Sequence[str] = ()):
         s = config.spec
         self.config, self.backend, self.observers = config, backend, list(observers)
-        self.notes = list(notes)  # lines for the run's log (e.g. the settings it ignores)
+        self.notes = list(notes)  # said once the run goes on, and logged (e.g. the settings it ignores)
         self.reward = reward or reward_of_run(s)
         self.out_dir = experiment_dir(config.options.output_dir, s.as_record())
         self.records = RunRecords(self.out_dir)
@@ -120,7 +121,7 @@ class Experiment:
         try:
             log.info("arguments: %s", json.dumps(s.as_record()))
             for note in self.notes:
-                log.info("%s", note)
+                say(note)
             log.info("mode %s, %s context episodes, %d steps, test steps %s",
                      plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
             policy = make_policy(s, data, backend=self.backend, strategy=strategy, mode=plan.mode,
@@ -147,6 +148,8 @@ class Experiment:
         missing, unreadable or stale (it is a function of the records)."""
         resolved = state.config["resolved"]
         summary = self.records.refresh_results(state.train, state.test, resolved["steps"], resolved["mode"])
+        for note in self.notes:
+            say(note)
         print(f"already finished: {self.out_dir}")
         return summary
 

@@ -156,3 +156,11 @@ def test_the_approximate_settings_with_an_approximate_strategy_are_no_warning(tm
     assert main(TOY_RUN + ["--context_strategy_name", "approximate", "--max_contexts", "2",
                            "--approximate_context_sampling_method", "exact", "--output_dir", str(tmp_path)]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_refused_run_with_a_setting_it_does_not_read_is_still_one_line(tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert main(TOY_RUN + ["--context_strategy_name", "random_unbiased", "--max_contexts", "8",
+                           "--output_dir", str(a_file)]) == 2
+    one_error_line(capsys)

@@ -79,10 +79,11 @@ class Experiment:
         data = None
         if decision.kind == "finished":
             try:
-                data = load_data(cfg)
+                data = load_data(cfg, say_warnings=False)
             except UsageError:  # the data cannot be loaded: reported from its records alone
                 return self._report_finished(decision.state)
-        data = data or load_data(cfg)
+        data = data or load_data(cfg, say_warnings=False)
+        self.notes = data.warnings + self.notes  # said once the run goes on
         self.reward.bind(data.task)  # a reward the task cannot have: one line, before any model loads
         checked = Checked([], [])
         if decision.kind != "new":  # every check that needs no model, before it loads; nothing written yet

@@ -307,3 +307,13 @@ def test_an_extended_damaged_run_is_repaired_then_extended_to_the_longer_run(run
     assert extended["train.jsonl"] == started_longer["train.jsonl"]
     # the shorter run's last step stays a test step (docs/records.md), the others are the longer run's
     assert [r for r in extended["test.jsonl"] if r["step"] != 9] == started_longer["test.jsonl"]
+
+
+def test_a_refusal_after_a_size_warning_is_still_one_line(runs, tmp_path, capsys):
+    """--train_k above the data warns, but only once the run goes on: a refusal stays one line."""
+    argv, run_dir, _ = copy_of(runs, "naive", tmp_path)
+    config_edit(lambda c: c["resolved"].__setitem__("test_steps", [0, 9]))(run_dir)
+    k = argv.index("--train_k") + 1
+    assert main(argv[:k] + ["999"] + argv[k + 1:]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "resolved.test_steps" in err and "\n" not in err, err

@@ -208,8 +208,9 @@ def read_lines(out_dir: Path, plan: Plan) -> Lines:
         rewrite_train = True
     if len(steps) > plan.steps:
         n = by_step[plan.steps][0]
-        raise DamagedRecords(f"{path} line {n} is step {plan.steps}, but the run plans {plan.steps} steps: pass the "
-                             f"--train_k that made it to extend the run, or delete that line and the ones after it")
+        raise DamagedRecords(f"{path} line {n} is step {plan.steps}, but the run plans {plan.steps} steps (config.json): "
+                             f"restore the files of one run, or delete that line and the ones after it, or pass "
+                             f"--overwrite to start again")
     train = [by_step[s] for s in steps]
     done = 1 if plan.mode == "zero_shot" else len(train)
 

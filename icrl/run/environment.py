@@ -70,7 +70,8 @@ def load_backend_of(config: RunConfig):
 
 def attach_log_file(directory: Path) -> logging.Handler:
     """The run's log.txt: this thread's messages (a sweep's other runs have their own)."""
-    handler = OneLineFileHandler(directory / "log.txt", encoding="utf-8")  # a full disk: one line, once
+    # a full disk: one line, once, said when the run goes on (``LogFailure``); else the records' error says it
+    handler = OneLineFileHandler(directory / "log.txt", encoding="utf-8", defer=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     handler.addFilter(ScrubFilter())
@@ -84,7 +85,10 @@ def attach_log_file(directory: Path) -> logging.Handler:
 
 def detach_log_file(handler: logging.Handler) -> None:
     logging.getLogger("icrl").removeHandler(handler)
-    handler.close()
+    try:
+        handler.close()
+    except OSError:
+        pass  # the last lines could not be flushed (a full disk): the log is best effort, the records are not
 
 
 def console_logging(verbose: bool) -> None:

@@ -36,6 +36,7 @@ PARSERS = {
     "run_count_tokens.py": [("icrl.cli.tokens", "build_parser")],
     "find_max_examples_given_max_window.py": [("icrl.cli.window", "build_parser")],
     "run_view.py": [("icrl.cli.view", "build_parser")],
+    "run_report.py": [("icrl.cli.report", "build_parser")],
 }
 SCRIPT = re.compile(r"^(?:\./)?(run_\w+\.py|find_max_examples_given_max_window\.py)$")
 SHELL_STOP = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1", "2>", "1>"}

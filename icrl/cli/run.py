@@ -196,7 +196,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config = parse_args(argv)
         console_logging(config.options.verbose)
         if config.demo:
-            print("no arguments: running the embedded demo (SmolLM2-135M on trec_coarse, explorative ICRL)")
+            print("no arguments: running the embedded demo (SmolLM2-135M on banking77_top10, ICRL with a "
+                  "retrieval context: the 4 rewarded episodes most similar to each input)")
         experiment = Experiment(config)
         check()  # a stop that arrived inside an import
         summary = experiment.run()

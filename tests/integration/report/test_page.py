@@ -166,3 +166,31 @@ def test_a_study_of_120_runs_is_written_and_ready_quickly(driver, tmp_path, caps
     print(f"120 runs: written in {written:.1f} s with their viewer pages, {page.stat().st_size / 1e3:.0f} KB, "
           f"ready {ready:.0f} ms after navigation")
     assert ready < 5000 and written < 300
+
+
+def test_a_leaderboard_when_several_models_ran_the_benchmark(driver, data_dir, tmp_path, capsys):
+    """The icrl_bench suite (tiny, fake backend) for two models: one leaderboard row each, with the
+    score and interval icrl.analysis.benchmark gives, best first."""
+    from selenium.webdriver.common.by import By
+
+    from icrl.analysis.benchmark import bench_scores
+    from icrl.sweep.runner import main as sweep
+
+    out = tmp_path / "bench"
+    for model in ("model-a", "model-b"):
+        assert sweep(["--preset", "icrl_bench", "--backend", "fake", "--model_name", model, "--train_k", "6",
+                      "--test_every", "3", "--test_k", "8", "--output_dir", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    page = tmp_path / "report.html"
+    assert main([str(out), "--out", str(page), "--no-viewers"]) == 0
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("benchmark score: ")]
+    scores = bench_scores(Results(out))
+    assert sorted(s.model for s in scores) == ["model-a", "model-b"]
+    assert printed == [f"benchmark score: {s.line()}" for s in scores]
+    open_report(driver, page)
+    table = driver.find_element(By.ID, "leaderboard-table")
+    shown = table.find_elements(By.CSS_SELECTOR, "tbody > tr")
+    assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in shown] == [s.model for s in scores]
+    for row, score in zip(shown, scores):
+        assert row.find_elements(By.TAG_NAME, "td")[2].text.startswith(
+            f"{score.score:.2f} [{score.score_ci[0]:.2f}, {score.score_ci[1]:.2f}]")

@@ -181,7 +181,8 @@ class RunOptions:
     """How a run executes, not what it computes (config.json "runtime_args")."""
 
     output_dir: str = flag("data", "results root")
-    data_dir: Optional[str] = flag(None, "raw dataset files (default: $ICRL_DATA_DIR, else the Hugging Face Hub)")
+    data_dir: Optional[str] = flag(None, "raw dataset files (default: $ICRL_DATA_DIR, else ../shared/datasets beside "
+                                         "the checkout, else the Hugging Face Hub; README: Data)")
     overwrite: bool = flag(False, "replace an existing run with other arguments")
     progress: bool = flag(True, "progress bar (--no-progress: logs only)")
     verbose: bool = flag(False, "also show the run's log (as in log.txt) on the console")

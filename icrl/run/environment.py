@@ -60,12 +60,26 @@ def backend_spec_of(config: RunConfig, engine: bool = True):
 
 
 def load_backend_of(config: RunConfig):
-    """The backend a run loads; None for a learner (no model)."""
+    """The backend a run loads; None for a learner (no model). With --no-progress the
+    libraries' own bars (transformers' "Loading weights", the Hub's downloads) stay hidden too."""
     from ..backends import load_spec
 
     if is_learner(config.spec.agent):
         return None
+    if not config.options.progress:
+        hide_library_bars()
     return load_spec(backend_spec_of(config))
+
+
+def hide_library_bars() -> None:
+    """Turn off the progress bars of transformers and huggingface_hub for this process.
+    transformers reads the Hub's switch when it is first imported, and has its own once it is."""
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    loaded = sys.modules.get("transformers.utils.logging")
+    if loaded is not None:
+        loaded.disable_progress_bar()
 
 
 def attach_log_file(directory: Path) -> logging.Handler:

@@ -30,6 +30,7 @@ from ..records.safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .execution import Run, execute, groups_of, run_all  # noqa: F401  (execute, groups_of: the sweep's API)
 from .lockstep import Outcome
+from .epilogue import preset_epilogue
 from .presets import preset_runs
 
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
@@ -189,4 +190,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for r in failed:
         if r["error"]:
             print(f"error: run #{r['run']} {r['status']}: {r['error']}", file=sys.stderr)
+    valid = [r for r in runs if r.out_dir is not None]
+    for line in preset_epilogue(opts.preset, {r.args.options.output_dir for r in valid}, [r.out_dir for r in valid]):
+        print(line)
     return 1 if failed else 0

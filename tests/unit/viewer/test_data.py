@@ -18,7 +18,7 @@ def test_the_viewer_and_the_diagnostics_figure_use_one_window(tmp_path):
     synthesize_run(tmp_path, task, steps=120, strategy="random_unbiased_only_positive", p_keep=0.1,
                    max_examples=8, test_every=40, test_k=10, p_correct=lambda t: 0.3 + t / 240)
     state = load_states(tmp_path)[0]
-    windows, _ = diagnostics(tmp_path)
+    windows, _, _ = diagnostics(tmp_path)
     drawn = curves(state)
     assert drawn["window"] == int(windows["steps"].max()) == 5  # 120 steps: about 25 windows
     assert drawn["step"] == windows["window_end"].astype(int).tolist()

@@ -34,7 +34,7 @@ from ..analysis.runs import BASELINES, METHODS, model_size
 from ..analysis.stats import compare_paired, format_p, seed_summary
 from ..viewer.data import curves as diagnostic_curves
 
-DIAGNOSTICS = ("accuracy", "reward_rate", "entropy_norm", "frequency_bias")
+DIAGNOSTICS = ("accuracy", "reward_rate", "entropy_norm", "frequency_bias", "history_frequency_bias")
 ORDER = {m: i for i, m in enumerate(METHODS + ("",) + BASELINES)}
 
 

@@ -6,7 +6,8 @@
   const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                   "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173"];
   const DIAGNOSTICS = { accuracy: "training accuracy", reward_rate: "reward rate",
-                        entropy_norm: "prediction entropy / log2(labels)", frequency_bias: "frequency bias" };
+                        entropy_norm: "prediction entropy / log2(labels)", frequency_bias: "frequency bias",
+                        history_frequency_bias: "history frequency bias (prediction = top label so far)" };
   const ACCURACY_LIKE = new Set(["accuracy", "reward_rate"]); // on these the zero-shot line is drawn too
   const state = { sort: null, desc: false, text: "", model: "", task: "", method: "", diagnostic: "accuracy" };
   const colorOf = new Map(); // a colour per configuration, by its place in its panel

@@ -42,6 +42,8 @@ def test_every_configuration_with_its_seeds_and_intervals(study):
     assert explorative["final"]["low"] < explorative["final"]["mean"] < explorative["final"]["high"] or \
         finals.nunique() == 1
     assert explorative["curve"]["step"] == [0, 9, 19, 29] and len(explorative["diagnostics"]["accuracy"]) == 30
+    assert len(explorative["diagnostics"]["history_frequency_bias"]) == 30  # a failure metric's curve too
+    assert all(0 <= x <= 1 for x in explorative["diagnostics"]["history_frequency_bias"] if x is not None)
     assert by_method["zero-shot"]["vs_zero"] is None and by_method["zero-shot"]["diagnostics"] == {}
 
 

@@ -81,7 +81,7 @@ def main() -> None:
             config = read_json(run_dir / "config.json")
             replay = Replay(config, read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl"), chat)
             calls = list(replay.calls())[-args.full_check:]
-            texts = [replay.render(c, q) for _, _, c, q in calls]
+            texts = [replay.render_call(call) for call in calls]
             tic = time.perf_counter()
             SegmentEncoder(chat, incremental=False).encode(texts)
             whole = time.perf_counter() - tic

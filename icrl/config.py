@@ -181,7 +181,8 @@ class RunOptions:
     """How a run executes, not what it computes (config.json "runtime_args")."""
 
     output_dir: str = flag("data", "results root")
-    data_dir: Optional[str] = flag(None, "raw dataset files (default: $ICRL_DATA_DIR, else the Hugging Face Hub)")
+    data_dir: Optional[str] = flag(None, "raw dataset files (default: $ICRL_DATA_DIR, else ../shared/datasets beside "
+                                         "the checkout, else the Hugging Face Hub; README: Data)")
     overwrite: bool = flag(False, "replace an existing run with other arguments")
     progress: bool = flag(True, "progress bar (--no-progress: logs only)")
     verbose: bool = flag(False, "also show the run's log (as in log.txt) on the console")
@@ -221,12 +222,14 @@ class Secrets:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One run: what it computes, how it runs, its secrets. ``demo``: built from no arguments."""
+    """One run: what it computes, how it runs, its secrets. ``demo``: built from no arguments;
+    ``ignored``: one warning per setting given that the run does not read."""
 
     spec: RunSpec = field(default_factory=RunSpec)
     options: RunOptions = field(default_factory=RunOptions)
     secrets: Secrets = field(default_factory=Secrets, repr=False)
     demo: bool = False
+    ignored: tuple = ()  # warnings: published settings given that this run does not read (icrl.cli.validate)
 
     @classmethod
     def from_values(cls, values: dict, demo: bool = False) -> "RunConfig":
@@ -284,6 +287,18 @@ OPTIONAL_DEFAULTS = {f.name: f.default for f in fields(RunSpec) if f.metadata.ge
 # the fields only an LLM agent takes, and those only a learner takes (role ``only``), in field order
 LLM_ONLY = tuple(f.name for f in fields(RunSpec) if f.metadata.get("only") == "llm")
 LEARNER_ONLY = tuple(f.name for f in fields(RunSpec) if f.metadata.get("only") == "learner")
+
+
+def unread_settings(args) -> list:
+    """The strategies' published settings (their ``uses``: --max_contexts,
+    --approximate_context_sampling_method) that the run of ``args`` (config.json "args") does not
+    read: those its strategy does not use, all of them for zero-shot and for learners."""
+    names = list(dict.fromkeys(name for entry in STRATEGIES for name in entry.cls.uses))
+    strategy = args.get("context_strategy_name")
+    if args.get("max_context_examples") == 0 or args.get("agent", "llm") != "llm" or strategy not in STRATEGIES:
+        return names
+    uses = STRATEGIES.get(strategy).cls.uses
+    return [name for name in names if name not in uses]
 
 
 def help_of(name: str) -> str:

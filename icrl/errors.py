@@ -6,3 +6,8 @@ class UsageError(ValueError):
 
     The message is one line that says what was wrong and what to do.
     """
+
+
+class CannotWrite(OSError):
+    """A file could not be written (``filename``: the path the user knows, never a temporary
+    file's); the tools say it in one line (``icrl.infra.diskfull.os_error_line``)."""

@@ -148,3 +148,26 @@ def run_and_resume(tmp_path, monkeypatch, argv: list, at_call: int) -> tuple[Pat
     assert steps < len(lines_of(next((tmp_path / "whole").rglob("train.jsonl"))))
     assert main([*argv, "--output_dir", str(tmp_path / "cut")]) == 0
     return next((tmp_path / "whole").rglob("config.json")).parent, cut
+
+
+# Headless Chromium for the pages' tests (the viewer's and the report's): a driver, or a skip
+# that says what is missing.
+def chromium_driver(profile_dir, window: str = "1400,1600"):
+    import shutil
+
+    import pytest
+
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e .[dev])")
+    from selenium.webdriver.chrome.service import Service
+
+    browser = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
+    chromedriver = shutil.which("chromedriver")
+    if not browser or not chromedriver:
+        pytest.skip("Chromium or chromedriver not found (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run", f"--window-size={window}",
+                 f"--user-data-dir={profile_dir}"):
+        options.add_argument(flag)
+    options.binary_location = browser
+    return webdriver.Chrome(options=options, service=Service(chromedriver))

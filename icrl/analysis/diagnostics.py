@@ -32,7 +32,7 @@ from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats as sps
+from scipy import special
 
 from ..errors import UsageError
 from ..records import RunState, find_runs, inspect_run, write_atomic
@@ -101,7 +101,9 @@ def _entropy(predictions: Sequence, num_labels: int) -> tuple[float, float, floa
     counts = np.array(list(Counter(p for p in predictions if p is not None).values()), dtype=float)
     if not counts.size:
         return math.nan, math.nan, math.nan
-    bits = float(sps.entropy(counts, base=2))
+    # scipy.stats.entropy(counts, base=2)'s arithmetic, without its per-call overhead (a study has
+    # thousands of windows)
+    bits = float(np.sum(special.entr(counts / np.sum(counts))) / np.log(2))
     norm = bits / math.log2(num_labels) if num_labels > 1 else math.nan
     coverage = counts.size / num_labels if num_labels else math.nan
     return bits, norm, coverage

@@ -92,6 +92,10 @@ class Results:
     def __len__(self) -> int:
         return len(self.runs)
 
+    def state(self, run_id: str) -> RunState:
+        """The records of one run as read (``records.inspect_run``), by its id in ``runs.index``."""
+        return self._states[run_id]
+
     def train(self) -> pd.DataFrame:
         """Per training step: run_id, step, accuracy (NaN in ICL), feedback, context_size."""
         if self._train is None:

@@ -30,8 +30,9 @@ from typing import Optional, Sequence
 
 from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
+from ..infra.signals import check
 from .chat import load_chat_tokenizer
-from .server_watch import SilenceWatch, bad_response, server_error
+from .server_watch import SilenceWatch, bad_response, dead_server, server_error
 from .vllm_backend import choices, max_label_tokens, sampling_kwargs
 
 log = logging.getLogger(__name__)
@@ -319,8 +320,16 @@ class OpenAIBackend:
 
     # -- internals -----------------------------------------------------------------------------
     def _run(self, coroutine):
-        with self._watch:
-            return self._loop.run_until_complete(coroutine)
+        task = self._loop.create_task(coroutine)
+        with self._watch.watching(lambda: self._loop.call_soon_threadsafe(task.cancel)):
+            try:
+                result = self._loop.run_until_complete(task)
+            except asyncio.CancelledError:
+                if not self._watch.dead:
+                    raise
+                raise dead_server(self.url, self._watch.dead_s) from None
+        check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
+        return result
 
     def _fail(self, exc: BaseException) -> UsageError:
         return server_error(self.url, exc, self.max_retries)
@@ -354,13 +363,18 @@ class OpenAIBackend:
         return [m.id async for m in client.models.list()]
 
     def _probe(self) -> str:
-        """auto: completions when the server constrains a completion to given choices, else chat."""
+        """auto: completions when the server constrains a completion to given choices, else chat,
+        when the server constrains chat answers to given choices (else one line: it can do
+        neither). The mode is said only when chat is what works, so a server that answers 404 to
+        everything gets the 404's line, not a word about modes."""
         openai = self._openai
         labels = ["yes", "no"]
-        prompt = self.chat.render([{"role": "user", "content": "Answer yes or no."}], "Answer:")
+        question = [{"role": "user", "content": "Answer yes or no."}]
+        prompt = self.chat.render(question, "Answer:")
+        why = f"has no completions endpoint for {self.api_model!r}"
         for constraint in CONSTRAINTS:
             try:
-                text = self._run(self._complete(prompt, labels, 0.0, 0, constraint))
+                text = self._run(self._complete(prompt, labels, 0.0, 0, constraint, probe=True))
             except (openai.NotFoundError, openai.BadRequestError, openai.UnprocessableEntityError) as exc:
                 log.info("completions with %s refused (%s)", constraint, exc)
                 continue
@@ -369,16 +383,25 @@ class OpenAIBackend:
             if parse_completion(text, labels) is not None:
                 self.constraint = constraint
                 return "completions"
-        log.warning("%s does not constrain completions to a choice: using chat completions", self.url)
+            why = f"does not constrain completions to a choice (it answered {text!r} for yes or no)"
+        try:
+            answer = self._run(self._chat(question, labels, 0.0, 0))
+        except openai.APIError as exc:
+            raise self._fail(exc) from None
+        if parse_chat(answer, labels) is None:
+            raise UsageError(f"the server at {self.url} {why}, and its chat completions are not constrained either "
+                             f"(it answered {answer!r} for yes or no): it cannot restrict answers to the labels; "
+                             f"use a server with structured outputs (e.g. vllm serve)")
+        log.warning("%s %s: using chat completions", self.url, why)
         return "chat"
 
-    async def _complete(self, prompt: str, labels, temperature, seed, constraint) -> str:
+    async def _complete(self, prompt: str, labels, temperature, seed, constraint, probe: bool = False) -> str:
         try:
             response = await self._client.completions.create(
                 **completion_request(self.api_model, prompt, labels, temperature, seed, constraint))
             self._watch.answered()
             text = response.choices[0].text
-            self._count(response.usage, prompt)
+            self._count(response.usage, None if probe else prompt)  # a probe's tokens: counted, not compared
         except UsageError:
             raise
         except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a completion

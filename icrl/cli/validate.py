@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, default_of, flag_of
+from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, default_of, flag_of, unread_settings
 from ..errors import UsageError
 from ..method import agents, exploration, rewards
 from ..method.agents import is_learner
@@ -46,6 +46,28 @@ def check_flags(values: Mapping) -> None:
         raise UsageError(f"--base_url is for --backend openai, not {values['backend']}; drop it or use --backend openai")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
+
+
+def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = None) -> tuple:
+    """The published settings given that the chosen method does not read, one warning each (the
+    parsed flags, before zero-shot is resolved): --max_contexts and
+    --approximate_context_sampling_method outside the approximate strategies, a strategy for a
+    zero-shot run. The published script accepted them (its README passes the first two with
+    the approximate commands, and a zero-shot run needed a strategy name there), so they are
+    not refused: the run goes on without them and says so."""
+    warnings = []
+    strategy = values["context_strategy_name"]
+    zero_shot = values["max_context_examples"] == 0
+    if zero_shot and strategy is not None:
+        warnings.append(f"{flag_name('context_strategy_name', spelled)} {strategy} does nothing for a zero-shot run "
+                        f"(--max_context_examples 0, no context): ignored")
+    who = "a zero-shot run" if zero_shot else f"--context_strategy_name {strategy}"
+    for name in unread_settings({**values, "context_strategy_name": None if zero_shot else strategy}):
+        if values[name] != default_of(name):  # (a learner, or no strategy at all, is refused by validate)
+            owners = [e.base for e in STRATEGIES if name in e.cls.uses]
+            warnings.append(f"{flag_name(name, spelled)} {values[name]} does nothing for {who} (only the "
+                            f"{' and '.join(dict.fromkeys(owners))} strategies read it): ignored")
+    return tuple(warnings)
 
 
 def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> None:

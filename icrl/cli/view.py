@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
+from .parser import ArgumentParser
 
 DEFAULT_NAME = "viewer.html"
 
 
-def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
         prog="run_view.py",
         description="Write one self-contained HTML file (no server, no network) to browse runs: accuracy and "
                     "diagnostic curves, and every step's input, context episodes, prediction and reward.")
@@ -23,12 +24,22 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def file_size(size: int) -> str:
+    """A file's size as a person reads it: bytes, KB or MB (1000s), never "0.0 MB"."""
+    if size < 1000:
+        return f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.0f} KB"
+    return f"{size / 1e6:.1f} MB"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = parser().parse_args(argv)
     from ..viewer.page import write_page
 
-    data_dir = Path(args.data_dir)
+    data_dir = None
     try:
+        args = build_parser().parse_args(argv)
+        data_dir = Path(args.data_dir)
         if not data_dir.is_dir():
             raise UsageError(f"{str(data_dir)!r} is not a readable folder: pass a run folder or a folder that holds runs")
         out = Path(args.out) if args.out else data_dir / DEFAULT_NAME
@@ -39,12 +50,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                              f"run_experiment.py wrote (its --output_dir, data/ by default)")
         path, data = write_page(data_dir, out)
     except UsageError as exc:
-        print(f"run_view.py: error: {exc}", file=sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        print(f"run_view.py: error: cannot read the runs under {str(data_dir)!r} ({exc.strerror or exc}): check "
+        print(f"error: cannot read the runs under {str(data_dir)!r} ({exc.strerror or exc}): check "
               f"the folder's permissions", file=sys.stderr)
         return 2
     size = path.stat().st_size
-    print(f"wrote {path} ({len(data['runs'])} runs, {data['steps']} steps, {size / 1e6:.1f} MB): open it in a browser")
+    print(f"wrote {path} ({len(data['runs'])} runs, {data['steps']} steps, {file_size(size)}): open it in a browser")
     return 0

@@ -27,7 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--rope_scaling", default=None,
                         help="as run_experiment.py: auto (default; YaRN x4 over 32768 for Qwen2.5), none, "
                              "or TYPE:FACTOR:ORIGINAL_LEN; sets the default window")
-    parser.add_argument("--data_dir", default=None, help="raw dataset folder (default: $ICRL_DATA_DIR, else the Hugging Face Hub)")
+    parser.add_argument("--data_dir", default=None,
+                        help="raw dataset folder (default: $ICRL_DATA_DIR, else ../shared/datasets beside the checkout, "
+                             "else the Hugging Face Hub; README: Data)")
     parser.add_argument("--hf_token", default=None, help="token for gated models on the hub, never stored (default: $HF_TOKEN)")
     parser.add_argument("--no-icrl", dest="icrl", action="store_false",
                         help="search under the supervised ICL system prompt (as the published search "

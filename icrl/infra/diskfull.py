@@ -19,6 +19,7 @@ import os
 import sys
 from typing import Callable
 
+from ..errors import CannotWrite
 from .signals import WRITE_ERRORS
 
 
@@ -46,15 +47,24 @@ def os_error_line(exc: BaseException, rerun: str = "rerun the same command") -> 
         return f"error: {name} is {what}; move it away, then {rerun}"
     if exc.errno in (errno.EACCES, errno.EPERM) and name and _unreadable(name):
         return f"error: cannot read {name}: {exc.strerror}; fix its permissions (chmod u+r), then {rerun}"
-    if exc.errno in WRITE_ERRORS:
+    if exc.errno in WRITE_ERRORS or isinstance(exc, CannotWrite):
         return write_error_line(exc, rerun)
     return None
 
 
 class OneLineFileHandler(logging.FileHandler):
-    """A FileHandler whose failures are one line, once (then it writes nothing more)."""
+    """A FileHandler whose failures are one line, once (then it writes nothing more).
+
+    ``defer``: the line waits for ``say_pending()``, which the caller calls once its work went
+    on (a run: after a step is on disk). A disk too full for the log is usually too full for
+    the records too, and then the records' error is the one line the user gets."""
 
     failed = False
+
+    def __init__(self, *args, defer: bool = False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.defer = defer
+        self.pending: "str | None" = None
 
     def emit(self, record: logging.LogRecord) -> None:
         if self.failed:
@@ -67,8 +77,15 @@ class OneLineFileHandler(logging.FileHandler):
             return
         self.failed = True
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        print(f"warning: cannot write the log {self.baseFilename} ({why}); going on without it", file=sys.stderr,
-              flush=True)
+        self.pending = f"warning: cannot write the log {self.baseFilename} ({why}); going on without it"
+        if not self.defer:
+            self.say_pending()
+
+    def say_pending(self) -> None:
+        """Say the failure, if there is one not said yet."""
+        if self.pending is not None:
+            print(self.pending, file=sys.stderr, flush=True)
+            self.pending = None
 
 
 def guard(main: Callable[[], int]) -> int:

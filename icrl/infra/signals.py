@@ -10,7 +10,8 @@ request.
 ``install(handler)`` sets the handlers (main thread only) and returns what to ``restore``;
 a signal that lands inside Python's import machinery (where an exception can be swallowed)
 is delivered again 50 ms later, and raised by ``check()`` at the latest (the run checks
-before each step); after a stop, ``ignore_signals()`` keeps a second signal from cutting the
+before each step, the server backend after each batch of requests), as is one raised where a
+library swallowed it (asyncio's callbacks catch every exception); after a stop, ``ignore_signals()`` keeps a second signal from cutting the
 saving or the exit short; ``say(message)`` puts the message on its own line, after any
 progress bar.
 """
@@ -81,6 +82,7 @@ def _stopper(handler: Callable) -> Callable:
             timer.start()
             return
         _pending.clear()
+        _pending[signum] = handler  # kept: raised again by check() if a library swallows this one
         handler(signum, frame)
     return on_signal
 

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence, TextIO
 
+from ..errors import CannotWrite
+
 
 def _temporary(path: Path) -> tuple[int, str]:
     """A new file next to ``path`` (``.<name>.<random>``), with the umask's mode like any other."""
@@ -31,17 +33,38 @@ def write_atomic(path: Path, write: Callable[[TextIO], None], newline: Optional[
     A kill between the two leaves a ``.<name>.<random>`` file; ``remove_leftovers`` clears it.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = _temporary(path)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = _temporary(path)
         with (os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8", newline=newline)) as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as exc:  # said of the user's path: the temporary file is ours
+        raise CannotWrite(exc.errno, exc.strerror or str(exc), str(path)) from exc
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def writable(path: Path) -> Optional[str]:
+    """Why a file cannot be written at ``path`` (None when it can): a folder in its place, or a
+    folder that takes no new file (tried with a temporary file, removed at once)."""
+    path = Path(path)
+    if path.is_dir():
+        return "it is a folder; give a file path"
+    folder = next((p for p in path.parents if p.exists()), None)
+    if folder is None or not folder.is_dir():
+        return f"{folder} is not a folder"
+    try:
+        fd, tmp = _temporary(folder / path.name)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        return f"{folder} takes no new file ({exc.strerror or exc})"
+    return None
 
 
 def write_json_atomic(path: Path, data) -> None:
@@ -71,10 +94,13 @@ def write_csv_atomic(path: Path, fieldnames: Sequence[str], rows: Iterable[dict]
 def append_jsonl(path: Path, record: dict) -> None:
     """Append one JSON line, flushed and fsynced (a killed run loses at most the line in flight)."""
     line = json.dumps(record, ensure_ascii=False) + "\n"
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(path, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as exc:  # said of the file (a write's error names none)
+        raise CannotWrite(exc.errno, exc.strerror or str(exc), str(path)) from exc
 
 
 def read_json(path: Path):

@@ -18,6 +18,7 @@ class RunData:
     train: list
     test: list
     exemplars: list = field(default_factory=list)
+    warnings: list = field(default_factory=list)  # not said yet (``load_data(..., say_warnings=False)``)
 
     @property
     def exemplar_pairs(self) -> list[tuple[str, str]]:
@@ -34,9 +35,10 @@ class RunData:
         }
 
 
-def load_data(config: RunConfig) -> RunData:
+def load_data(config: RunConfig, say_warnings: bool = True) -> RunData:
     """The task's seeded training stream, test set and exemplars; warns when a split is smaller
-    than asked, refuses one that is empty."""
+    than asked (``say_warnings=False``: the warnings are left in ``RunData.warnings``, for the
+    caller to say once no check can refuse the run), refuses one that is empty."""
     s = config.spec
     task = load_task(s.task_name, config.options.data_dir)
     exemplars = task.exemplars(s.exemplars_per_label, s.training_seed) if s.exemplars_per_label else []
@@ -53,13 +55,18 @@ def load_data(config: RunConfig) -> RunData:
                          f"{len(exemplars)} exemplars")
     if not test:
         raise UsageError(f"{task.name} has no test examples: its test split is empty")
+    warnings = []
     if s.max_context_examples != 0 and s.train_k != -1 and len(train) < s.train_k:
-        say(f"warning: --train_k {s.train_k} but {task.name} has {len(train)} training examples "
-            f"(after exemplars): running {len(train)} steps")
+        warnings.append(f"warning: --train_k {s.train_k} but {task.name} has {len(train)} training examples "
+                        f"(after exemplars): running {len(train)} steps")
     if s.test_k != -1 and len(test) < s.test_k:
-        say(f"warning: --test_k {s.test_k} but {task.name} has {len(test)} test examples: "
-            f"testing on {len(test)}")
-    return RunData(task, train, test, exemplars)
+        warnings.append(f"warning: --test_k {s.test_k} but {task.name} has {len(test)} test examples: "
+                        f"testing on {len(test)}")
+    if say_warnings:
+        for warning in warnings:
+            say(warning)
+        warnings = []
+    return RunData(task, train, test, exemplars, warnings)
 
 
 def check_same_data(out_dir: Path, old: dict, data: RunData) -> None:

@@ -60,17 +60,32 @@ def backend_spec_of(config: RunConfig, engine: bool = True):
 
 
 def load_backend_of(config: RunConfig):
-    """The backend a run loads; None for a learner (no model)."""
+    """The backend a run loads; None for a learner (no model). With --no-progress the
+    libraries' own bars (transformers' "Loading weights", the Hub's downloads) stay hidden too."""
     from ..backends import load_spec
 
     if is_learner(config.spec.agent):
         return None
+    if not config.options.progress:
+        hide_library_bars()
     return load_spec(backend_spec_of(config))
+
+
+def hide_library_bars() -> None:
+    """Turn off the progress bars of transformers and huggingface_hub for this process.
+    transformers reads the Hub's switch when it is first imported, and has its own once it is."""
+    from huggingface_hub.utils import disable_progress_bars
+
+    disable_progress_bars()
+    loaded = sys.modules.get("transformers.utils.logging")
+    if loaded is not None:
+        loaded.disable_progress_bar()
 
 
 def attach_log_file(directory: Path) -> logging.Handler:
     """The run's log.txt: this thread's messages (a sweep's other runs have their own)."""
-    handler = OneLineFileHandler(directory / "log.txt", encoding="utf-8")  # a full disk: one line, once
+    # a full disk: one line, once, said when the run goes on (``LogFailure``); else the records' error says it
+    handler = OneLineFileHandler(directory / "log.txt", encoding="utf-8", defer=True)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     handler.addFilter(ScrubFilter())
@@ -84,7 +99,10 @@ def attach_log_file(directory: Path) -> logging.Handler:
 
 def detach_log_file(handler: logging.Handler) -> None:
     logging.getLogger("icrl").removeHandler(handler)
-    handler.close()
+    try:
+        handler.close()
+    except OSError:
+        pass  # the last lines could not be flushed (a full disk): the log is best effort, the records are not
 
 
 def console_logging(verbose: bool) -> None:

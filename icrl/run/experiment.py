@@ -21,13 +21,14 @@ from ..records import RunRecords, experiment_dir, inspect_run
 from ..method.rewards import Reward, reward_of_run
 from .data import check_same_data, load_data
 from .directory import RunDirectory
-from .environment import attach_log_file, detach_log_file, load_backend_of
+from .environment import attach_log_file, detach_log_file, load_backend_of, say
 from .loop import Loop
-from .observers import Observer, ProgressBar, Wandb
+from .observers import LogFailure, Observer, ProgressBar, Wandb
 from .plan import Plan
-from .resume import check_same_plan, config_record, decide, extend
+from .rebuild import Checked, check_config, check_records
+from .resume import Decision, check_same_plan, config_record, decide, extend
 from ..infra.signals import Interrupted, ignore_signals, restore
-from .size import resolve_max_examples
+from .size import check_window, resolve_max_examples
 
 log = logging.getLogger("icrl")
 
@@ -35,12 +36,14 @@ log = logging.getLogger("icrl")
 class Experiment:
     """One run. ``backend``: an already loaded backend (a sweep shares one); ``observers``: more
     subscribers to the loop (a sweep's test lines); ``reward``: the reward function (default:
-    exact match with the configuration's feedback flipping)."""
+    exact match with the configuration's feedback flipping); ``notes``: lines said once the run
+    goes on (not before a refusal, which stays one line), and written to its log."""
 
     def __init__(self, config: RunConfig, backend=None, observers: Sequence[Observer] = (),
-                 reward: Optional[Reward] = None):
+                 reward: Optional[Reward] = None, notes: Sequence[str] = ()):
         s = config.spec
         self.config, self.backend, self.observers = config, backend, list(observers)
+        self.notes = list(notes)  # said once the run goes on, and logged (e.g. the settings it ignores)
         self.reward = reward or reward_of_run(s)
         self.out_dir = experiment_dir(config.options.output_dir, s.as_record())
         self.records = RunRecords(self.out_dir)
@@ -88,13 +91,24 @@ class Experiment:
         cfg, s, out = self.config, self.config.spec, self.out_dir
         decision = decide(cfg, out, self.records)
         self._steps_done = decision.steps_done
+        data = None
         if decision.kind == "finished":
-            return self._report_finished(decision.state)
-        data = load_data(cfg)
+            try:
+                data = load_data(cfg, say_warnings=False)
+            except UsageError:  # the data cannot be loaded: reported from its records alone
+                return self._report_finished(decision.state)
+        data = data or load_data(cfg, say_warnings=False)
+        self.notes = data.warnings + self.notes  # said once the run goes on
         self.reward.bind(data.task)  # a reward the task cannot have: one line, before any model loads
-        if decision.resuming:
+        checked = Checked([], [])
+        if decision.kind != "new":  # every check that needs no model, before it loads; nothing written yet
             check_same_data(out, decision.config, data)
             verify.check_labels(decision.config, data.task.labels, out)
+            checked = check_records(cfg, out, data, check_config(out, decision.config, cfg, data), self.reward)
+            if decision.kind == "finished":
+                if not (checked.repairs or checked.rewrite_train or checked.rewrite_test):
+                    return self._report_finished(decision.state)
+                decision = Decision("resume", decision.config, None, decision.steps_done)
         observers = [Wandb(s.as_record(), out, str(out.relative_to(cfg.options.output_dir)))] if cfg.options.wandb else []
         what = s.agent if is_learner(s.agent) else s.context_strategy_name or "zero-shot"
         observers += [ProgressBar(cfg.options.progress, f"{data.task.name} {what}"),
@@ -103,6 +117,8 @@ class Experiment:
         if learner:
             self.backend = None
         else:
+            if self.backend is None:
+                check_window(cfg, data)  # a window too small for any prompt: said before the model loads
             self.load_backend()
         # other models a run may call: a judge (--judge_model) and a reflection's writer (--reflection_model)
         reflector = self.other_model(getattr(s, "reflection_model", None)) or self.backend
@@ -124,15 +140,17 @@ class Experiment:
         handler = attach_log_file(out)
         try:
             log.info("arguments: %s", json.dumps(s.as_record()))
+            for note in self.notes:
+                say(note)
             log.info("mode %s, %s context episodes, %d steps, test steps %s",
                      plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
             policy = make_policy(s, data, backend=self.backend, strategy=strategy, mode=plan.mode,
                                  debug_k=cfg.options.debug_k)
             if not learner:
                 policy.reflector = reflector
-            self.loop = Loop(cfg, data, plan, policy, self.reward, self.records, observers,
+            self.loop = Loop(cfg, data, plan, policy, self.reward, self.records, [LogFailure(handler), *observers],
                              check_directory=self.directory.lock.check)
-            self.loop.run(self.loop.restore(recorded, out, decision.resuming))
+            self.loop.run(self.loop.restore(checked, out, decision.resuming))
             summary = self.records.refresh_results(self.loop.train_recs, self.loop.test_recs, plan.steps, plan.mode)
             for observer in observers:
                 observer.on_finish(summary)
@@ -148,16 +166,12 @@ class Experiment:
             detach_log_file(handler)
 
     def _report_finished(self, state) -> dict:
+        """A finished run, checked (against its data when it loads): results.json rewritten if
+        missing, unreadable or stale (it is a function of the records)."""
         resolved = state.config["resolved"]
-        # missing, unreadable or stale results.json is rewritten: it is a function of the records
         summary = self.records.refresh_results(state.train, state.test, resolved["steps"], resolved["mode"])
-        try:
-            data = load_data(self.config)
-        except UsageError:
-            data = None  # the data cannot be loaded: reported from its records alone
-        if data is not None:  # then config.json must match it
-            check_same_data(self.out_dir, state.config, data)
-            verify.check_labels(state.config, data.task.labels, self.out_dir)
+        for note in self.notes:
+            say(note)
         print(f"already finished: {self.out_dir}")
         return summary
 

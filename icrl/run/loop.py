@@ -23,7 +23,6 @@ from ..errors import UsageError
 from ..infra import signals
 from ..method.agents import Decision, Policy
 from ..method.episode import Episode
-from ..records import verify
 from ..records.schema import TestLine, TrainLine
 from ..records.summary import per_class_accuracy
 from .environment import say
@@ -53,17 +52,21 @@ class Loop:
         return self.plan.mode == "zero_shot"
 
     # -- resuming ------------------------------------------------------------------------------
-    def restore(self, recorded: dict, out_dir, resuming: bool) -> int:
-        """Load the complete steps from the records (repairing them), rebuild the history and the
-        policy's state, recompute missing test steps; returns the step to start at."""
-        train_recs, test_recs, notes = self.records.load_for_resume(recorded)
-        train_recs, test_recs, fixes = verify.repair(recorded, train_recs, test_recs, out_dir)
-        if fixes:  # content that follows from the records: rewritten (dropped test steps are recomputed)
+    def restore(self, checked, out_dir, resuming: bool) -> int:
+        """Continue from the checked records (``icrl.run.rebuild.Checked``): write their repairs,
+        rebuild the history and the policy's state, recompute missing test steps; returns the
+        step to start at."""
+        train_recs, test_recs = list(checked.train), list(checked.test)
+        if checked.repairs:
+            notes = checked.repairs
+            say(f"records of {out_dir} need repair ({'; '.join(notes[:3])}"
+                f"{f' and {len(notes) - 3} more' if len(notes) > 3 else ''}); repairing them")
+            for note in notes:
+                log.info("repaired: %s", note)
+        if checked.rewrite_train:
             self.records.rewrite_train(train_recs)
+        if checked.rewrite_test:
             self.records.rewrite_test(test_recs)
-            say(f"repaired {out_dir}: {'; '.join(fixes)}")
-        for note in notes:
-            say(f"warning: {out_dir}: dropped {note}")
         history = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"], i)
                    for i, r in enumerate(train_recs)]
         for r, example in zip(train_recs, self.data.train):

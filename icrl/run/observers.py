@@ -43,6 +43,18 @@ class Observer:
         pass
 
 
+class LogFailure(Observer):
+    """Says that the run's log file could not be written (``handler``: its OneLineFileHandler)
+    once a step is on disk: the run goes on without its log. A run whose records cannot be
+    written either stops with that error alone."""
+
+    def __init__(self, handler):
+        self.handler = handler
+
+    def on_step(self, t: int, loop) -> None:
+        self.handler.say_pending()
+
+
 class ProgressBar(Observer):
     """tqdm over the run's steps; during a test step its postfix shows ``testing i/n``, after
     each step the running train and last test accuracy."""

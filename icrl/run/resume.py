@@ -10,11 +10,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig
+from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig, unread_settings
 from ..records import verify
 from ..errors import UsageError
 from ..infra.masking import scrub
-from ..records import DamagedRecords, RunRecords, RunState, inspect_run, unresumable, write_json_atomic
+from ..records import DamagedRecords, RunRecords, RunState, inspect_run, write_json_atomic
 from .data import RunData
 from .environment import environment, say
 from .plan import Plan, plan_steps
@@ -54,8 +54,9 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
     old = {**ADDED_DEFAULTS, **recorded.get("args", {})}  # records written before an argument existed
     new = {**ADDED_DEFAULTS, **config.spec.as_record()}  # an optional field at its default is not written
     # train_k is compared through the plan below: a larger one extends the run
-    differing = sorted(k for k in set(old) | set(new)
-                       if k not in RUNTIME_NAMES and k not in EXTENDING_NAMES and old.get(k) != new.get(k))
+    unread = set(unread_settings(old)) & set(unread_settings(new))  # given or not, the same run
+    differing = sorted(k for k in set(old) | set(new) if k not in RUNTIME_NAMES and k not in EXTENDING_NAMES
+                       and k not in unread and old.get(k) != new.get(k))
     if overwrite and (differing or not recorded.get("runtime_args", {}).get("overwrite")):
         return Decision("new")  # replace it (a run that --overwrite itself started is resumed instead)
     if differing:
@@ -64,13 +65,12 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
                          f"pass --overwrite to replace it")
     steps = extension_of(config, out_dir, recorded)
     state = inspect_run(out_dir)
-    contents = None if state.train_problem else verify.needs_repair(recorded, state.train, state.test, out_dir)
-    if state.finished and steps is None and not contents:
+    try:
+        damaged = bool(state.problems) or bool(verify.needs_repair(recorded, state.train, state.test, out_dir))
+    except DamagedRecords:
+        damaged = True  # what to do about it is said once the data is loaded (icrl.run.rebuild)
+    if state.finished and not damaged and steps is None:
         return Decision("finished", recorded, state, state.steps_done)
-    if state.train_problem:
-        raise unresumable(out_dir, state.train_problem)
-    if state.problems or contents:
-        say(f"records of {out_dir} need repair ({state.damage or contents}); resuming to repair them")
     return Decision("resume" if steps is None else "extend", recorded, None, state.steps_done, steps)
 
 
@@ -87,8 +87,8 @@ def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[i
         steps, _ = plan_steps(resolved["mode"], num_train, s.test_every, resolved["max_context_examples"])
     except (KeyError, TypeError):
         return None  # an incomplete plan: the plan check after the data load reports it
-    if not isinstance(before_steps, int) or steps == before_steps:
-        return None
+    if not isinstance(before_steps, int) or steps == before_steps or s.train_k == recorded.get("args", {}).get("train_k"):
+        return None  # the same --train_k: its plan is checked against the data (icrl.run.rebuild.check_config)
     if steps < before_steps:
         before = recorded.get("args", {}).get("train_k")
         raise UsageError(f"{out_dir} holds a run of {before_steps} steps (--train_k {before}); "

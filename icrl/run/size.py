@@ -31,6 +31,49 @@ def resolve_max_examples(config: RunConfig, data: RunData, backend) -> int:
     return fit
 
 
+def tokenizer_of(config: RunConfig):
+    """The run's model tokenizer and chat template without its weights (loads in seconds), with
+    the window --max_model_len gives; None where there is none to load here (a hosted model)."""
+    s = config.spec
+    if s.backend == "fake":
+        from ..backends.fake import FakeChat
+
+        return FakeChat(s.max_model_len)
+    from ..backends.chat import load_chat_tokenizer
+
+    try:
+        return load_chat_tokenizer(s.model_name, hf_token=config.secrets.hf_token, max_model_len=s.max_model_len,
+                                   eot_token=s.eot_token, rope_scaling=s.rope_scaling)
+    except UsageError:
+        return None  # the backend says what is wrong with the model when it loads
+
+
+def check_window(config: RunConfig, data: RunData) -> None:
+    """With --max_model_len given, one input with no context episode (the longest, with the
+    system prompt and the exemplars) and its longest answer must fit it: else one line naming
+    the flag, from the tokenizer alone, before the model loads (no context size could help)."""
+    s = config.spec
+    if s.max_model_len is None or s.max_context_examples == 0 and not data.test:
+        return
+    chat = tokenizer_of(config)
+    if chat is None:
+        return
+    from ..method.prompts import build_messages
+
+    task = data.task
+    inputs = [task.prompt(e) for e in data.test + data.train]
+    longest = max(inputs, key=chat.count_tokens)
+    mode = "zero_shot" if s.max_context_examples == 0 else ("icrl" if s.icrl else "icl")
+    messages, prefix = build_messages(task, [], longest, mode, exemplars=data.exemplar_pairs,
+                                      supports_system_role=chat.supports_system_role)
+    tokens = chat.count_tokens(chat.render(messages, prefix))
+    answer = max(chat.count_tokens(f" {label}") for label in task.labels) + 1
+    if tokens + answer > s.max_model_len:
+        raise UsageError(f"--max_model_len {s.max_model_len}: too small, the longest input with no context episode "
+                         f"already needs {tokens + answer} tokens (prompt and answer); give the model's window in "
+                         f"tokens (e.g. 8192) or leave it out")
+
+
 def automatic_size(config: RunConfig, data: RunData, backend) -> int:
     s = config.spec
     path = max_context_path(config.options.output_dir, s.model_name, s.task_name)

@@ -22,6 +22,14 @@ and naive+ (``plot_naive_plus_temperature_sensitivity`` draws both strategies, p
 temperatures 0.0, 0.5, ..., 4.0. The other flags are those of banking77's README commands: the
 figure code does not constrain them.
 
+``icrl_bench``: the benchmark suite behind one score per model (:mod:`icrl.analysis.benchmark`,
+docs/tools.md "The benchmark score"): on each of ``BENCH_TASKS`` and seeds 100, 101, 102
+(``--seed`` = ``--training_seed``; the test set kept, ``--test_seed 100``, 500 items, temperature
+1.0), zero-shot, supervised ICL (``random_unbiased``, gold labels) and explorative ICRL
+(``random_unbiased_only_positive``, p_keep 0.1): 36 runs, the two with contexts 2,000 steps at
+128 episodes at most, tested every 500 steps. After the sweep, run_sweep.py prints each model's
+score with its interval.
+
 ``stability``: the 20 commands with seeds 100 (published) to 104, ``--seed`` and
 ``--training_seed`` together, the test set kept (``--test_seed 100``). Not the paper's setting:
 its stability figure (``plot_scaling_qwen_results_stability``) is Spearman's rho of test accuracy
@@ -89,6 +97,27 @@ def _stability() -> list[list[str]]:
             for seed in STABILITY_SEEDS for run in _paper()]
 
 
+BENCH_TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine")  # nlu: its raw file is often unavailable
+BENCH_SEEDS = (100, 101, 102)
+# The suite's sizes: 2,000 steps and contexts of at most 128 episodes keep one 8B model within a
+# few GPU-hours (docs/tools.md: the estimate); 500 test items detect about +0.09 at accuracy 0.5.
+BENCH_SIZE = ["--train_k", "2000", "--test_every", "500", "--max_context_examples", "128"]
+
+
+def _bench() -> list[list[str]]:
+    runs = []
+    for task in BENCH_TASKS:
+        for seed in BENCH_SEEDS:
+            common = ["--task_name", task, "--temperature", "1.0", "--test_k", "500", "--test_seed", "100",
+                      "--seed", str(seed), "--training_seed", str(seed), "--no-verbose"]
+            runs.append([*common, "--max_context_examples", "0", "--icrl"])  # zero-shot
+            runs.append([*common, "--context_strategy_name", "random_unbiased", "--context_p_keep", "1.0", "--no-icrl",
+                         *BENCH_SIZE])  # supervised ICL
+            runs.append([*common, "--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.1",
+                         "--icrl", *BENCH_SIZE])  # explorative ICRL
+    return runs
+
+
 PRESETS = {
     "paper_main": ("the 20 commands of the published README (4 methods x 5 tasks)", lambda: _paper()),
     "paper_unsemantic": ("the same 20 runs on the abstract-label (_unsemantic) tasks", lambda: _paper("_unsemantic")),
@@ -96,6 +125,8 @@ PRESETS = {
     "naive_plus_temperature": ("banking77, naive and naive+ at temperatures 0 to 4, Qwen2.5-7B and Llama-3.1-8B "
                                "(final paper)", _temperature),
     "stability": ("the 20 with seeds 100-104 (seed and training seed; test set kept)", _stability),
+    "icrl_bench": ("the benchmark suite: zero-shot, supervised ICL and explorative ICRL on 4 tasks x 3 seeds, "
+                   "ending with each model's benchmark score", _bench),
 }
 
 
@@ -107,3 +138,4 @@ def preset_runs(name: str) -> list[list[str]]:
 
 def preset_help() -> str:
     return "; ".join(f"{name}: {text}" for name, (text, _) in PRESETS.items())
+

@@ -25,10 +25,12 @@ from ..errors import UsageError
 from ..infra import signals
 from ..infra.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import write_csv_atomic
+from ..records.io import writable
 from ..records.safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .execution import Run, execute, groups_of, run_all  # noqa: F401  (execute, groups_of: the sweep's API)
 from .lockstep import Outcome
+from .epilogue import preset_epilogue
 from .presets import preset_runs
 
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
@@ -150,6 +152,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .ray_launcher import preflight
 
             preflight(opts)
+        path = summary_path(opts, runs)
+        problem = writable(path)  # before any run: a summary that cannot be written is said now
+        if problem:
+            raise UsageError(f"cannot write the summary {path} ({'--summary' if opts.summary else 'the default'}): "
+                             f"{problem}")
         for run in runs:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
@@ -176,7 +183,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             signals.restore(previous)
     rows = scrub(summary_rows(runs, outcomes))
     print_table(rows)
-    path = summary_path(opts, runs)
     write_summary(path, rows)
     failed = [r for r in rows if r["status"] != "finished"]
     print(f"{len(rows) - len(failed)} of {len(rows)} runs finished in {time.perf_counter() - tic:.0f} s; "
@@ -184,4 +190,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for r in failed:
         if r["error"]:
             print(f"error: run #{r['run']} {r['status']}: {r['error']}", file=sys.stderr)
+    valid = [r for r in runs if r.out_dir is not None]
+    for line in preset_epilogue(opts.preset, {r.args.options.output_dir for r in valid}, [r.out_dir for r in valid]):
+        print(line)
     return 1 if failed else 0

@@ -12,7 +12,8 @@ of a task file ending in ``.toml`` (``my/task.toml_top5``; docs/tasks.md). The b
 are task files too, shipped in ``icrl/tasks/builtin/``.
 
 A built-in task's data comes from ``data_dir``, else the ``ICRL_DATA_DIR`` environment
-variable, else the Hugging Face Hub (see :mod:`icrl.tasks.sources`); a task file names its own.
+variable, else ``../shared/datasets`` beside the checkout when it exists, else the Hugging Face
+Hub (:func:`icrl.tasks.sources.data_dir_of`); a task file names its own.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import os
 import random
 import re
 from collections import Counter
@@ -276,12 +276,6 @@ def prompt_parts(name: str) -> Dict[str, str]:
     return {"prediction_prefix": spec.prediction_prefix, "description": spec.description}
 
 
-def _resolve_data_dir(data_dir) -> Optional[str]:
-    if data_dir is None:
-        data_dir = os.environ.get("ICRL_DATA_DIR") or None
-    return None if data_dir is None else os.path.abspath(os.fspath(data_dir))
-
-
 def _keep_top(k: int, labels: List[str], train: List[Example], test: List[Example]):
     """Keep the k most frequent training labels (ties as Counter.most_common breaks them),
     in their original order, re-indexed 0..k-1, and only their rows."""
@@ -296,14 +290,15 @@ def _keep_top(k: int, labels: List[str], train: List[Example], test: List[Exampl
 
 def load_task(name: str, data_dir=None) -> Task:
     """Build the task ``name`` (see module docstring). A built-in task reads ``data_dir``,
-    ``$ICRL_DATA_DIR`` or the Hugging Face Hub, in that order of preference.
+    ``$ICRL_DATA_DIR``, ``../shared/datasets`` beside the checkout or the Hugging Face Hub, in that
+    order of preference (:func:`icrl.tasks.sources.data_dir_of`).
 
     Raises UsageError (one line) for an unknown name, a bad task file, a missing raw file or
     data that does not fit its task file.
     """
     base, top_k, unsemantic = parse_task_name(name)
     spec = _spec(*_split_name(name)[::2])
-    labels, train_rows, test_rows = load_rows(spec, _resolve_data_dir(data_dir) if spec.source else None)
+    labels, train_rows, test_rows = load_rows(spec, sources.data_dir_of(data_dir) if spec.source else None)
     train = [Example(*row) for row in train_rows]
     test = [Example(*row) for row in test_rows]
     if top_k is not None:

@@ -3,7 +3,9 @@
 :func:`load_rows` returns the label names (id order) and the train and test rows as
 ``(id, text, label id)`` triples, where ``id`` is the row's index in its split as read (before
 rows of dropped labels are left out). Every problem with the data is a one-line UsageError
-naming the file and what to change.
+naming the file and what to change; a bad row is named where it is in the file (its line in a
+CSV or JSON-lines file, its row in a Parquet file), also when ``test_ratio`` splits the file,
+whose split shuffles the rows.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from icrl.errors import UsageError
 from icrl.tasks import sources
 from icrl.tasks.taskfile import TaskSpec
 
 Row = Tuple[int, str, int]
+POSITION = "__icrl_position__"  # a column carried through a test_ratio split: each row's index as read
 
 
 def _need_columns(spec: TaskSpec, columns: Dict[str, Sequence], where: str) -> None:
@@ -28,23 +31,28 @@ def _need_columns(spec: TaskSpec, columns: Dict[str, Sequence], where: str) -> N
                             f"{', '.join(map(str, columns)) or 'none'}")
 
 
-def _read_csv(spec: TaskSpec, file: Path) -> Dict[str, list]:
+def _read_csv(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], List[int]]:
+    """The columns, and the line each record ends on (a quoted field may span lines)."""
+    rows, lines = [], []
     try:
         with open(file, encoding="utf-8", newline="") as f:
             reader = csv.DictReader(f)
-            rows = list(reader)
+            for row in reader:
+                rows.append(row)
+                lines.append(reader.line_num)
             header = reader.fieldnames or []
     except (UnicodeDecodeError, csv.Error) as exc:
         raise spec.fail(f"cannot read {file} as UTF-8 CSV ({type(exc).__name__}: {str(exc)[:120]})") from None
     columns = {name: [row.get(name) for row in rows] for name in header}
     for column in (spec.text_column, spec.label_column):
         if column in columns and any(v is None for v in columns[column]):
-            line = next(i for i, v in enumerate(columns[column]) if v is None) + 2
+            line = lines[next(i for i, v in enumerate(columns[column]) if v is None)]
             raise spec.fail(f"{file}: record on line {line} has no {column!r} field (too few fields)")
-    return columns
+    return columns, lines
 
 
-def _read_jsonl(spec: TaskSpec, file: Path) -> Dict[str, list]:
+def _read_jsonl(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], List[int]]:
+    """The columns, and the line of each record (blank lines are skipped)."""
     records = []
     try:
         with open(file, encoding="utf-8") as f:
@@ -62,7 +70,7 @@ def _read_jsonl(spec: TaskSpec, file: Path) -> Dict[str, list]:
         missing = next((n for n, r in records if column not in r), None)
         if column in names and missing is not None:
             raise spec.fail(f"{file} line {missing} has no {column!r} key")
-    return {name: [r.get(name) for _, r in records] for name in sorted(names)}
+    return {name: [r.get(name) for _, r in records] for name in sorted(names)}, [n for n, _ in records]
 
 
 def _read_parquet(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, List[str]]]:
@@ -84,13 +92,14 @@ def _read_parquet(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str
     return table.to_pydict(), classnames
 
 
-def _read_file(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, List[str]]]:
+def _read_file(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, List[str]], Callable[[int], str]]:
+    """The columns, the ClassLabel names, and where row ``i`` is in the file (for messages)."""
     kind = file.suffix.lower()
-    if kind == ".csv":
-        return _read_csv(spec, file), {}
-    if kind == ".jsonl":
-        return _read_jsonl(spec, file), {}
-    return _read_parquet(spec, file)
+    if kind in (".csv", ".jsonl"):
+        columns, lines = (_read_csv if kind == ".csv" else _read_jsonl)(spec, file)
+        return columns, {}, lambda i: f"{file} line {lines[i]}"
+    columns, classnames = _read_parquet(spec, file)
+    return columns, classnames, lambda i: f"{file} row {i}"
 
 
 def _read_hub(spec: TaskSpec) -> Tuple[Dict[str, Dict[str, list]], Dict[str, List[str]]]:
@@ -128,7 +137,9 @@ def _read_hub(spec: TaskSpec) -> Tuple[Dict[str, Dict[str, list]], Dict[str, Lis
 
 
 def _raw_splits(spec: TaskSpec, data_dir: Optional[str]):
-    """``({"train": columns, "test": columns}, ClassLabel names per column)``."""
+    """``({"train": columns, "test": columns}, ClassLabel names per column, {split: where})``, where
+    ``where[split](i)`` says where row ``i`` of that split, as read, is (for messages)."""
+    where = {split: (lambda i, split=split: f"{split} row {i}") for split in ("train", "test")}
     if spec.source is not None:
         splits = sources.load_source(spec.source, data_dir)
         names = {}
@@ -136,27 +147,32 @@ def _raw_splits(spec: TaskSpec, data_dir: Optional[str]):
             names[spec.label_column] = list(sources.hf_label_names(spec.source, spec.label_column))
         for split in ("train", "test"):
             _need_columns(spec, splits[split], f"source {spec.source} split {split!r}")
-        return {"train": splits["train"], "test": splits["test"]}, names
+        return {"train": splits["train"], "test": splits["test"]}, names, where
     if spec.hub is not None:
         splits, names = _read_hub(spec)
         out = {"train": splits[spec.train_split]}
+        where["train"] = lambda i: f"{spec.hub} split {spec.train_split!r} row {i}"
         if spec.test_split:
             out["test"] = splits[spec.test_split]
-        return out, names
+            where["test"] = lambda i: f"{spec.hub} split {spec.test_split!r} row {i}"
+        return out, names, where
     out, names = {}, {}
     for split, file in (("train", spec.train), ("test", spec.test)):
         if file is None:
             continue
-        columns, classnames = _read_file(spec, file)
+        columns, classnames, where[split] = _read_file(spec, file)
         _need_columns(spec, columns, str(file))
         out[split], names = columns, names or classnames
-    return out, names
+    return out, names, where
 
 
 def _split(spec: TaskSpec, splits: dict) -> dict:
+    """The train and test columns; with ``test_ratio``, the test rows held out of the train file,
+    each row keeping its position as read in the ``POSITION`` column."""
     if spec.test_ratio is None:
         return splits
     columns = {c: tuple(splits["train"][c]) for c in (spec.text_column, spec.label_column)}
+    columns[POSITION] = tuple(range(len(columns[spec.text_column])))
     try:
         return sources.split_like_paper(columns, test_size=spec.test_ratio, seed=spec.split_seed)
     except ValueError as exc:
@@ -179,7 +195,7 @@ def _key(spec: TaskSpec, value, classnames: Optional[List[str]], where: str) -> 
 
 def load_rows(spec: TaskSpec, data_dir: Optional[str]) -> Tuple[List[str], List[Row], List[Row]]:
     """Label names (id order) and the train and test rows of a task file."""
-    splits, all_classnames = _raw_splits(spec, data_dir)
+    splits, all_classnames, where_read = _raw_splits(spec, data_dir)
     classnames = None
     if spec.classlabel:
         classnames = all_classnames.get(spec.label_column)
@@ -203,9 +219,12 @@ def load_rows(spec: TaskSpec, data_dir: Optional[str]) -> Tuple[List[str], List[
     out = {}
     for split in ("train", "test"):
         columns = splits[split]
+        # where row i is in the file: a held-out split's rows come from the train file, shuffled
+        read = columns.get(POSITION)
+        locate = where_read[split] if read is None else (lambda i, read=read: where_read["train"](read[i]))
         rows = []
         for i, (text, value) in enumerate(zip(columns[spec.text_column], columns[spec.label_column])):
-            where = f"{split} row {i}"
+            where = locate(i)
             key = _key(spec, value, classnames, where)
             if key in drop:
                 continue

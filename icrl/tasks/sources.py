@@ -30,6 +30,20 @@ Columns = Dict[str, tuple]
 Splits = Dict[str, Columns]
 
 _HERE = Path(__file__).resolve().parent
+#: The raw files' folder beside a checkout (``<checkout>/../shared/datasets``), as the Makefile finds it.
+BESIDE_CHECKOUT = _HERE.parents[2] / "shared" / "datasets"
+
+
+def data_dir_of(data_dir=None) -> Optional[str]:
+    """The folder the raw files are read from, as an absolute path, or None for the Hugging Face Hub:
+    ``data_dir`` (--data_dir) when given, else ``$ICRL_DATA_DIR``, else ``../shared/datasets``
+    beside the checkout when that folder exists. The Makefile looks in the same places in the
+    same order, so a script run by hand reads what ``make demo`` read (README: Data)."""
+    if data_dir is None:
+        data_dir = os.environ.get("ICRL_DATA_DIR") or None
+    if data_dir is None and BESIDE_CHECKOUT.is_dir():
+        data_dir = BESIDE_CHECKOUT
+    return None if data_dir is None else os.path.abspath(os.fspath(data_dir))
 
 #: ``[entity : words]`` spans in NLU annotations; the text keeps ``words``.
 _NLU_ANNOTATION = re.compile(r"\[(.+?)\s+\:+\s(.+?)\]")
@@ -55,8 +69,8 @@ def _require(path: Path, source: str) -> Path:
                          f"{SOURCES[source].origin} there instead")
     if not path.is_file():
         raise UsageError(
-            f"dataset file not found: {path} (get it from {SOURCES[source].origin} and place it "
-            f"there, or leave ICRL_DATA_DIR unset to load {SOURCES[source].hub_id} from the Hub)")
+            f"dataset file not found: {path} (get it from {SOURCES[source].origin} and place it there, or "
+            f"point --data_dir or ICRL_DATA_DIR at a folder that has it; README: Data)")
     return path
 
 
@@ -204,7 +218,7 @@ def _one_line(exc: Exception) -> str:
 
 def _hub_error(spec: "Source", why: str) -> UsageError:
     return UsageError(f"could not load {spec.hub_id} from the Hugging Face Hub ({why}); set ICRL_DATA_DIR or "
-                      f"--data_dir to a folder with the raw files (README: Data), or go online")
+                      f"--data_dir to a folder with the raw files, or go online (README: Data)")
 
 
 def _load_parquet_export(spec: "Source"):

@@ -15,11 +15,10 @@ from typing import Optional
 
 import numpy as np
 
-from ..analysis.diagnostics import labels_of, load_states, mode_of, run_identity, step_table, window_table
+from ..analysis.diagnostics import default_window, labels_of, load_states, mode_of, run_identity, step_table, window_table
 from ..analysis.failures import run_failures
 from ..records import RunState
 
-CURVE_WINDOWS = 50  # about this many points per diagnostic curve
 DIAGNOSTIC_CURVES = ("reward_rate", "accuracy", "entropy_norm", "coverage", "frequency_bias",
                      "context_positive_share", "cumulative_regret", "history_frequency_bias")
 
@@ -177,11 +176,13 @@ def _feedback(value) -> float:
 
 
 def curves(state: RunState) -> dict:
-    """Diagnostic curves over windows of steps (empty without training predictions)."""
+    """Diagnostic curves over windows of steps (empty without training predictions): the
+    windows of diagnostics.csv and diagnostics.png (``default_window``), so that the viewer and
+    the figure show the same points for the same run."""
     if mode_of(state) != "icrl" or not state.train:
         return {}
     steps = step_table(state)
-    windows = window_table(state, max(1, math.ceil(len(steps) / CURVE_WINDOWS)), steps=steps)
+    windows = window_table(state, default_window(len(steps)), steps=steps)
     out = {"step": [int(x) for x in windows["window_end"]], "window": int(windows["steps"].max())}
     for name in DIAGNOSTIC_CURVES:
         out[name] = [_number(x) for x in windows[name]]

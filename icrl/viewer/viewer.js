@@ -77,8 +77,10 @@
       const pts = s.xs.map((v, i) => (s.ys[i] === null ? null : `${x(v).toFixed(1)},${y(s.ys[i]).toFixed(1)}`))
                       .filter((p) => p !== null);
       if (!pts.length) continue;
-      add("polyline", { points: pts.join(" "), fill: "none", stroke: s.color, "stroke-width": 1.5, class: "series",
-                        "data-run": s.run });
+      add("polyline", { points: pts.join(" "), fill: "none", stroke: s.color, "stroke-width": 1.5,
+                        class: s.reference ? "series reference" : "series", "data-run": s.run,
+                        ...(s.reference ? { "stroke-dasharray": "6 3" } : {}) });
+      if (s.reference) continue; // a reference line has no points of its own
       if (pts.length <= 40) for (const p of pts) {
         const [cx, cy] = p.split(",");
         add("circle", { cx, cy, r: 2.5, fill: s.color });
@@ -99,10 +101,15 @@
     const curve = (name) => runs.filter(({ run }) => run.curves.step)
       .map(({ run, i }) => ({ xs: run.curves.step, ys: run.curves[name], color: color(i), run: i }));
     const win = Math.max(1, ...D.runs.map((r) => r.curves.window || 1));
-    box.append(chart("test accuracy", runs.map(({ run, i }) => ({ xs: run.test.map((t) => t.step),
-      ys: run.test.map((t) => t.accuracy), color: color(i), run: i })), 1));
-    box.append(chart(`training accuracy (windows of ${win} steps)`, curve("accuracy"), 1));
-    box.append(chart("reward rate", curve("reward_rate"), 1));
+    // a zero-shot run (one test, no training steps): a dashed reference line across every accuracy chart
+    const zero = runs.filter(({ run }) => run.mode === "zero_shot" && run.test.length)
+      .map(({ run, i }) => ({ xs: [0, maxStep], ys: [1, 1].map(() => run.test[run.test.length - 1].accuracy),
+                              color: color(i), run: i, reference: true }));
+    box.append(chart("test accuracy", runs.filter(({ run }) => run.mode !== "zero_shot")
+      .map(({ run, i }) => ({ xs: run.test.map((t) => t.step), ys: run.test.map((t) => t.accuracy), color: color(i),
+                              run: i })).concat(zero), 1));
+    box.append(chart(`training accuracy (windows of ${win} steps)`, curve("accuracy").concat(zero), 1));
+    box.append(chart("reward rate", curve("reward_rate").concat(zero), 1));
     box.append(chart("prediction entropy / log2(labels)", curve("entropy_norm"), 1));
     box.append(chart("frequency bias (prediction = top context label)", curve("frequency_bias"), 1));
     box.append(chart("history frequency bias (prediction = top label so far)", curve("history_frequency_bias"), 1));

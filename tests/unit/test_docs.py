@@ -7,6 +7,9 @@
   and its ``--grid`` names must be ``run_experiment.py`` flags.
 - Every ``make TARGET`` names a target of the Makefile.
 - Every relative link points to an existing file and, with ``#anchor``, to a heading of it.
+- Every pointer in the package's messages, help texts and docstrings, the scripts, the Makefile,
+  the bench files and the docs' prose (``README: Data``, ``docs/method.md, "Beyond the paper"``,
+  ``docs/tasks.md``) names a file that exists and, with a section, a heading of it.
 - README.md stays at most 250 lines.
 """
 
@@ -32,6 +35,8 @@ PARSERS = {
     "run_draw_plots.py": [("icrl.cli.figures", "build_parser")],
     "run_count_tokens.py": [("icrl.cli.tokens", "build_parser")],
     "find_max_examples_given_max_window.py": [("icrl.cli.window", "build_parser")],
+    "run_view.py": [("icrl.cli.view", "build_parser")],
+    "run_report.py": [("icrl.cli.report", "build_parser")],
 }
 SCRIPT = re.compile(r"^(?:\./)?(run_\w+\.py|find_max_examples_given_max_window\.py)$")
 SHELL_STOP = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1", "2>", "1>"}
@@ -218,6 +223,46 @@ def broken_links(path: Path, root: Path = REPO) -> list[str]:
     return broken
 
 
+# ------------------------------------------------------------------ pointers in prose ------
+
+# "README: Data", "docs/method.md, \"Beyond the paper\"", "(docs/tasks.md)", "evidence.md, \"All methods\""
+POINTER = re.compile(r"(?<![\w/.-])(README|(?:docs/)?[a-z_]+\.md)"
+                     r"(?::\s+([A-Z][\w' -]*[\w'])|,\s*\\?\"([^\"\\]+)\\?\")?")
+POINTER_SOURCES = [*sorted((REPO / "icrl").rglob("*.py")), *sorted(REPO.glob("*.py")), REPO / "Makefile",
+                   *sorted((REPO / "bench").rglob("*.py")), *sorted((REPO / "bench").rglob("*.toml")),
+                   REPO / "data" / "README.md", *DOCS]
+
+
+def heading_texts(path: Path) -> list[str]:
+    """The headings of a Markdown file, lower case, markup dropped."""
+    out, inside = [], False
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.strip().startswith("```"):
+            inside = not inside
+        elif not inside and re.match(r"^#{1,6}\s", line):
+            text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line.lstrip("#").strip())
+            out.append(text.replace("`", "").lower())
+    return out
+
+
+def broken_pointers(path: Path, root: Path = REPO) -> list[str]:
+    """Pointers in ``path`` to a file that does not exist or a section it does not have (a
+    section names the start of a heading: "Beyond the paper" matches "Beyond the paper: ...")."""
+    broken = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for m in POINTER.finditer(line):
+            name, section = m.group(1), m.group(2) or m.group(3)
+            target = root / "README.md" if name == "README" else root / (name if "/" in name else f"docs/{name}")
+            if name.endswith(".md") and "/" not in name and path.parent != root / "docs" and not target.exists():
+                target = path.parent / name
+            where = f"{path.relative_to(root)}:{number}: {m.group(0)}"
+            if not target.exists():
+                broken.append(f"{where} (no such file)")
+            elif section and not any(h.startswith(section.lower()) for h in heading_texts(target)):
+                broken.append(f"{where} (no heading {section!r} in {target.relative_to(root)})")
+    return broken
+
+
 # ------------------------------------------------------------------ the tests ------
 
 COMMANDS = doc_commands()
@@ -260,6 +305,11 @@ def test_relative_links_resolve(path):
     assert not broken_links(path), "\n".join(broken_links(path))
 
 
+def test_pointers_name_sections_that_exist():
+    broken = [b for path in POINTER_SOURCES for b in broken_pointers(path)]
+    assert not broken, "\n".join(broken)
+
+
 def test_readme_links_every_page():
     linked = {target.partition("#")[0] for _, target in relative_links(REPO / "README.md")}
     missing = [str(p.relative_to(REPO)) for p in DOCS[1:] if str(p.relative_to(REPO)) not in linked]
@@ -287,3 +337,17 @@ def test_a_wrong_target_and_a_broken_link_are_caught(tmp_path):
     page.write_text("# A `tool`: here\n[ok](#a-tool-here) [bad](#nowhere) [gone](missing.md)\n")
     assert [b.split(" -> ")[1] for b in broken_links(page, root=tmp_path)] == [
         "#nowhere (no such heading)", "missing.md (no such file)"]
+
+
+def test_a_pointer_to_a_missing_section_is_caught(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("# Title\n## Data\n")
+    (tmp_path / "docs" / "method.md").write_text("## Beyond the paper: rewards\n")
+    source = tmp_path / "m.py"
+    source.write_text('msg = "see (README: Data) and (README: Records)"\n'
+                      'doc = "docs/method.md, \\"Beyond the paper\\"; docs/method.md, \\"Beyond the sea\\""\n'
+                      "# docs/nowhere.md\n")
+    assert [b.split(": ", 1)[1] for b in broken_pointers(source, root=tmp_path)] == [
+        "README: Records (no heading 'Records' in README.md)",
+        'docs/method.md, \\"Beyond the sea\\" (no heading \'Beyond the sea\' in docs/method.md)',
+        "docs/nowhere.md (no such file)"]

@@ -168,10 +168,10 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tm
     clean = next((tmp_path / "clean").rglob("results.json")).parent
     summary = json.loads((clean / "results.json").read_text())
     assert summary["finished"] is True and summary["steps_completed"] == 30
-    assert [r["step"] for r in untimed_records(clean)["test.jsonl"]] == [0, 9, 19, 29]
+    assert [r["step"] for r in untimed_records(clean)["test"]] == [0, 9, 19, 29]
     config = json.loads((clean / "config.json").read_text())
     assert config["backend"]["backend"] == "vllm" and config["backend"]["platform"] in ("cpu", "cuda")
-    assert {r["prediction"] for r in untimed_records(clean)["train.jsonl"]} <= set(config["dataset"]["labels"])
+    assert {r["prediction"] for r in untimed_records(clean)["train"]} <= set(config["dataset"]["labels"])
 
     resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-2000:]

@@ -183,7 +183,7 @@ def _all_replayed_prompts(root, chat) -> list[str]:
     for run_dir in find_runs(root):
         replay = Replay(read_json(run_dir / "config.json"), read_jsonl(run_dir / "train.jsonl"),
                         read_jsonl(run_dir / "test.jsonl"), chat)
-        texts += [replay.render(c, p) for _, _, c, p in replay.calls()]
+        texts += [replay.render_call(call) for call in replay.calls()]
     # awkward text around the cut points: spaces, newlines, unicode, a special token in a prompt
     texts += [chat.render([{"role": "user", "content": t}], "Intent:") for t in
               ["  leading spaces", "trailing spaces   ", "\n\nnewlines\n\n", "café naïve 日本語 🙂",

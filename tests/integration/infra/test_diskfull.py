@@ -33,8 +33,11 @@ class Full:
         raise OSError(errno.ENOSPC, "No space left on device")
 
 
-def test_a_log_file_on_a_full_disk_is_one_line_once(tmp_path, capsys):
+def test_a_log_file_on_a_full_disk_is_one_line_once_when_the_run_goes_on(tmp_path, capsys):
+    """Said once a step is on disk (the run's LogFailure observer); a run whose records cannot be
+    written either stops with that error alone (test_an_output_disk_with_a_few_kib_free...)."""
     from icrl.run.environment import attach_log_file as _attach_log_file
+    from icrl.run.observers import LogFailure
 
     handler = _attach_log_file(tmp_path)
     handler.stream.close()
@@ -42,10 +45,27 @@ def test_a_log_file_on_a_full_disk_is_one_line_once(tmp_path, capsys):
     try:
         for i in range(30):
             logging.getLogger("icrl").info("message %d", i)
+        assert capsys.readouterr().err == ""  # not yet: the run may be stopping for the same reason
+        for step in range(3):
+            LogFailure(handler).on_step(step, None)
     finally:
         logging.getLogger("icrl").removeHandler(handler)
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "log" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("free_kib", [4, 8, 12, 16, 24])
+def test_an_output_disk_with_a_few_kib_free_is_one_line_and_leaves_no_run(tmp_path, free_kib):
+    with tmpfs(tmp_path / "mnt", "64k") as mnt:
+        with contextlib.suppress(OSError):
+            (mnt / "filler").write_bytes(b"x" * (64 - free_kib) * 1024)
+        proc = subprocess.run([sys.executable, "run_experiment.py", *FAKE_RUN, "--output_dir", str(mnt / "out")],
+                              cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=180)
+        err = proc.stderr.strip()
+        if proc.returncode == 0:  # enough room after all
+            return
+        assert proc.returncode == 2 and len(err.splitlines()) == 1 and err.startswith("error: "), err
+        assert "Traceback" not in err and str(mnt / "out") in err, err
 
 
 @contextlib.contextmanager

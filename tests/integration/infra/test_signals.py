@@ -61,8 +61,9 @@ def test_sighup_does_not_stop_a_run_under_nohup_or_detached(tmp_path, how):
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_during_start_up_is_honoured_without_a_traceback(tmp_path, signum):
-    """Sent at several moments of the start (interpreter, imports, parsing, claiming the run)."""
-    with FakeOpenAIServer() as server:
+    """Sent at several moments of the start (interpreter, imports, parsing, claiming the run).
+    The server answers in 0.3 s, so that no run can finish before the last signal."""
+    with FakeOpenAIServer(mode="slow") as server:
         for i, delay in enumerate((0.15, 0.3, 0.5, 0.7, 0.9, 1.1, 1.3, 1.6)):
             out = tmp_path / f"out{i}"
             proc = start(out, server, "--train_k", "4", "--no-progress")

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("ray")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 TINY = ["--task_name", "trec_coarse", "--train_k", "8", "--test_k", "4", "--test_every", "4",
         "--max_context_examples", "3", "--icrl", "--test_seed", "5", "--temperature", "1.0"]
 GRID = ["--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive",

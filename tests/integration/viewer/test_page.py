@@ -183,6 +183,31 @@ def test_viewer_in_chromium(driver, runs, tmp_path):
     assert driver.get_log("browser") == []
 
 
+def test_a_zero_shot_run_is_a_reference_line_across_the_accuracy_charts(driver, tmp_path):
+    """A zero-shot run has one test and no training step: drawn as a dashed line over the whole
+    step axis of the accuracy charts, not as a dot at step 0."""
+    from selenium.webdriver.common.by import By
+
+    from helpers import TOY
+    from icrl.cli.run import main as run
+
+    out = tmp_path / "runs"
+    common = [*TOY, "--test_k", "12", "--output_dir", str(out)]
+    assert run([*common, "--max_context_examples", "0", "--icrl"]) == 0
+    assert run([*common, "--context_strategy_name", "random_unbiased_only_positive", "--context_p_keep", "0.5",
+                "--icrl", "--train_k", "40", "--test_every", "20", "--max_context_examples", "4"]) == 0
+    page = tmp_path / "viewer.html"
+    assert main([str(out), "--out", str(page)]) == 0
+    open_page(driver, page)
+    charts = driver.find_elements(By.CSS_SELECTOR, "#charts .chart")
+    for chart in charts[:3]:  # test accuracy, training accuracy, reward rate
+        [line] = chart.find_elements(By.CSS_SELECTOR, "polyline.series.reference")
+        xs = [float(p.split(",")[0]) for p in line.get_attribute("points").split()]
+        ys = {p.split(",")[1] for p in line.get_attribute("points").split()}
+        assert len(ys) == 1 and xs[0] < 50 and xs[-1] > 300, line.get_attribute("points")  # the chart's width
+    assert len(charts[0].find_elements(By.CSS_SELECTOR, "polyline.series:not(.reference)")) == 1
+
+
 def write_long_run(root: Path, steps: int = 10_000, window: int = 40, test_k: int = 500, every: int = 500) -> Path:
     """A naive-ICRL-shaped run of ``steps`` steps in the records' format, written directly
     (synthesize_run's strategy replay is slow at this length)."""

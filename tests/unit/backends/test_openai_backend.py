@@ -332,3 +332,105 @@ def test_openai_backend_sends_every_call_at_once(monkeypatch):
     assert out == [["refund"] * 4, ["b"] * 4, []]  # the fake answers choice[seed % number of choices]
     assert server.max_in_flight == 6, "both calls' requests in flight together, bounded"
     backend.close()
+
+
+# -- which line a misbehaving server gets (run_experiment.py, a model with a local tokenizer) -----------
+@pytest.fixture(autouse=True)
+def _console_handlers():
+    """run_experiment.py's main adds a console handler per call: each test keeps its own."""
+    import logging
+
+    logger = logging.getLogger("icrl")
+    before = list(logger.handlers)
+    yield
+    for handler in [h for h in logger.handlers if h not in before]:
+        logger.removeHandler(handler)
+
+
+def _run_against(server_url, tmp_path, *extra):
+    from icrl.cli.run import main
+
+    return main(["--backend", "openai", "--model_name", "smollm2-135m", "--base_url", server_url,
+                 "--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl",
+                 "--max_context_examples", "2", "--train_k", "2", "--test_k", "2", "--seed", "1", "--training_seed",
+                 "1", "--test_seed", "1", "--output_dir", str(tmp_path / "out"), "--no-progress", "--max_retries", "0",
+                 *extra])
+
+
+class NotFoundServer(FakeServer):
+    """Answers 404 to everything (a wrong --base_url path)."""
+
+    def handle(self, method, path, body):
+        with self.lock:
+            self.requests.append((path, body))
+        return 404, {"error": {"message": f"no route {path}"}}, {}
+
+
+class ChatOnlyServer(FakeServer):
+    """Serves chat completions only (many hosted APIs)."""
+
+    def handle(self, method, path, body):
+        if path.endswith("/completions") and not path.endswith("/chat/completions"):
+            return 404, {"error": {"message": "no completions"}}, {}
+        return super().handle(method, path, body)
+
+
+def test_a_server_answering_404_gets_the_404_line_and_no_word_about_modes(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = NotFoundServer()
+    assert _run_against(server.url, tmp_path) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "HTTP 404" in err and "--base_url" in err, err
+    assert "chat completions:" not in err and not (tmp_path / "out").exists()
+
+
+def test_a_server_answering_non_labels_everywhere_is_one_line_and_no_word_about_modes(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = FakeServer(answer=lambda body: " nonsense")
+    assert _run_against(server.url, tmp_path) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and "\n" not in err and "nonsense" in err, err
+
+
+def test_a_chat_only_server_is_used_in_chat_mode_and_the_warning_says_why(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    backend = make_backend(monkeypatch, ChatOnlyServer())
+    if backend.chat is None:
+        pytest.skip("no local tokenizer for smollm2-135m: auto mode needs none to decide")
+    assert backend.api_mode == "chat"
+    backend.close()
+    assert _run_against(ChatOnlyServer().url, tmp_path) == 0
+    err = capsys.readouterr().err
+    assert "has no completions endpoint for 'smollm2-135m': using chat completions" in err, err
+
+
+# -- a server that never answers -------------------------------------------------------------------
+def test_a_silent_server_is_given_up_on_and_a_busy_one_is_not():
+    """SilenceWatch: no answer and no model list for dead_s: cancelled (dead); a model list that
+    answers keeps a slow request waiting."""
+    from icrl.backends.server_watch import SilenceWatch
+
+    for alive in (False, True):
+        cancelled = threading.Event()
+        watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, notice_s=0.1, dead_s=1.0,
+                             probe=lambda: alive)
+        with watch.watching(cancelled.set):
+            cancelled.wait(3.0)
+        assert cancelled.is_set() is (not alive) and watch.dead is (not alive), alive
+        assert watch.dead_s == 1.0
+    assert SilenceWatch("u", timeout=20, retries=5).dead_s == 20  # --timeout, when shorter, bounds it
+    assert SilenceWatch("u", timeout=600, retries=5).dead_s == 120
+
+
+def test_a_silent_server_fails_in_one_line_at_its_bound_not_the_timeout_times_the_tries(tmp_path, capsys, monkeypatch):
+    from fake_openai_server import SilentServer
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with SilentServer() as server:
+        tic = time.monotonic()
+        code = _run_against(server.base_url, tmp_path, "--timeout", "4", "--max_retries", "5")
+        seconds = time.monotonic() - tic
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("waiting for")]
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: the server at " + server.base_url), err
+    assert "answered nothing for 4 s" in err[0]
+    assert seconds < 4 + 10, seconds  # not 6 tries of 4 s with backoff

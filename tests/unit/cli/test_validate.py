@@ -118,3 +118,49 @@ def test_too_small_a_max_model_len_names_the_flag(in_tmp_path, tmp_path, capsys)
     assert err.startswith("error: --max_model_len 10: ") and "too small" in err
     assert not (tmp_path / "out").exists()
 
+
+
+# -- settings the method does not read: warned once, logged, the same run ----------------------------
+TOY_RUN = ["--task_name", TOY_TASK, "--backend", "fake", "--icrl", "--seed", "1", "--training_seed", "1",
+           "--test_seed", "1", "--train_k", "4", "--test_every", "2", "--test_k", "3", "--no-progress",
+           "--max_context_examples", "2"]
+
+
+@pytest.mark.parametrize("given, needle", [
+    (["--context_strategy_name", "random_unbiased", "--max_contexts", "8"],
+     "--max_contexts 8 does nothing for --context_strategy_name random_unbiased"),
+    (["--context_strategy_name", "knn_lexical", "--approximate_context_sampling_method", "exact"],
+     "--approximate_context_sampling_method exact does nothing for --context_strategy_name knn_lexical"),
+    (["--context_strategy_name", "random_unbiased", "--max_context_examples", "0"],
+     "--context_strategy_name random_unbiased does nothing for a zero-shot run"),
+])
+def test_a_published_setting_the_method_does_not_read_is_warned_once_and_logged(tmp_path, capsys, given, needle):
+    out = tmp_path / "out"
+    assert main(TOY_RUN + given + ["--output_dir", str(out)]) == 0
+    err = capsys.readouterr().err
+    warnings = [line for line in err.splitlines() if line.startswith("warning: ")]
+    assert len(warnings) == 1 and needle in warnings[0] and warnings[0].endswith("ignored"), err
+    (log,) = out.rglob("log.txt")
+    assert needle in log.read_text()
+    # the same run without the setting: it is the run the setting did not change
+    plain = [w for w in TOY_RUN + given if w not in ("--max_contexts", "8", "--approximate_context_sampling_method",
+                                                      "exact")]
+    if "0" in given:
+        plain = [w for w in plain if w not in ("--context_strategy_name", "random_unbiased")]
+    assert main(plain + ["--output_dir", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "already finished" in captured.out and "warning" not in captured.err
+
+
+def test_the_approximate_settings_with_an_approximate_strategy_are_no_warning(tmp_path, capsys):
+    assert main(TOY_RUN + ["--context_strategy_name", "approximate", "--max_contexts", "2",
+                           "--approximate_context_sampling_method", "exact", "--output_dir", str(tmp_path)]) == 0
+    assert "warning" not in capsys.readouterr().err
+
+
+def test_a_refused_run_with_a_setting_it_does_not_read_is_still_one_line(tmp_path, capsys):
+    a_file = tmp_path / "a_file"
+    a_file.write_text("x")
+    assert main(TOY_RUN + ["--context_strategy_name", "random_unbiased", "--max_contexts", "8",
+                           "--output_dir", str(a_file)]) == 2
+    one_error_line(capsys)

@@ -65,3 +65,21 @@ def test_bad_action_is_refused(env):
     env.reset()
     with pytest.raises(ValueError, match="label index"):
         env.step(6)
+
+
+def test_the_docs_agent_runs_and_prints_what_the_docs_show(data_dir, tmp_path):
+    """docs/method.md's "An agent of your own": the script as written, and the line it shows."""
+    import re
+    import subprocess
+    import sys
+
+    from helpers import REPO, SUBPROCESS_ENV
+
+    section = (REPO / "docs" / "method.md").read_text(encoding="utf-8").split("**An agent of your own.**", 1)[1]
+    code, shown = re.search(r"```python\n(.*?)```.*?```\n(.*?)```", section, re.S).groups()
+    script = tmp_path / "agent.py"
+    script.write_text(code, encoding="utf-8")
+    proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**SUBPROCESS_ENV, "ICRL_DATA_DIR": str(data_dir)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == shown

@@ -70,6 +70,16 @@ def test_a_record_replaced_by_a_folder_is_one_line(name, finished_here, capsys):
     assert err.splitlines()[-1].startswith("error: ") and f"{name} is a folder where a file belongs" in err, err
 
 
+def cannot_run_as(prefix: list, cwd: Path) -> str:
+    """Why ``prefix`` (dropping to another user) cannot run this checkout's package on the toy task,
+    or "" when it can: a checkout in root's home or in a ``mktemp -d`` folder is closed to others."""
+    probe = subprocess.run([*prefix, sys.executable, "-c", f"import icrl.cli.run; open({TOY_TASK!r}).close()"],
+                           cwd=cwd, capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    lines = (probe.stderr or probe.stdout).strip().splitlines()
+    return "" if probe.returncode == 0 else (lines[-1] if lines else f"exit code {probe.returncode}")
+
+
 def test_an_unreadable_record_is_reported_as_unreadable_not_unwritable(monkeypatch, capsys):
     if os.geteuid() == 0 and not shutil.which("setpriv"):
         pytest.skip("as root every file is readable, and setpriv (to drop to nobody) is missing")
@@ -83,16 +93,39 @@ def test_an_unreadable_record_is_reported_as_unreadable_not_unwritable(monkeypat
         capsys.readouterr()
         run_dir = find_runs(home / "out")[0]
         (run_dir / "test.jsonl").chmod(0)
+        log_before, config_before = (run_dir / "log.txt").read_bytes(), (run_dir / "config.json").read_bytes()
         prefix = []
         if os.geteuid() == 0:  # root reads any file: run as nobody, owning the records
             subprocess.run(["chown", "-R", "65534:65534", str(home / "out")], check=True)
             prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+            why = cannot_run_as(prefix, home)
+            if why:
+                pytest.skip(f"user nobody cannot run the package from this checkout ({why}): a folder above "
+                            f"{REPO} (or the Python at {sys.executable}) is closed to other users")
         proc = subprocess.run([*prefix, sys.executable, str(REPO / "run_experiment.py"), *FAKE, "--output_dir",
                                "out", "--train_k", "5"], cwd=home, capture_output=True, text=True, timeout=120,
                               env={**os.environ, "PYTHONPATH": str(REPO)})
+        log_after, config_after = (run_dir / "log.txt").read_bytes(), (run_dir / "config.json").read_bytes()
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    last = proc.stderr.strip().splitlines()[-1]
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert last.startswith("error: cannot read ") and "test.jsonl" in last and "cannot write" not in last, last
+    err = proc.stderr.strip()
+    assert proc.returncode == 2 and "Traceback" not in err and "\n" not in err, err  # no "extending" or repair note
+    assert err.startswith("error: cannot read ") and "test.jsonl" in err and "cannot write" not in err, err
+    assert log_before == log_after and config_before == config_after  # a refusal writes nothing, the log included
 
+
+
+def test_a_file_that_cannot_be_written_is_named_by_its_path_not_a_temporary_one(tmp_path, capsys):
+    from icrl.errors import CannotWrite
+    from icrl.infra.diskfull import os_error_line
+
+    folder = tmp_path / "summary.csv"
+    folder.mkdir()  # a folder where the file belongs
+    with pytest.raises(CannotWrite) as info:
+        write_json_atomic(folder, {"a": 1})
+    line = os_error_line(info.value)
+    assert line == f"error: {folder} is a folder where a file belongs; move it away, then rerun the same command"
+    assert [p.name for p in tmp_path.iterdir()] == ["summary.csv"]  # no temporary file left
+    with pytest.raises(CannotWrite) as info:
+        write_json_atomic(Path("/proc/icrl-test.json"), {"a": 1})
+    assert os_error_line(info.value).startswith("error: cannot write /proc/icrl-test.json: ")

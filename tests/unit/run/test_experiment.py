@@ -229,10 +229,11 @@ def test_rerun_finished_and_mismatched_arguments(tmp_path, capsys):
     assert main(base_args(tmp_path, backend="fake")) == 0
     assert "already finished" in capsys.readouterr().out
     assert records(find_runs(tmp_path)[0]) == before
-    # an argument the path does not hold (max_contexts is unused outside the approximate strategies)
-    assert main(base_args(tmp_path, backend="fake", max_contexts="3")) == 2
-    err = capsys.readouterr().err
-    assert "--max_contexts" in err and "--overwrite" in err
+    # a setting the run does not read (max_contexts outside the approximate strategies): said, and the same run
+    assert main(base_args(tmp_path, backend="fake", max_contexts="3")) == 0
+    captured = capsys.readouterr()
+    assert "already finished" in captured.out and "warning: --max_contexts 3 does nothing" in captured.err
+    assert records(find_runs(tmp_path)[0]) == before
     assert main(base_args(tmp_path, backend="fake", max_contexts="3", overwrite=None)) == 0
     assert records(find_runs(tmp_path)[0])[0]["args"]["max_contexts"] == 3
 
@@ -370,22 +371,35 @@ def test_no_arguments_is_still_the_seeded_icrl_demo():
 
 
 def test_make_demo_has_its_own_folders_and_a_comparable_zero_shot_run():
-    """make demo writes to data/demo and plots/demo, draws only those runs, and its zero-shot
-    reference is tested on the demo's test set at the demo's temperature."""
+    """make demo writes to data/demo and plots/demo, draws only those runs, and its explorative
+    run and zero-shot reference are tested on the demo's test set at the demo's temperature and
+    seeds; the explorative run shows as many episodes for as many steps as the demo's."""
     import re
 
     from icrl.cli import parse_args
 
     makefile = (REPO / "Makefile").read_text().replace("\\\n", " ")
     variables = dict(re.findall(r"^(DEMO_\w+)\s*:=\s*(.+)$", makefile, re.M))
-    recipe = makefile.split("\ndemo:")[1].split("\n\n")[0]
-    recipe = re.sub(r"\$\((\w+)\)", lambda m: variables.get(m.group(1), m.group(0)), recipe)
+
+    def resolve(text: str) -> str:
+        while "$(DEMO_" in text:
+            text = re.sub(r"\$\((DEMO_\w+)\)", lambda m: variables[m.group(1)], text)
+        return text
+
+    recipe = resolve(makefile.split("\ndemo:")[1].split("\n\n")[0])
     assert "--data_dir data/demo --out_dir plots/demo" in recipe and "--data_dir data " not in recipe
     demo = parse_args([])
-    zero = parse_args(variables["DEMO_ZERO_SHOT"].replace("$(DEMO_DATA)", variables["DEMO_DATA"]).split())
-    assert zero.spec.max_context_examples == 0 and "run_experiment.py " + variables["DEMO_ZERO_SHOT"] in recipe
-    for name in ("model_name", "task_name", "test_k", "test_seed", "temperature", "output_dir"):
-        assert zero.values()[name] == demo.values()[name], name
+    zero = parse_args(resolve(variables["DEMO_ZERO_SHOT"]).split())
+    explorative = parse_args(resolve(variables["DEMO_EXPLORATIVE"]).split())
+    assert zero.spec.max_context_examples == 0 and "run_experiment.py " + resolve(variables["DEMO_ZERO_SHOT"]) in recipe
+    assert "run_experiment.py " + resolve(variables["DEMO_EXPLORATIVE"]) in recipe
+    for name in ("model_name", "task_name", "test_k", "test_seed", "temperature", "output_dir", "seed",
+                 "training_seed"):
+        assert zero.values()[name] == demo.values()[name] == explorative.values()[name], name
+    for name in ("max_context_examples", "train_k", "test_every"):
+        assert explorative.values()[name] == demo.values()[name], name
+    assert (explorative.spec.context_strategy_name, explorative.spec.context_p_keep) == \
+        ("random_unbiased_only_positive", 0.1)  # the paper's explorative ICRL
     assert demo.options.output_dir == "data/demo"
 
 

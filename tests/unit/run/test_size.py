@@ -1,8 +1,11 @@
-"""The automatic context size (icrl.run.size): its per-model cache, recomputed when unreadable."""
+"""The automatic context size (icrl.run.size): its per-model cache, recomputed when unreadable; a window
+too small for any prompt said before the model loads."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from helpers import TOY_TASK, tiny_argv
 from icrl.cli.run import main
@@ -24,3 +27,18 @@ def test_corrupt_context_size_cache_is_recomputed(tmp_path, capsys):
     sizes = json.loads(cache.read_text())["sizes"]
     assert list(sizes) == [key] and sizes[key] > 0
 
+
+
+def test_a_window_too_small_for_any_prompt_is_said_from_the_tokenizer_before_the_model_loads(tmp_path, capsys,
+                                                                                            monkeypatch):
+    import icrl.run.experiment
+    from icrl.backends import embedded
+
+    if not (embedded.cache_root() / "models" / "smollm2-135m" / "tokenizer.json").is_file():
+        pytest.skip("the embedded model's tokenizer is not converted here")
+    monkeypatch.setattr(icrl.run.experiment, "load_backend_of", lambda config: pytest.fail("loaded the model"))
+    argv = tiny_argv(tmp_path, "--backend", "transformers", "--model_name", "smollm2-135m", "--max_model_len", "10")
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --max_model_len 10: too small") and "\n" not in err, err
+    assert not any(tmp_path.iterdir())

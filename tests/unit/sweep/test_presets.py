@@ -83,7 +83,8 @@ def sweep_main():
 
 
 @pytest.mark.parametrize("preset, n, model_flags", [
-    ("qwen_scale", 140, []), ("naive_plus_temperature", 36, []), ("stability", 100, ["--model_name", "m"])])
+    ("qwen_scale", 140, []), ("naive_plus_temperature", 36, []), ("stability", 100, ["--model_name", "m"]),
+    ("icrl_bench", 36, ["--model_name", "m"])])
 def test_dry_run_lists_every_run_and_its_folder(preset, n, model_flags, tmp_path, capsys):
     """--backend fake: the model names are not checked against the Hub, so every run is valid."""
     code = sweep_main()(["--preset", preset, "--dry_run", "--backend", "fake", "--output_dir", str(tmp_path),
@@ -99,3 +100,31 @@ def test_preset_help_names_every_preset():
     from icrl.sweep.presets import preset_help
 
     assert all(name in preset_help() for name in PRESETS)
+
+
+def test_the_bench_suite_is_three_methods_on_each_task_and_seed():
+    """Per task and seed: zero-shot, supervised ICL and explorative ICRL, on one test set."""
+    from icrl.analysis.runs import method_of
+    from icrl.sweep.presets import BENCH_SEEDS, BENCH_TASKS
+
+    runs = preset_runs("icrl_bench")
+    methods = Counter()
+    for run in runs:
+        zero = flag(run, "--max_context_examples") == "0"
+        mode = "zero_shot" if zero else "icrl" if "--icrl" in run else "icl"
+        p_keep = float(flag(run, "--context_p_keep") or 1)
+        methods[(flag(run, "--task_name"), flag(run, "--seed"),
+                 method_of(mode, flag(run, "--context_strategy_name") or "", p_keep))] += 1
+        assert (flag(run, "--test_seed"), flag(run, "--test_k"), flag(run, "--temperature")) == ("100", "500", "1.0")
+        assert flag(run, "--seed") == flag(run, "--training_seed")
+    assert methods == Counter({(t, str(s), m): 1 for t in BENCH_TASKS for s in BENCH_SEEDS
+                               for m in ("zero-shot", "ICL", "explorative")})
+
+
+def test_the_bench_sweep_ends_with_each_models_score(data_dir, tmp_path, capsys):
+    code = sweep_main()(["--preset", "icrl_bench", "--backend", "fake", "--model_name", "m", "--train_k", "6",
+                         "--test_every", "3", "--test_k", "8", "--output_dir", str(tmp_path), "--no-progress"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0
+    assert out[-1].startswith("benchmark score: m: ICRL benchmark score ") and "4 tasks" in out[-1], out[-1]
+    assert "(95% bootstrap over seeds and items)" in out[-1]

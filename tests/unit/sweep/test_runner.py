@@ -332,3 +332,19 @@ def test_the_sweep_groups_by_backend_options_and_closes_each_group(tmp_path, mon
     outcomes = runner.run_all(runs, width=None, progress=False)
     assert all(o.status == "finished" for o in outcomes.values())
     assert len(closed) == 2 and closed[0] is not closed[1]
+
+
+@pytest.mark.parametrize("where", ["a_folder", "a_folder_that_takes_no_file"])
+def test_a_summary_that_cannot_be_written_is_one_line_naming_it_before_any_run(tmp_path, capsys, where):
+    summary = tmp_path / "summaries"
+    summary.mkdir()
+    if where == "a_folder_that_takes_no_file":
+        summary = Path("/proc/icrl-summary.csv")  # a folder no file can be created in, even by root
+    code = runner.main(["--grid", "seed=1,2", "--task_name", TOY_TASK, "--backend", "fake", "--icrl",
+                        "--context_strategy_name", "random_unbiased", "--max_context_examples", "2", "--train_k", "3",
+                        "--training_seed", "1", "--test_seed", "1", "--output_dir", str(tmp_path / "out"),
+                        "--summary", str(summary)])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith(f"error: cannot write the summary {summary} ") and "\n" not in err, err
+    assert ".summar" not in err and ".icrl" not in err  # no temporary file's name
+    assert not (tmp_path / "out").exists()  # said before any run

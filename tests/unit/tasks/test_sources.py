@@ -62,3 +62,50 @@ def test_the_original_dataset_files_pass_the_row_check(in_tmp_path, data_dir):
     splits = sources.load_source("trec", str(data_dir))
     assert {k: len(v["text"]) for k, v in splits.items()} == sources.ROWS["trec"]
 
+
+
+# ------------------------------------------------------------ where the raw files are found --
+def test_the_data_folder_is_found_in_the_makefiles_order(tmp_path, monkeypatch):
+    """--data_dir, else $ICRL_DATA_DIR, else ../shared/datasets beside the checkout, else the Hub."""
+    from icrl.tasks import sources
+
+    beside, env, given = (tmp_path / name for name in ("beside", "env", "given"))
+    monkeypatch.setattr(sources, "BESIDE_CHECKOUT", beside)
+    monkeypatch.delenv("ICRL_DATA_DIR", raising=False)
+    assert sources.data_dir_of() is None  # nothing beside the checkout: the Hub
+    beside.mkdir()
+    assert sources.data_dir_of() == str(beside)
+    monkeypatch.setenv("ICRL_DATA_DIR", str(env))
+    assert sources.data_dir_of() == str(env)
+    assert sources.data_dir_of(given) == str(given)
+
+
+def test_the_makefile_looks_beside_the_checkout_too():
+    """The same folder, spelled in the Makefile relative to the checkout."""
+    from helpers import REPO
+    from icrl.tasks import sources
+
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert "ICRL_DATA_DIR ?= $(shell test -d ../shared/datasets" in makefile
+    assert sources.BESIDE_CHECKOUT == REPO.parent / "shared" / "datasets"
+
+
+def test_a_script_run_by_hand_finds_the_data_beside_the_checkout(tmp_path):
+    """README's commands, run from the checkout with no ICRL_DATA_DIR, read ../shared/datasets."""
+    import os
+    import subprocess
+    import sys
+
+    from helpers import REPO, SUBPROCESS_ENV
+    from icrl.tasks import sources
+
+    if not sources.BESIDE_CHECKOUT.is_dir():
+        pytest.skip(f"no raw dataset files beside this checkout ({sources.BESIDE_CHECKOUT})")
+    env = {k: v for k, v in SUBPROCESS_ENV.items() if k != "ICRL_DATA_DIR"}
+    proc = subprocess.run([sys.executable, "run_experiment.py", "--task_name", "banking77_top10",
+                           "--max_context_examples", "0", "--icrl", "--test_k", "5", "--seed", "1",
+                           "--training_seed", "1", "--test_seed", "1", "--backend", "fake", "--no-progress",
+                           "--output_dir", str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          env={**env, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr
+    assert "final test accuracy" in proc.stdout and os.listdir(tmp_path)

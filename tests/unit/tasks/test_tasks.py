@@ -382,6 +382,7 @@ def fake_hub(monkeypatch, names):
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
     monkeypatch.delenv("ICRL_DATA_DIR", raising=False)
+    monkeypatch.setattr(sources, "BESIDE_CHECKOUT", sources.BESIDE_CHECKOUT / "not-in-this-test")  # no raw files
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # no reachability probe: the fake is the Hub
     return calls
 

@@ -287,3 +287,41 @@ def test_figures_of_folders_with_several_learners_or_only_learners(tmp_path, cap
         assert "Traceback" not in capsys.readouterr().err
         diagnostics = (plots / "diagnostics.csv").read_text()
         assert "LinUCB (tfidf)" in diagnostics and "online supervised (tfidf)" in diagnostics
+
+
+# -- pinned seeded results: a change of features, arms or tie-breaking shows here first ---------------
+# Each training prediction's first letter (billing, refund, delivery, account) on the toy stream of
+# SMALL, and the test accuracy at steps 0, 19 and 39.
+PINNED_TOY = {
+    "linucb": ("aaaaaaaaaaarbbbabbabbaaaaaadddrbrraarabb", [0.3, 0.3, 0.5]),
+    "supervised": ("aaaaaaaaaaadbaaaaaaaddaaaardbrrbraaadaad", [0.3, 0.7, 0.9]),
+    "epsilon_greedy": ("bddrdbbbbbbbbbbbbbbbbbbbbbbbabbbbbbbbbbb", [0.3, 0.3, 0.3]),
+}
+
+
+@pytest.mark.parametrize("agent", sorted(PINNED_TOY))
+def test_a_seeded_learner_on_a_small_stream_is_pinned(agent, tmp_path):
+    assert run(tmp_path, "--agent", agent) == 0
+    got = records(find_runs(tmp_path)[0])
+    assert "".join(r["prediction"][0] for r in got["train.jsonl"]) == PINNED_TOY[agent][0]
+    assert [r["accuracy"] for r in got["test.jsonl"]] == PINNED_TOY[agent][1]
+
+
+# docs/evidence.md, "Bandit learners on trec_coarse": seed 100 of its command, the SHA-256 (first 16
+# hex digits) of the 300 training predictions joined by newlines, and the test accuracy at 0, 99, 199, 299.
+PINNED_TREC = {
+    "linucb": ("fc4967bcee2520f2", [0.05, 0.38, 0.55, 0.58]),
+    "supervised": ("679d9f5f3de4cf9e", [0.05, 0.62, 0.61, 0.64]),
+}
+
+
+@pytest.mark.parametrize("agent", sorted(PINNED_TREC))
+def test_the_documented_bandit_command_gives_the_documented_numbers(agent, data_dir, tmp_path):
+    import hashlib
+
+    assert main(["--agent", agent, "--task_name", "trec_coarse", "--train_k", "300", "--test_every", "100",
+                 "--test_k", "100", "--seed", "100", "--training_seed", "100", "--test_seed", "100", "--no-progress",
+                 "--output_dir", str(tmp_path)]) == 0
+    got = records(find_runs(tmp_path)[0])
+    digest = hashlib.sha256("\n".join(r["prediction"] for r in got["train.jsonl"]).encode()).hexdigest()[:16]
+    assert (digest, [r["accuracy"] for r in got["test.jsonl"]]) == PINNED_TREC[agent]

@@ -1,5 +1,5 @@
-"""The methods of 2025-26 on the real model (SmolLM2 on the transformers backend, CPU): a guide
-written by free generation, a self-judging reward and a summary, through the experiment, with a
+"""The reflection strategy on the real model (SmolLM2 on the transformers backend, CPU): guides
+written by free generation in a self-judged run (--reward judge), through the experiment, with a
 resumed run equal to a whole one."""
 
 from __future__ import annotations
@@ -32,10 +32,3 @@ def test_a_reflected_self_judged_run_on_the_real_model_records_and_resumes(smoll
     (whole.out_dir / "train.jsonl").write_text("".join(lines[:4]))  # lost the last two steps
     resumed = run(smollm2, tmp_path, *flags)
     assert untimed_records(resumed.out_dir) == records
-
-
-def test_a_summary_run_on_the_real_model(smollm2, tmp_path):
-    experiment = run(smollm2, tmp_path, "--context_strategy_name", "summary_knn", "--summary_episodes", "1")
-    train = untimed_records(experiment.out_dir)["train"]
-    assert [len(r["context"]) for r in train] == [0, 1, 1, 1, 1, 1]
-    assert all(r["prediction"] in ("billing", "refund", "delivery", "account") for r in train)

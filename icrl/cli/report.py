@@ -1,0 +1,57 @@
+"""run_report.py's command line: ``python run_report.py DATA_DIR [--out FILE]`` writes the study
+report (:mod:`icrl.report`) of the runs there."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Optional, Sequence
+
+from ..errors import UsageError
+from .parser import ArgumentParser
+from .view import file_size
+
+DEFAULT_NAME = "report.html"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = ArgumentParser(
+        prog="run_report.py",
+        description="Write one self-contained HTML study report (no server, no network) of the runs under a data "
+                    "folder or a sweep: every configuration with its seeds, final and best test accuracy with "
+                    "intervals over seeds, paired verdicts against zero-shot and the paper's methods, curves and "
+                    "diagnostics, the benchmark score per model, and a link to each run's episode viewer.")
+    p.add_argument("data_dir", help="the folder the runs were written to (run_experiment.py / run_sweep.py "
+                                    "--output_dir), or any folder above runs")
+    p.add_argument("--out", default=None, help=f"the HTML file to write (default: DATA_DIR/{DEFAULT_NAME}); each run's "
+                                               f"viewer page goes to viewers/ beside it")
+    p.add_argument("--filter", action="append", default=[], metavar="KEY=VALUE",
+                   help="only runs with this value, as run_draw_plots.py --filter (e.g. task=banking77); repeatable")
+    p.add_argument("--viewers", action=argparse.BooleanOptionalAction, default=True,
+                   help="also write each run's episode viewer page, linked from the report")
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from ..report.page import write_report
+
+    try:
+        args = build_parser().parse_args(argv)
+        data_dir = Path(args.data_dir)
+        if not data_dir.is_dir():
+            raise UsageError(f"{str(data_dir)!r} is not a readable folder: pass the folder that holds the runs")
+        out = Path(args.out) if args.out else data_dir / DEFAULT_NAME
+        tic = time.perf_counter()
+        path, data = write_report(data_dir, out, tuple(args.filter), viewers=args.viewers)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    counts = data["counts"]
+    viewers = f", {counts['runs']} viewer pages in {path.parent / 'viewers'}" if args.viewers else ""
+    print(f"wrote {path} ({counts['runs']} runs in {counts['configs']} configurations, {file_size(path.stat().st_size)}"
+          f"{viewers}) in {time.perf_counter() - tic:.1f} s: open it in a browser")
+    for row in data["leaderboard"]:
+        print(f"benchmark score: {row['line']}")
+    return 0

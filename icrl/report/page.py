@@ -1,0 +1,102 @@
+"""The study report as one self-contained HTML file (script, style and data inline; nothing is
+fetched), and the episode viewer page of each run it links to (:mod:`icrl.viewer`)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from importlib import resources
+from pathlib import Path
+from typing import Sequence
+
+from ..errors import UsageError
+from ..records import write_atomic
+
+VIEWERS = "viewers"  # the folder beside the report that holds each run's viewer page
+
+TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{css}</style></head>
+<body>
+<header><h1>{title}</h1><div class="source" id="source"></div></header>
+<section><ul id="notes"></ul></section>
+<section id="leaderboard-section"><h2>Benchmark score per model</h2>
+<p class="explain">The icrl_bench suite (docs/tools.md, "The benchmark score"): the mean gain of explorative ICRL over
+zero-shot across the tasks, divided by the mean gain of supervised ICL (gold labels in context) over zero-shot, with a
+95% bootstrap interval over seeds and items. 0: no better than zero-shot; 1: as good as supervised ICL. "Unstable": the
+supervised-ICL gap is within noise of 0, so the ratio can take any value.</p>
+<div id="leaderboard"></div></section>
+<section><h2>Configurations</h2>
+<p class="explain">One row per configuration (a run's settings less its seeds). Final and best test accuracy: mean
+over the finished seeds with a Student-t 95% interval. Verdicts: paired on the test items both share, pooled over seeds
+(the same seeds paired first): difference with a paired bootstrap 95% interval and McNemar's exact p; &#9650; above,
+&#9660; below (p &lt; 0.05), = no difference beyond noise. A seed links to that run's episode viewer. Click a column to
+sort; hover a row to find its curves.</p>
+<div id="filters"></div><div id="shown"></div>
+<table class="data" id="configs"></table></section>
+<section><h2>Curves</h2>
+<p class="explain">Per model and task: test accuracy (mean over seeds, band min-max) and a diagnostic curve per
+configuration; the dashed line is the zero-shot runs' mean final test accuracy, the dotted line chance.</p>
+<div id="panels"></div></section>
+<script type="application/json" id="report-data">{data}</script>
+<script>{js}</script>
+</body></html>
+"""
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def render_report(data: dict, title: str) -> str:
+    """The page for ``report_data``'s output; every ``<`` in the JSON is escaped, so no string of
+    the records can end the script element."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
+    return TEMPLATE.format(title=html.escape(title), css=_asset("report.css"), js=_asset("report.js"), data=payload)
+
+
+def write_viewers(results, out: Path) -> tuple[dict, dict]:
+    """Each run's episode viewer at ``<report folder>/viewers/<run id>/viewer.html``, from the
+    records ``results`` read. Returns (run id -> its href relative to the report, run id -> its
+    diagnostic curves, which the report shows too)."""
+    from ..viewer.data import StringTable, run_payload
+    from ..viewer.page import render_page
+
+    links, curves = {}, {}
+    for run_id, run_dir in zip(results.runs["run_id"], results.runs["run_dir"]):
+        strings = StringTable()
+        payload = run_payload(results.state(run_id), results.root, strings)
+        data = {"source": str(run_dir), "strings": strings.strings, "runs": [payload],
+                "steps": max(len(payload["train"]["prompt"]), 1)}
+        page = out.parent / VIEWERS / run_id / "viewer.html"
+        write_atomic(page, lambda f, data=data: f.write(render_page(data, f"ICRL runs: {Path(run_id).name}")))
+        links[run_id] = Path(os.path.relpath(page, out.parent)).as_posix()
+        curves[run_id] = payload["curves"]
+    return links, curves
+
+
+def write_report(data_dir, out_file, filters: Sequence[str] = (), viewers: bool = True) -> tuple[Path, dict]:
+    """Write the report of the runs under ``data_dir`` (``filters`` as run_draw_plots.py's
+    --filter) to ``out_file``, atomically, with each run's viewer page unless ``viewers`` is False.
+    Returns (path, data)."""
+    from ..analysis.results import Results
+    from .data import report_data
+
+    results = Results(data_dir, filters)
+    if results.all_runs.empty:
+        raise UsageError(f"no runs under {str(data_dir)!r} (run_experiment.py writes them there with --output_dir)")
+    if results.runs.empty:
+        raise UsageError(f"no run under {str(data_dir)!r} matches --filter {' '.join(filters)}")
+    out = Path(out_file)
+    try:
+        links, curves = write_viewers(results, out) if viewers else ({}, {})
+        data = report_data(results, links, curves)
+        name = Path(os.path.abspath(data_dir)).name
+        write_atomic(out, lambda f: f.write(render_report(data, f"ICRL study report: {name}")))
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(out)!r} ({exc.strerror or exc}): pass --out a file in a writable "
+                         f"folder") from None
+    return out, data

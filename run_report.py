@@ -1,0 +1,13 @@
+#!/usr/bin/env python
+"""Write the self-contained HTML study report of the runs under a folder.
+
+    python run_report.py data/                       # every run, into data/report.html
+    python run_report.py data/methods --out methods.html --filter task=banking77_top10
+"""
+
+import sys
+
+from icrl.cli.report import main
+
+if __name__ == "__main__":
+    sys.exit(main())

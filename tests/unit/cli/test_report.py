@@ -1,0 +1,44 @@
+"""run_report.py's command line: one self-contained page, each run's viewer beside it, and
+refusals in one line (exit 2, nothing written)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import TOY, one_error_line
+from icrl.cli.report import main
+from icrl.cli.run import main as run
+
+
+@pytest.fixture
+def runs(tmp_path):
+    out = tmp_path / "data"
+    assert run([*TOY, "--test_k", "8", "--max_context_examples", "0", "--icrl", "--output_dir", str(out)]) == 0
+    assert run([*TOY, "--test_k", "8", "--context_strategy_name", "random_biased_end", "--icrl", "--train_k", "6",
+                "--test_every", "3", "--max_context_examples", "2", "--output_dir", str(out)]) == 0
+    return out
+
+
+def test_the_report_and_its_viewer_pages(runs, capsys):
+    assert main([str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs in 2 configurations" in out and "KB" in out
+    assert (runs / "report.html").is_file()
+    assert len(list((runs / "viewers").rglob("viewer.html"))) == 2
+
+
+def test_without_viewer_pages(runs, tmp_path, capsys):
+    assert main([str(runs), "--out", str(tmp_path / "r.html"), "--no-viewers"]) == 0
+    assert (tmp_path / "r.html").is_file() and not (tmp_path / "viewers").exists()
+
+
+@pytest.mark.parametrize("argv, needle", [(["/no/such/folder"], "is not a readable folder"),
+                                          (["{empty}"], "no runs under"),
+                                          (["{runs}", "--filter", "task=none_such"], "matches --filter"),
+                                          (["{runs}", "--bogus"], "unrecognized arguments")])
+def test_a_refusal_is_one_line_and_writes_nothing(argv, needle, runs, tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    argv = [a.format(empty=tmp_path / "empty", runs=runs) for a in argv]
+    assert main([*argv, "--out", str(tmp_path / "r.html")]) == 2
+    assert needle in one_error_line(capsys)
+    assert not (tmp_path / "r.html").exists()

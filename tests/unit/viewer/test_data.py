@@ -1,0 +1,25 @@
+"""The viewer's data (icrl/viewer/data.py): its diagnostic curves are the windows of
+diagnostics.csv and diagnostics.png, so the page and the figure show the same points of a run."""
+
+from __future__ import annotations
+
+from icrl.analysis.diagnostics import diagnostics, load_states
+from icrl.analysis.synthetic import synthesize_run
+from icrl.tasks import Example, Task
+from icrl.viewer.data import curves
+
+LABELS = ["apple", "banana", "cherry", "damson"]
+
+
+def test_the_viewer_and_the_diagnostics_figure_use_one_window(tmp_path):
+    train = [Example(i, f"question {i} about {LABELS[i % 4]}", i % 4) for i in range(300)]
+    test = [Example(i, f"test item {i}", i % 4) for i in range(20)]
+    task = Task("toy", LABELS, "Input: {text}", "Label:", train, test)
+    synthesize_run(tmp_path, task, steps=120, strategy="random_unbiased_only_positive", p_keep=0.1,
+                   max_examples=8, test_every=40, test_k=10, p_correct=lambda t: 0.3 + t / 240)
+    state = load_states(tmp_path)[0]
+    windows, _, _ = diagnostics(tmp_path)
+    drawn = curves(state)
+    assert drawn["window"] == int(windows["steps"].max()) == 5  # 120 steps: about 25 windows
+    assert drawn["step"] == windows["window_end"].astype(int).tolist()
+    assert drawn["accuracy"] == [round(x, 4) for x in windows["accuracy"]]

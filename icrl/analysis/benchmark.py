@@ -80,12 +80,20 @@ class BenchScore:
         """The supervised-ICL gap is above 0 beyond noise (its interval excludes 0)."""
         return self.gap_ci[0] > 0
 
+    @property
+    def interval_text(self) -> str:
+        """The score's interval as printed: unbounded where the gap's interval holds 0 (a
+        replicate's gap near 0 makes its ratio any number, so the percentiles mean nothing)."""
+        if not self.stable:
+            return "[unbounded]"
+        return f"[{self.score_ci[0]:.2f}, {self.score_ci[1]:.2f}]"
+
     def line(self) -> str:
         """The headline: score, interval, and what it rests on."""
         if not self.tasks:
             return f"{self.model}: no benchmark score (missing {', '.join(self.missing)})"
         seeds = sorted({n for t in self.tasks for n in t.seeds.values()})
-        text = (f"{self.model}: ICRL benchmark score {self.score:.2f} [{self.score_ci[0]:.2f}, {self.score_ci[1]:.2f}] "
+        text = (f"{self.model}: ICRL benchmark score {self.score:.2f} {self.interval_text} "
                 f"(95% bootstrap over seeds and items) = ICRL gain over zero-shot {_signed(self.gain, self.gain_ci)} / "
                 f"supervised-ICL gap {_signed(self.gap, self.gap_ci)}, mean over {len(self.tasks)} tasks "
                 f"({', '.join(t.task for t in self.tasks)}), {'-'.join(map(str, seeds))} seeds each")

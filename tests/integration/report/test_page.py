@@ -193,4 +193,4 @@ def test_a_leaderboard_when_several_models_ran_the_benchmark(driver, data_dir, t
     assert [r.find_elements(By.TAG_NAME, "td")[1].text for r in shown] == [s.model for s in scores]
     for row, score in zip(shown, scores):
         assert row.find_elements(By.TAG_NAME, "td")[2].text.startswith(
-            f"{score.score:.2f} [{score.score_ci[0]:.2f}, {score.score_ci[1]:.2f}]")
+            f"{score.score:.2f} {score.interval_text}")

@@ -75,3 +75,13 @@ def test_scores_from_runs_on_shared_items(tmp_path, capsys):
     assert score.gain == pytest.approx(final["explorative"] - final["zero-shot"])
     assert score.line().startswith(f"{score.model}: ICRL benchmark score ")
     assert bench_scores(results, tasks=["banking77"]) == []  # no run of the suite's tasks: no score
+
+
+def test_an_unstable_score_prints_no_interval():
+    """A gap whose interval holds 0 makes some replicates' ratios any number (1e16 and the like):
+    the line and the report say the interval is unbounded instead of printing them."""
+    from icrl.analysis.benchmark import BenchScore
+
+    unstable = BenchScore("m", [], [], 2.5, (-1.0e16, 6.0), -0.125, (-0.2, -0.05), -0.05, (-0.175, 0.075))
+    stable = BenchScore("m", [], [], 0.5, (0.25, 0.75), 0.1, (0.05, 0.15), 0.2, (0.1, 0.3))
+    assert unstable.interval_text == "[unbounded]" and stable.interval_text == "[0.25, 0.75]"

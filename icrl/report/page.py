@@ -3,15 +3,13 @@ fetched), and the episode viewer page of each run it links to (:mod:`icrl.viewer
 
 from __future__ import annotations
 
-import html
-import json
 import os
-from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
 from ..errors import UsageError
 from ..records import write_atomic
+from ..viewer.page import asset, fill_page
 
 VIEWERS = "viewers"  # the folder beside the report that holds each run's viewer page
 
@@ -47,15 +45,10 @@ configuration; the dashed line is the zero-shot runs' mean final test accuracy, 
 """
 
 
-def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
-
-
 def render_report(data: dict, title: str) -> str:
-    """The page for ``report_data``'s output; every ``<`` in the JSON is escaped, so no string of
-    the records can end the script element."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")
-    return TEMPLATE.format(title=html.escape(title), css=_asset("report.css"), js=_asset("report.js"), data=payload)
+    """The page for ``report_data``'s output (no NaN in it: every missing number is null)."""
+    return fill_page(TEMPLATE, title, data, asset(__package__, "report.css"), asset(__package__, "report.js"),
+                     allow_nan=False)
 
 
 def write_viewers(results, out: Path) -> tuple[dict, dict]:

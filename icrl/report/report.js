@@ -14,19 +14,6 @@
   for (const panel of D.panels) panel.configs.forEach((id, i) => colorOf.set(id, COLORS[i % COLORS.length]));
   const byId = new Map(D.configs.map((c) => [c.id, c]));
 
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") node.className = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v);
-    }
-    for (const child of children) {
-      if (child === null || child === undefined) continue;
-      node.append(child instanceof Node ? child : String(child));
-    }
-    return node;
-  }
   const num = (x, d = 3) => (x === null || x === undefined ? "–" : x.toFixed(d));
   const signed = (x, d = 3) => (x === null || x === undefined ? "–" : (x >= 0 ? "+" : "") + x.toFixed(d));
   const interval = (s) => (s.n > 1 && s.low !== null ? `${num(s.mean)} [${num(s.low)}, ${num(s.high)}]`

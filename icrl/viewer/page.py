@@ -39,15 +39,22 @@ TEMPLATE = """<!DOCTYPE html>
 """
 
 
-def _asset(name: str) -> str:
-    return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
+def asset(package: str, name: str) -> str:
+    """A file shipped in ``package`` (a page's script or style)."""
+    return resources.files(package).joinpath(name).read_text(encoding="utf-8")
+
+
+def fill_page(template: str, title: str, data: dict, css: str, js: str, allow_nan: bool = True) -> str:
+    """A self-contained page: ``template`` with the title, the style, the shared DOM helper
+    (dom.js) before ``js``, and ``data`` as JSON with every ``<`` escaped, so that no string in
+    the records can end the script element."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=allow_nan).replace("<", "\\u003c")
+    return template.format(title=html.escape(title), css=css, js=asset(__package__, "dom.js") + js, data=payload)
 
 
 def render_page(data: dict, title: str = "ICRL episode viewer") -> str:
-    """The page for ``viewer_data``'s output. The JSON is embedded with every ``<`` escaped,
-    so no string in the records can end the script element."""
-    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("<", "\\u003c")
-    return TEMPLATE.format(title=html.escape(title), css=_asset("viewer.css"), js=_asset("viewer.js"), data=payload)
+    """The page for ``viewer_data``'s output."""
+    return fill_page(TEMPLATE, title, data, asset(__package__, "viewer.css"), asset(__package__, "viewer.js"))
 
 
 def write_page(data_dir, out_file) -> tuple[Path, dict]:

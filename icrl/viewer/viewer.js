@@ -11,19 +11,6 @@
   let selected = D.runs.map((_, i) => i).slice(0, 4);
   let lower = null; // lower-cased strings, built on the first search
 
-  function el(tag, attrs, ...children) {
-    const node = document.createElement(tag);
-    for (const [k, v] of Object.entries(attrs || {})) {
-      if (k === "class") node.className = v;
-      else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-      else node.setAttribute(k, v);
-    }
-    for (const child of children) {
-      if (child === null || child === undefined) continue;
-      node.append(child instanceof Node ? child : String(child));
-    }
-    return node;
-  }
   const fmt = (x) => (x === null || x === undefined ? "–" : (Math.round(x * 1000) / 1000).toFixed(3));
   const rewardMark = (r) => (r === 1 ? el("span", { class: "good" }, "✓ 1") : r === 0 ? el("span", { class: "bad" }, "✗ 0")
                                                                                       : el("span", { class: "muted" }, "–"));

@@ -157,6 +157,11 @@ def _legend_below(fig, axes, title=None):
             fig.legend([handles[label] for label in labels], labels, loc="outside right upper",
                        handlelength=2.4, title=title)
             return
+        rows = -(-len(labels) // ncol)
+        extra = 0.21 * rows + (0.25 if title else 0) + 0.15 - 0.45  # _figure's room for a legend: 0.45 in
+        if extra > 0:  # long entries, few columns: make room, else the layout gives up and it covers the panels
+            w, h = fig.get_size_inches()
+            fig.set_size_inches(w, h + extra)
         fig.legend([handles[label] for label in labels], labels, loc="outside lower center",
                    ncol=ncol, handlelength=2.4, columnspacing=1.4, title=title)
 

@@ -210,7 +210,7 @@ def _pooled(runs: pd.DataFrame) -> Optional[tuple[float, int]]:
 
 # Characters of a caption line under a 2.7-inch panel at font size 6.5 (neighbouring panels'
 # captions must not run into each other).
-CAPTION_CHARS = 54
+CAPTION_CHARS = 50
 
 
 def _reference_runs(here: pd.DataFrame, zero: pd.DataFrame, has_zero: bool, m_ref) -> tuple[pd.DataFrame, object]:

@@ -5,6 +5,8 @@ step with the zero-shot run's only test step."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from helpers import TOY
@@ -55,3 +57,43 @@ def test_a_run_is_compared_with_a_zero_shot_runs_only_test_step(study):
     assert at_step_9.accuracy_a == pytest.approx(
         test[(test["run_id"] == knn) & (test["step"] == 9)]["accuracy"].iloc[0])
     assert compare_runs(results, zero, knn, step=19).accuracy_a == at_step_9.accuracy_b
+
+
+def test_many_configurations_keep_the_legend_and_verdicts_clear_of_the_panels(tmp_path):
+    """Seven configurations on two tasks: seven verdicts under each panel and a legend of long
+    names in one column below the panels; the figure grows for both, so neither covers a panel
+    nor the other."""
+    import shutil
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from icrl.analysis.figures_base import Context
+    from icrl.analysis.figures_beyond import fig_beyond_paper
+
+    toy = Path(TOY[TOY.index("--task_name") + 1])
+    second = tmp_path / "toy2"
+    shutil.copytree(toy.parent, second)
+    (second / "toy2.toml").write_text((toy).read_text().replace('name = "toy"', 'name = "toy2"'))
+    data = tmp_path / "data"
+    for task in (str(toy), str(second / "toy2.toml")):
+        words = [task if w == str(toy) else w for w in TOY]
+        for strategy in ("knn_lexical_only_positive", "knn_lexical", "knn_lexical_curated_only_positive", "summary",
+                         "reflection", "knn_lexical_only_negative", "random_unbiased"):
+            assert main([*words, *SIZES, "--context_strategy_name", strategy, "--max_context_examples", "4",
+                         "--output_dir", str(data)]) == 0
+        assert main([*words, *SIZES, "--max_context_examples", "0", "--output_dir", str(data)]) == 0
+    fig = fig_beyond_paper(Context(results=Results(data), smooth=10, explorative_p_keep=0.1, notes=[]))
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    assert len(fig.axes) == 2 and len(legend.get_texts()) >= 8
+    for ax in fig.axes:
+        assert len(ax.get_xlabel().splitlines()) > 14  # the verdicts
+        assert box.y1 <= ax.xaxis.label.get_window_extent(renderer).y0 + 1  # below the verdicts
+        assert box.y1 <= ax.get_window_extent(renderer).y0
+    assert box.y0 >= 0  # inside the figure

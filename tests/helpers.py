@@ -35,6 +35,19 @@ def untimed_records(run_dir: Path, args: bool = False) -> dict:
     return out
 
 
+def run_records(run_dir: Path, args: bool = False) -> dict:
+    """A finished run's train and test records and results.json, less their timings (each file
+    must exist); with ``args``, also config.json's args. Two runs of one command compare equal."""
+    out = {}
+    for name in ("train.jsonl", "test.jsonl"):
+        out[name] = untimed([json.loads(line) for line in (Path(run_dir) / name).read_text().splitlines()])
+    results = json.loads((Path(run_dir) / "results.json").read_text())
+    out["results"] = {k: v for k, v in results.items() if "time" not in k}
+    if args:
+        out["args"] = json.loads((Path(run_dir) / "config.json").read_text())["args"]
+    return out
+
+
 # A tiny explorative run on the toy task: 6 steps, tests at 0, 2, 5 on 4 test inputs.
 TINY_ARGS = ["--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased_only_positive",
              "--context_p_keep", "0.5", "--max_context_examples", "4", "--train_k", "6", "--test_every", "3",

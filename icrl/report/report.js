@@ -45,8 +45,7 @@
             .map((v) => el("td", {}, v))))));
       body.append(el("tr", { class: s.stable ? "" : "unstable", title: s.line },
         el("td", {}, i + 1), el("td", {}, s.model),
-        el("td", { class: "num" }, s.stable ? `${num(s.score, 2)} [${num(s.score_low, 2)}, ${num(s.score_high, 2)}]`
-                                            : `${num(s.score, 2)} [unbounded]`,
+        el("td", { class: "num" }, `${num(s.score, 2)} ${s.score_interval}`,
            s.stable ? null : el("span", { class: "warn" }, " unstable")),
         el("td", { class: "num" }, `${signed(s.gain)} [${signed(s.gain_low)}, ${signed(s.gain_high)}]`),
         el("td", { class: "num" }, `${signed(s.gap)} [${signed(s.gap_low)}, ${signed(s.gap_high)}]`),

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_records
+
 pytest.importorskip("ray")
 
 REPO = Path(__file__).resolve().parents[3]
@@ -21,19 +23,6 @@ TINY = ["--task_name", "trec_coarse", "--train_k", "8", "--test_k", "4", "--test
         "--max_context_examples", "3", "--icrl", "--test_seed", "5", "--temperature", "1.0"]
 GRID = ["--grid", "context_strategy_name=random_biased_end,random_unbiased_only_positive",
         "--grid", "seed+training_seed=100,101"]
-
-
-def records(run_dir: Path) -> dict:
-    out = {}
-    for name in ("train.jsonl", "test.jsonl"):
-        rows = [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
-        for row in rows:
-            row.pop("time_s")
-        out[name] = rows
-    results = json.loads((run_dir / "results.json").read_text())
-    out["results"] = {k: v for k, v in results.items() if "time" not in k}
-    out["args"] = json.loads((run_dir / "config.json").read_text())["args"]
-    return out
 
 
 def run_dirs(root: Path) -> dict:
@@ -75,7 +64,7 @@ def same_records(a: Path, b: Path) -> None:
     ours, theirs = run_dirs(a), run_dirs(b)
     assert list(ours) == list(theirs) and ours
     for rel in ours:
-        assert records(ours[rel]) == records(theirs[rel]), rel
+        assert run_records(ours[rel], args=True) == run_records(theirs[rel], args=True), rel
 
 
 def test_ray_sweep_writes_the_records_of_the_sweep_without_ray_also_after_a_worker_dies(data_dir, tmp_path):

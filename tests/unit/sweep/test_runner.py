@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import TOY_TASK
+from helpers import TOY_TASK, run_records
 from icrl.backends.fake import FakeBackend
 from icrl.cli import build_parser, parse_args
 from icrl.run.experiment import Experiment
@@ -150,18 +150,6 @@ MIXED = ["--grid", f"task_name={TOY_TASK},{TOY_TASK}_top3",
          "--grid", "seed+training_seed=100,101", "--context_p_keep", "0.5", *TINY]
 
 
-def records(run_dir: Path) -> dict:
-    out = {}
-    for name in ("train.jsonl", "test.jsonl"):
-        rows = [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
-        for row in rows:
-            row.pop("time_s")
-        out[name] = rows
-    results = json.loads((run_dir / "results.json").read_text())
-    out["results"] = {k: v for k, v in results.items() if "time" not in k}
-    return out
-
-
 @pytest.fixture
 def fake(monkeypatch):
     """The deterministic fake backend (icrl/backends/fake.py): no model, milliseconds a run."""
@@ -195,7 +183,7 @@ def test_lock_step_writes_the_records_of_runs_alone(fake, tmp_path, monkeypatch)
     assert [o.status for o in outcomes] == ["finished"] * 12
     assert max(calls) == 12, "all runs' calls go to the backend together"
     for run, solo in zip(runs, alone(runs, fake, tmp_path / "alone")):
-        assert records(run.out_dir) == records(solo), run.label()
+        assert run_records(run.out_dir) == run_records(solo), run.label()
         config = json.loads((run.out_dir / "config.json").read_text())
         assert config["args"] == json.loads((solo / "config.json").read_text())["args"]
 
@@ -222,7 +210,7 @@ def test_the_methods_beyond_the_paper_in_lock_step_write_the_records_of_runs_alo
     outcomes = runner.execute(runs, backend=fake, progress=False)
     assert [o.status for o in outcomes] == ["finished"] * len(METHODS_BEYOND)
     for run, solo in zip(runs, alone(runs, fake, tmp_path / "alone")):
-        assert records(run.out_dir) == records(solo), run.label()
+        assert run_records(run.out_dir) == run_records(solo), run.label()
 
 
 class StopAfter:
@@ -260,7 +248,7 @@ def test_interrupted_sweep_resumes_every_run(fake, tmp_path, monkeypatch, capsys
     out = capsys.readouterr().out
     assert "4 of 4 runs finished" in out
     for run, solo in zip(runs, alone(runs, fake, tmp_path / "alone")):
-        assert records(run.out_dir) == records(solo), run.label()
+        assert run_records(run.out_dir) == run_records(solo), run.label()
     # Rerun: every run is already finished, no model is loaded.
     monkeypatch.setattr(Experiment, "load_backend", lambda self: pytest.fail("loaded a model for finished runs"))
     assert runner.main(argv) == 0
@@ -309,7 +297,7 @@ def test_lock_step_on_the_vllm_engine_writes_the_records_of_runs_alone(engine, d
     assert [o.status for o in outcomes] == ["finished"] * 12
     lock_step_calls = engine.stats["calls"] - before
     for run, solo in zip(runs, alone(runs, engine, tmp_path / "alone")):
-        assert records(run.out_dir) == records(solo), run.label()
+        assert run_records(run.out_dir) == run_records(solo), run.label()
     alone_calls = engine.stats["calls"] - before - lock_step_calls
     assert lock_step_calls * 6 <= alone_calls, (lock_step_calls, alone_calls)
 

@@ -168,9 +168,11 @@ class Replay:
 
     def extra_calls(self) -> dict:
         """The calls beside the classifier's that the records show, not rendered here (another
-        prompt, maybe another model): a judge's verdicts and the written guides."""
-        return {"judge_calls": sum(1 for r in self.train if r.get("judge") is not None),
-                "reflection_calls": sum(1 for r in self.train if r.get("reflection") is not None)}
+        prompt, maybe another model): ``<field>_calls`` for each call a part declares
+        (``icrl.run.assemble.all_calls``)."""
+        from ..run.assemble import all_calls
+
+        return {f"{call.field}_calls": sum(1 for r in self.train if call.answered(r)) for call in all_calls()}
 
     def reasoning_tokens(self) -> dict:
         """The tokens the model generated before its answers (--reasoning), training and test apart."""
@@ -182,26 +184,22 @@ class Replay:
 def preambles(config: dict, train: Sequence[dict], history: Sequence[Episode]) -> Optional[list[str]]:
     """Each step's preamble (the text a summary or reflection strategy puts before the episodes),
     as the run showed it: from the recorded episodes and guides; None for a strategy without one."""
-    from ..config import SPEC_DEFAULTS
-    from ..method.exploration import Exploration, strategy_of_run
+    from ..method.exploration import Exploration
     from ..method.strategies.base import STRATEGIES, Strategy
+    from ..run.assemble import strategy_of_record
 
-    args = config["args"]
-    name = args.get("context_strategy_name")
+    name = config["args"].get("context_strategy_name")
     if config["resolved"]["mode"] == "zero_shot" or name not in STRATEGIES:
         return None
-    cls = STRATEGIES.get(name).cls
-    if cls.preamble is Strategy.preamble:
+    if STRATEGIES.get(name).cls.preamble is Strategy.preamble:
         return None
-    spec = SimpleNamespace(**{**SPEC_DEFAULTS, **args})
-    strategy = strategy_of_run(spec, config["resolved"]["max_context_examples"])
+    spec, strategy = strategy_of_record(config)
     explore = Exploration.of(spec)
     labels = config["dataset"]["labels"]
     out = []
     for t in range(len(train)):
-        if cls.reflects:
-            strategy.restore(train, t)
-        out.append(strategy.preamble(history[explore.last_reset(args["seed"], t):t], labels))
+        strategy.restore(train, t)  # what its own calls wrote, as shown at step t
+        out.append(strategy.preamble(history[explore.last_reset(spec.seed, t):t], labels))
     return out
 
 

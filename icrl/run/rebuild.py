@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import RunConfig
-from ..method.agents import is_learner, make_policy
-from ..method.exploration import strategy_of_run
+from ..method.agents import is_learner
+from ..method.calls import ANSWER, TEST_ANSWER, ModelCall
 from ..records import CONFIG, FORMAT_VERSION, TEST, TRAIN, DamagedRecords, parse_jsonl
 from ..records.schema import TestLine, TrainLine
+from .assemble import MemoryRecords, assemble
 from .data import RunData
-from .loop import Loop
 from .plan import Plan
 
 TRAIN_FIELDS = tuple(TrainLine.__dataclass_fields__)
@@ -241,63 +241,76 @@ def read_lines(out_dir: Path, plan: Plan) -> Lines:
 
 # -- replaying the loop -----------------------------------------------------------------------------
 class _OnRecord:
-    """The model's stand-in: a training call is answered with the recorded prediction, a test
-    call with the recorded test predictions (or, where none are usable, placeholders, and
-    ``test_ok`` turns False: that test step is recomputed). What else a model wrote is answered
-    from the record too: the reasoning before an answer (--reasoning), a guide (the reflection
-    strategy; phase "reflect") and a judge's verdict (--reward judge, a call whose labels are the
-    verdicts). None of it can be checked against a model; each must be of the right kind."""
-
-    supports_system_role = True
-    thinks = False
+    """The model's stand-in: each declared call (``icrl.method.calls``) is answered from the
+    step's records (``model(call)``): a training call with the recorded prediction, a test call
+    with the recorded test predictions (or, where none are usable, placeholders, and ``test_ok``
+    turns False: that test step is recomputed), the reasoning before an answer (--reasoning) and
+    what another part's call answered (a guide, a verdict: its declared field). None of it can
+    be checked against a model; each must be of the right kind."""
 
     def __init__(self, labels):
         self.labels = list(labels)
-        self.phase, self.train, self.test, self.test_ok = "train", None, None, True
-        self.reasoning = self.test_reasoning = self.guide = self.judge = None
+        self.record: dict = {}
+        self.test, self.test_reasoning, self.test_ok = None, None, True
+
+    def step(self, record: dict, test_entry: Optional[dict], data: RunData) -> None:
+        """Answer step ``record``'s calls (and its test line's, ``test_entry``, when it has one)."""
+        self.record, self.test, self.test_ok, self.test_reasoning = record, None, True, None
+        if test_entry is not None:
+            self.test = _test_predictions(test_entry, data)
+            self.test_reasoning = (test_entry.get("reasoning"), test_entry.get("reasoning_tokens"))
+
+    def model(self, call: ModelCall) -> "_Answering":
+        return _Answering(self, call)
+
+
+class _Answering:
+    """What answers one declared call from the records (``_OnRecord``); it reads no prompt."""
+
+    supports_system_role = True
+    thinks = False
+    reads_prompts = False
+
+    def __init__(self, on_record: _OnRecord, call: ModelCall):
+        self.on, self.call = on_record, call
 
     def render(self, messages, prefix):
         return ""
 
-    def reasoning_frame(self, messages, prefix):
-        from ..backends import ReasoningFrame
-
-        return ReasoningFrame("", "", "", "")
-
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
         from ..backends import Generated
 
-        if self.phase == "reflect":
-            if not isinstance(self.guide, str):
-                raise _Unverifiable(f"has the guide {self.guide!r}, and the reflection strategy wrote one at this step")
-            return [Generated(self.guide, 0)]
-        if self.phase == "train":
-            text, tokens = self.reasoning
+        on, call = self.on, self.call
+        if call == ANSWER:
+            text, tokens = on.record.get("reasoning"), on.record.get("reasoning_tokens")
             if not isinstance(text, str) or not _is_int(tokens) or tokens < 0:
                 raise _Unverifiable(f"has the reasoning {text!r} of {tokens!r} tokens, not a text and a count")
             return [Generated(text, tokens)]
-        texts, tokens = self.test_reasoning or (None, None)
-        if not (isinstance(texts, list) and isinstance(tokens, list) and len(texts) == len(tokens) == len(prompts)
-                and all(isinstance(t, str) for t in texts) and all(_is_int(n) and n >= 0 for n in tokens)):
-            self.test_ok = False
-            return [Generated("", 0) for _ in prompts]
-        return [Generated(t, n) for t, n in zip(texts, tokens)]
+        if call == TEST_ANSWER:
+            texts, tokens = on.test_reasoning or (None, None)
+            if not (isinstance(texts, list) and isinstance(tokens, list) and len(texts) == len(tokens) == len(prompts)
+                    and all(isinstance(t, str) for t in texts) and all(_is_int(n) and n >= 0 for n in tokens)):
+                on.test_ok = False
+                return [Generated("", 0) for _ in prompts]
+            return [Generated(t, n) for t, n in zip(texts, tokens)]
+        written = on.record.get(call.field)
+        if not isinstance(written, str):
+            raise _Unverifiable(f"has the {call.field} {written!r}, and its {call.kind} was written at this step")
+        return [Generated(written, 0)]
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
-        from ..method.rewards import VERDICTS
-
-        if list(labels) == list(VERDICTS) and list(labels) != self.labels:  # a judge's call
-            if self.judge not in VERDICTS:
-                raise _Unverifiable(f"has the verdict {self.judge!r}, not one of {', '.join(VERDICTS)}")
-            return [self.judge]
-        if self.phase == "train":
-            if self.train not in self.labels:
-                raise _Unverifiable(f"has the prediction {self.train!r}, which is not a label of the task")
-            return [self.train]
-        if self.test is None:
-            self.test_ok = False
-            return [self.labels[0]] * len(prompts)
-        return list(self.test)
+        on, call = self.on, self.call
+        if call == TEST_ANSWER:
+            if on.test is None:
+                on.test_ok = False
+                return [on.labels[0]] * len(prompts)
+            return list(on.test)
+        answer = on.record.get("prediction" if call == ANSWER else call.field)
+        if answer not in labels:
+            what = "a label of the task" if call == ANSWER else f"one of {', '.join(labels)}"
+            raise _Unverifiable(f"has the {'prediction' if call == ANSWER else call.field} {answer!r}, which is not "
+                                f"{what}")
+        return [answer]
 
 
 SCORES = ("knn_scores",)  # metrics a query-aware strategy computes by scoring: checked for shape only
@@ -320,7 +333,15 @@ class _ContextsOnRecord:
     def __init__(self, strategy, model: _OnRecord):
         self.strategy, self.model = strategy, model
         self.train, self.train_metrics, self.test = None, None, []
+        self.training = False  # the step's training context is still to be drawn (it comes first)
         self._metrics: dict = {}
+
+    def step(self, record: dict, test_entry: Optional[dict], data: RunData) -> None:
+        """The contexts of step ``record`` (and of its test line, ``test_entry``)."""
+        self.train, self.train_metrics, self.training = record.get("context"), record.get("metrics"), True
+        if test_entry is not None:
+            contexts = test_entry.get("contexts")
+            self.test = list(contexts) if isinstance(contexts, list) and len(contexts) == len(data.test) else []
 
     def _episodes(self, history, ids) -> Optional[list]:
         by_step = {e.step: e for e in history}
@@ -340,7 +361,8 @@ class _ContextsOnRecord:
             if k in SCORES else _dump(metrics[k]) == _dump(shape[k]) for k in shape)
 
     def select(self, history, rng, query=None):
-        if self.model.phase == "train":
+        if self.training:
+            self.training = False
             chosen = self._episodes(history, self.train)
             if chosen is None or not self._metrics_fit(self.train_metrics, chosen):
                 raise _Unverifiable(f"has the context {self.train!r} with the metrics {self.train_metrics!r}, not what "
@@ -366,60 +388,6 @@ class _ContextsOnRecord:
 
     def observe_reward(self, reward, context=()):
         self.strategy.observe_reward(reward, context)
-
-
-class _Capture:
-    """The records object of the replayed loop: keeps the lines it would write, writes nothing."""
-
-    def __init__(self):
-        self.train: list = []
-        self.test: list = []
-
-    def append_train(self, line: TrainLine) -> dict:
-        self.train.append(line.as_json())
-        return self.train[-1]
-
-    def append_test(self, line: TestLine) -> dict:
-        self.test.append(line.as_json())
-        return self.test[-1]
-
-    def refresh_results(self, *args, **kwargs):
-        return None
-
-
-def _replay_policy(config: RunConfig, data: RunData, plan: Plan, model: _OnRecord):
-    """The run's policy with the stand-in model (and, for a query-aware strategy, its stand-in);
-    each act and test says which call the stand-in answers."""
-    s = config.spec
-    strategy = None if plan.mode == "zero_shot" or is_learner(s.agent) else strategy_of_run(s, plan.max_examples)
-    if strategy is not None and strategy.query_aware:
-        strategy = _ContextsOnRecord(strategy, model)
-    policy = make_policy(s, data, backend=model, strategy=strategy, mode=plan.mode)
-    if hasattr(policy, "render"):
-        policy.render = lambda context, prompt, preamble="": ""  # the stand-in reads no prompt: skip rendering it
-    if hasattr(policy, "reflect"):  # a guide is answered from the record
-        reflect = policy.reflect
-
-        def reflecting(*args, **kwargs):
-            model.phase = "reflect"
-            try:
-                return reflect(*args, **kwargs)
-            finally:
-                model.phase = "train"
-
-        policy.reflect = reflecting
-    act, test = policy.act, policy.test
-
-    def acting(*args, **kwargs):
-        model.phase = "train"
-        return act(*args, **kwargs)
-
-    def testing(*args, **kwargs):
-        model.phase = "test"
-        return test(*args, **kwargs)
-
-    policy.act, policy.test = acting, testing
-    return policy, strategy
 
 
 def _differences(recorded: dict, rebuilt: dict) -> list:
@@ -484,11 +452,10 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
     lines = read_lines(out_dir, plan)
     path = out_dir / TRAIN
     model = _OnRecord(data.task.labels)
-    policy, strategy = _replay_policy(config, data, plan, model)
-    if getattr(reward, "needs_model", False):  # a judge: its verdicts are answered from the record
-        reward = copy.copy(reward).attach(model)
-    capture = _Capture()
-    loop = Loop(config, data, plan, policy, reward, capture)
+    capture = MemoryRecords()
+    parts = assemble(config, data, plan, model.model, capture, reward=copy.copy(reward),
+                     contexts=lambda strategy: _ContextsOnRecord(strategy, model) if strategy.query_aware else strategy)
+    loop, strategy = parts.loop, parts.strategy
     notes = list(lines.notes)
     rewrite_train, rewrite_test = lines.rewrite_train, lines.rewrite_test
     train, test = [], []
@@ -497,18 +464,8 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
     for t in range(steps):
         number, record = lines.train[t] if not zero_shot else (None, {})
         entry = lines.test.get(t)
-        model.train, model.test, model.test_ok = record.get("prediction"), None, True
-        model.reasoning = (record.get("reasoning"), record.get("reasoning_tokens"))
-        model.guide, model.judge, model.test_reasoning = record.get("reflection"), record.get("judge"), None
-        if entry is not None:
-            model.test = _test_predictions(entry[1], data)
-            model.test_reasoning = (entry[1].get("reasoning"), entry[1].get("reasoning_tokens"))
-            if isinstance(strategy, _ContextsOnRecord):
-                contexts = entry[1].get("contexts")
-                strategy.test = list(contexts) if isinstance(contexts, list) and len(contexts) == len(data.test) \
-                    else []
-        if isinstance(strategy, _ContextsOnRecord):
-            strategy.train, strategy.train_metrics = record.get("context"), record.get("metrics")
+        for answering in (model, strategy) if isinstance(strategy, _ContextsOnRecord) else (model,):
+            answering.step(record, entry[1] if entry is not None else None, data)
         try:
             if not zero_shot:
                 if record.get("example_id") != data.train[t].id:

@@ -45,9 +45,13 @@ class StandIn:
     """What the loop needs of a backend, without a model: the tokenizer's facts, and answers
     right at the steps ``rewarded_steps`` gives (the run's own reward function then scores them
     as it would score a model), else a wrong label drawn from the step's seed. Prompts are
-    rendered by the counter, not here: ``render`` returns only the query, to look its answer up."""
+    rendered by the counter, not here: the policy gives it each call's input alone
+    (``reads_prompts``); ``render`` (another part's call: a judge's, a guide's) returns the
+    prompt's last paragraph. With --reasoning and written guides each call is taken to use its
+    whole budget (an upper bound). It answers every declared call of the run."""
 
     name = "estimate"
+    reads_prompts = False
 
     def __init__(self, chat, answers: dict, right: Sequence[bool], seed: int):
         self.chat, self.answers, self.right, self.seed = chat, answers, right, seed
@@ -55,7 +59,7 @@ class StandIn:
         self.supports_system_role = chat.supports_system_role
         self.eot_token = chat.eot_token
 
-    def render(self, messages, prefix) -> str:  # unused by play_loop's loop, which renders nothing
+    def render(self, messages, prefix) -> str:
         return messages[-1]["content"].rsplit("\n\n", 1)[-1]
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
@@ -71,51 +75,13 @@ class StandIn:
         return out
 
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
-        """A written guide (a reflection strategy): no text, its whole budget of tokens (an upper bound)."""
+        """Written text (reasoning, a guide): none, its whole budget of tokens (an upper bound)."""
         from ..backends import Generated
 
         return [Generated("", max_tokens) for _ in prompts]
 
     def describe(self) -> dict:
         return {"backend": self.name}
-
-
-def play_policy(policy_class):
-    """The run's LLM agent, except that a call's prompt is its input alone: the stand-in needs
-    nothing more, and the counter renders the prompts (with contexts of thousands of episodes,
-    building every test prompt's messages here would cost as much as the count). With
-    --reasoning each call is taken to use its whole budget (an upper bound)."""
-
-    class PlayPolicy(policy_class):
-        def render(self, context, prompt, preamble=""):
-            return prompt
-
-        def answer(self, contexts, prompts, seed, preamble="", progress=None):
-            labels = self.predict(list(prompts), seed, progress)
-            if self.reasoning is None:
-                return labels, {}
-            return labels, {"reasoning": [""] * len(prompts), "reasoning_tokens": [self.reasoning] * len(prompts)}
-
-    return PlayPolicy
-
-
-class MemoryRecords:
-    """The records a run would write, kept in memory."""
-
-    def __init__(self):
-        self.train: list = []
-        self.test: list = []
-
-    def append_train(self, line) -> dict:
-        self.train.append(line.as_json())
-        return self.train[-1]
-
-    def append_test(self, line) -> dict:
-        self.test.append(line.as_json())
-        return self.test[-1]
-
-    def refresh_results(self, *args) -> None:
-        pass
 
 
 class FakeEncoder:
@@ -211,30 +177,20 @@ def play(config, chat, share: float, reward=None):
     record, training records, test records), or None for a learner (no model calls). ``reward``:
     in place of the run's own reward function (tests replay a finished run's rewards)."""
     from ..method.agents import is_learner
-    from ..method.agents.llm import LLMPolicy
-    from ..method.exploration import strategy_of_run
-    from ..method.rewards import reward_of_run
+    from ..run.assemble import MemoryRecords, assemble, plan_of
     from ..run.data import load_data
-    from ..run.loop import Loop
-    from ..run.plan import Plan
     from ..run.resume import config_record
 
     s = config.spec
     if is_learner(s.agent):
         return None
     data = load_data(config)
-    size = context_size(config, data, chat)
-    plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
-    strategy = None if plan.mode == "zero_shot" else strategy_of_run(s, plan.max_examples)
+    plan = plan_of(config, data, context_size(config, data, chat))
     task = data.task
     answers = {task.prompt(e): task.answer(e) for e in [*data.train, *data.test]}
     backend = StandIn(chat, answers, rewarded_steps(share, plan.steps), s.seed)
-    reward = reward or reward_of_run(s)
-    if getattr(reward, "needs_model", False):  # a judge: the stand-in says yes or no (its calls are counted apart)
-        reward.attach(backend)
     records = MemoryRecords()
-    policy = play_policy(LLMPolicy)(backend, task, strategy, plan.mode, s, data.exemplar_pairs)
-    Loop(config, data, plan, policy, reward.bind(task), records).run(0)
+    assemble(config, data, plan, lambda call: backend, records, reward=reward).loop.run(0)
     return config_record(config, plan, data, backend.describe()), records.train, records.test
 
 
@@ -356,13 +312,21 @@ def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Est
 
 
 def generated(record: dict, train: Sequence[dict], test: Sequence[dict]) -> dict:
-    """The tokens a played run generates besides its labels (reasoning, guides: at their budgets)
-    and its judge's calls."""
-    guides = sum(1 for r in train if r.get("reflection") is not None)
-    reasoning = sum(r.get("reasoning_tokens") or 0 for r in train) + \
+    """The tokens a played run generates besides its labels (reasoning, and each declared call
+    that writes text, at its budget) and the calls of the declared calls that answer a label
+    (``judge_calls``: a judge's verdicts)."""
+    from ..run.assemble import all_calls
+
+    generated = sum(r.get("reasoning_tokens") or 0 for r in train) + \
         sum(sum(r.get("reasoning_tokens") or []) for r in test)
-    return {"generated_tokens": reasoning + guides * (record["args"].get("reflection_tokens") or 0),
-            "judge_calls": sum(1 for r in train if r.get("judge") is not None)}
+    out = {"generated_tokens": generated}
+    for call in all_calls():
+        n = sum(1 for r in train if call.answered(r))
+        if call.generates:
+            out["generated_tokens"] += n * (record["args"].get(call.budget) or 0)
+        elif f"{call.field}_calls" in FIELDS:
+            out[f"{call.field}_calls"] = n
+    return out
 
 
 def estimate_runs(runs: Sequence, share: float, on_run=None) -> dict:

@@ -14,7 +14,6 @@ from typing import Optional, Sequence
 
 from ..method.agents import is_learner
 from ..config import RunConfig
-from ..records import verify
 from ..errors import UsageError
 from ..records import RunRecords, experiment_dir, inspect_run
 from ..method.rewards import Reward, reward_of_run
@@ -25,7 +24,8 @@ from .assemble import assemble, by_option, calls_of, plan_of
 from .loop import Loop
 from .observers import LogFailure, Observer, ProgressBar, Wandb
 from .plan import Plan
-from .rebuild import Checked, check_config, check_records
+from .rebuild import Checked, check_records
+from .recorded import check_config
 from .resume import Decision, check_same_plan, config_record, decide, extend
 from ..infra.signals import Interrupted, ignore_signals, restore
 from .size import check_window, resolve_max_examples
@@ -142,7 +142,6 @@ class Experiment:
         arguments; DamagedRecords (one line) for what cannot be repaired."""
         cfg, out = self.config, self.out_dir
         check_same_data(out, decision.config, data)
-        verify.check_labels(decision.config, data.task.labels, out)
         return check_records(cfg, out, data, check_config(out, decision.config, cfg, data), self.reward)
 
     def _observers(self, data) -> list:

@@ -88,7 +88,7 @@ def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[i
     except (KeyError, TypeError):
         return None  # an incomplete plan: the plan check after the data load reports it
     if not isinstance(before_steps, int) or steps == before_steps or s.train_k == recorded.get("args", {}).get("train_k"):
-        return None  # the same --train_k: its plan is checked against the data (icrl.run.rebuild.check_config)
+        return None  # the same --train_k: its plan is checked against the data (icrl.run.recorded.check_config)
     if steps < before_steps:
         before = recorded.get("args", {}).get("train_k")
         raise UsageError(f"{out_dir} holds a run of {before_steps} steps (--train_k {before}); "

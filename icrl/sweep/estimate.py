@@ -4,12 +4,12 @@ A run's token count depends on what its model answers only through the rewards: 
 positive-only strategy keeps the rewarded episodes, so the share of rewarded episodes sets
 the size of its contexts. With that share given (``--reward_share``, the estimate's one
 assumption), everything else follows from the plan, the task's data and the tokenizer. So
-each run is played through its own loop (``icrl.run.loop.Loop``: its steps, test steps,
-context strategy, seeds and reward function) in memory, with a stand-in model that answers
+each run is assembled as a run is (``icrl.run.assemble``: its steps, test steps, context
+strategy, seeds and reward function) and played in memory, with a stand-in model that answers
 right at that share of the steps, evenly spread (the expected context at every step), and a
-wrong label otherwise. The records it would write are then
-counted exactly as run_count_tokens.py counts finished runs (``icrl.analysis.counting``):
-training calls and test calls apart, and the published processed-token count.
+wrong label otherwise. The records it would write are then counted exactly as
+run_count_tokens.py counts finished runs (``icrl.analysis.counting``): training calls and test
+calls apart, and the published processed-token count.
 
 Nothing is written and no model loads: only the tokenizer (``$ICRL_TOKENIZERS_DIR``, a local
 folder, or the Hub's tokenizer files).
@@ -18,7 +18,6 @@ folder, or the Hub's tokenizer files).
 from __future__ import annotations
 
 import dataclasses
-
 import time
 from dataclasses import dataclass
 from typing import Optional, Sequence
@@ -82,24 +81,6 @@ class StandIn:
 
     def describe(self) -> dict:
         return {"backend": self.name}
-
-
-class FakeEncoder:
-    """The fake backend's tokens (words and punctuation) as ids: the counter's encoder for
-    --backend fake, whose "tokenizer" has no ids."""
-
-    incremental = False
-
-    def __init__(self, chat: FakeChat):
-        self.chat = chat
-        self.ids: dict = {}
-        self.cached_segments = 0
-
-    def encode(self, texts):
-        return [np.asarray([self.ids.setdefault(t, len(self.ids)) for t in self.chat.tokens(text)], dtype=np.int32)
-                for text in texts]
-
-    encode_full = encode
 
 
 @dataclass
@@ -173,7 +154,7 @@ def context_size(config, data, chat) -> int:
 
 
 def play(config, chat, share: float, reward=None):
-    """One run played through its loop in memory (see the module docstring): (its config.json
+    """One run assembled and played in memory (see the module docstring): (its config.json
     record, training records, test records), or None for a learner (no model calls). ``reward``:
     in place of the run's own reward function (tests replay a finished run's rewards)."""
     from ..method.agents import is_learner
@@ -196,7 +177,8 @@ def play(config, chat, share: float, reward=None):
 
 def count(record: dict, train: Sequence[dict], test: Sequence[dict], chat) -> Estimate:
     """A run's calls and tokens from its records, as run_count_tokens.py counts them."""
-    from ..analysis.counting import Replay, SegmentEncoder, _count  # the counter of run_count_tokens.py
+    from ..analysis.counting import Replay, _count  # the counter of run_count_tokens.py
+    from ..analysis.prefixes import FakeEncoder, SegmentEncoder
 
     encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
     summary, _ = _count(Replay(record, train, test, chat), encoder, 8 if encoder.incremental else 0, 256,
@@ -243,7 +225,8 @@ def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], cha
     and the first episodes its context shares with an earlier context (``shared_contexts``,
     over every call's episode indices, exact), rendered with the previous call's input after
     them. Every k'-th test prompt is rendered likewise. The sums are scaled to all calls."""
-    from ..analysis.counting import Replay, SegmentEncoder
+    from ..analysis.counting import Replay
+    from ..analysis.prefixes import FakeEncoder, SegmentEncoder
 
     replay = Replay(record, train, test, chat)
     encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
@@ -312,14 +295,13 @@ def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Est
 
 
 def generated(record: dict, train: Sequence[dict], test: Sequence[dict]) -> dict:
-    """The tokens a played run generates besides its labels (reasoning, and each declared call
-    that writes text, at its budget) and the calls of the declared calls that answer a label
-    (``judge_calls``: a judge's verdicts)."""
+    """The tokens a played run generates besides its labels (its reasoning, and each declared
+    call that writes text at its budget) and its judge's calls (the declared calls that answer
+    a label and that ``Estimate`` counts: ``<field>_calls``)."""
     from ..run.assemble import all_calls
 
-    generated = sum(r.get("reasoning_tokens") or 0 for r in train) + \
-        sum(sum(r.get("reasoning_tokens") or []) for r in test)
-    out = {"generated_tokens": generated}
+    out = {"generated_tokens": sum(r.get("reasoning_tokens") or 0 for r in train) +
+           sum(sum(r.get("reasoning_tokens") or []) for r in test)}
     for call in all_calls():
         n = sum(1 for r in train if call.answered(r))
         if call.generates:

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from helpers import TOY_TASK
-from icrl.records import RunRecords, experiment_dir, find_runs, read_jsonl, write_json_atomic
+from icrl.records import RunRecords, experiment_dir, find_runs, inspect_run, read_jsonl, write_json_atomic
 from icrl.records.schema import TestLine, TrainLine
 
 ARGS = {"model_name": "meta-llama/Meta-Llama-3.1-8B-Instruct", "task_name": "banking77",
@@ -123,16 +123,17 @@ def test_resume_keeps_complete_steps_and_drops_an_orphan_test_line(tmp_path):
         records.append_train(_train(step))
     for step in (0, 2, 3):  # step 3's test was written, its training line was not: killed
         records.append_test(_test(step))
-    train, test, notes = records.load_for_resume()
-    assert [r["step"] for r in train] == [0, 1, 2] and [r["step"] for r in test] == [0, 2]
-    assert [r["step"] for r in read_jsonl(records.directory / "test.jsonl")] == [0, 2]
+    state = inspect_run(records.directory)
+    assert [r["step"] for r in state.train] == [0, 1, 2] and [r["step"] for r in state.test] == [0, 2]
+    assert state.steps_done == 3 and not state.finished
 
 
 def test_zero_shot_resume_keeps_its_single_test(tmp_path):
     records = RunRecords(tmp_path / "run")
     records.create(_config(1, (0,), "zero_shot"))
     records.append_test(_test(0))
-    assert records.load_for_resume()[:2] == ([], [_test(0).as_json()])
+    state = inspect_run(records.directory)
+    assert (state.train, state.test, state.finished) == ([], [_test(0).as_json()], True)
 
 
 def test_create_replaces_old_records_and_finished_checks_the_records(tmp_path):

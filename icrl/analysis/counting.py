@@ -168,7 +168,7 @@ class Replay:
 
 
 def preambles(config: dict, train: Sequence[dict], history: Sequence[Episode]) -> Optional[list[str]]:
-    """Each step's preamble (the text a summary or reflection strategy puts before the episodes),
+    """Each step's preamble (the text a strategy puts before the episodes: a summary, a guide),
     as the run showed it: from the recorded episodes and guides; None for a strategy without one."""
     from ..method.exploration import Exploration
     from ..method.strategies.base import STRATEGIES, Strategy

@@ -10,8 +10,8 @@ declaration alone.
 
 The acting model's own calls are declared here (``ANSWER``: a training input's label, with
 --reasoning the reasoning before it; ``TEST_ANSWER``: the test inputs' labels); a strategy
-declares its calls in ``Strategy.calls`` (the reflection strategy's guide), a reward in
-``Reward.calls`` (the judge's verdict).
+declares its calls in ``Strategy.calls`` (a written guide), a reward in ``Reward.calls`` (a
+model's verdict).
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ class Experiment:
             self.backend = load_backend_of(self.config)
 
     def other_model(self, name: Optional[str]):
-        """Another model the run calls (a judge, a reflection's writer), loaded with the run's
+        """Another model the run calls (named by a declared call's option), loaded with the run's
         backend and its options, once per name; None for no name."""
         if not name:
             return None
@@ -161,7 +161,7 @@ class Experiment:
                 check_window(cfg, data)  # a window too small for any prompt: said before the model loads
             self.load_backend()
         models = by_option(s, self.backend, self.other_model)
-        for call in calls_of(s):  # a judge (--judge_model), a guide's writer (--reflection_model)
+        for call in calls_of(s):  # the models its strategy's and reward's calls name, in that order
             models(call)
         return models
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
@@ -30,7 +30,7 @@ from ..errors import UsageError
 _SEARCHED: dict = {}  # automatic context sizes found in this process
 SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
 FIELDS = ("train_calls", "train_prompt_tokens", "processed_tokens", "test_calls", "test_prompt_tokens",
-          "generated_tokens", "judge_calls")
+          "generated_tokens")
 
 
 def rewarded_steps(share: float, steps: int) -> list[bool]:
@@ -45,7 +45,7 @@ class StandIn:
     right at the steps ``rewarded_steps`` gives (the run's own reward function then scores them
     as it would score a model), else a wrong label drawn from the step's seed. Prompts are
     rendered by the counter, not here: the policy gives it each call's input alone
-    (``reads_prompts``); ``render`` (another part's call: a judge's, a guide's) returns the
+    (``reads_prompts``); ``render`` (another part's declared call) returns the
     prompt's last paragraph. With --reasoning and written guides each call is taken to use its
     whole budget (an upper bound). It answers every declared call of the run."""
 
@@ -94,7 +94,7 @@ class Estimate:
     test_prompt_tokens: int = 0
     steps: int = 0
     generated_tokens: int = 0  # --reasoning and written guides, each at its whole budget (an upper bound)
-    judge_calls: int = 0  # --reward judge: one verdict a training step
+    other_calls: dict = field(default_factory=dict)  # each declared call that answers a label, by its summary
     note: str = ""
     error: Optional[str] = None  # why the run could not be estimated
 
@@ -295,20 +295,20 @@ def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Est
 
 
 def generated(record: dict, train: Sequence[dict], test: Sequence[dict]) -> dict:
-    """The tokens a played run generates besides its labels (its reasoning, and each declared
-    call that writes text at its budget) and its judge's calls (the declared calls that answer
-    a label and that ``Estimate`` counts: ``<field>_calls``)."""
+    """What a played run costs besides its labels: the tokens it generates (its reasoning, and
+    each declared call that writes text, at its budget) and the calls of each declared call
+    that answers a label (``icrl.run.assemble.all_calls``), by the call's summary."""
     from ..run.assemble import all_calls
 
-    out = {"generated_tokens": sum(r.get("reasoning_tokens") or 0 for r in train) +
-           sum(sum(r.get("reasoning_tokens") or []) for r in test)}
+    tokens = sum(r.get("reasoning_tokens") or 0 for r in train) + sum(sum(r.get("reasoning_tokens") or []) for r in test)
+    other = {}
     for call in all_calls():
         n = sum(1 for r in train if call.answered(r))
         if call.generates:
-            out["generated_tokens"] += n * (record["args"].get(call.budget) or 0)
-        elif f"{call.field}_calls" in FIELDS:
-            out[f"{call.field}_calls"] = n
-    return out
+            tokens += n * (record["args"].get(call.budget) or 0)
+        else:
+            other[call.summary] = n
+    return {"generated_tokens": tokens, "other_calls": other}
 
 
 def estimate_runs(runs: Sequence, share: float, on_run=None) -> dict:
@@ -350,9 +350,9 @@ def row(run, e: Estimate) -> str:
 
 
 def _beside(e: Estimate) -> str:
-    """What a run costs besides its prompts: generated text and judge calls."""
+    """What a run costs besides its prompts: generated text and other declared calls."""
     parts = [f"{_n(e.generated_tokens)} tokens generated at budget" if e.generated_tokens else "",
-             f"{_n(e.judge_calls)} judge calls" if e.judge_calls else ""]
+             *[f"{_n(n)} {what}" if n else "" for what, n in e.other_calls.items()]]
     parts = [p for p in parts if p]
     return f"  (+ {', '.join(parts)})" if parts else ""
 
@@ -364,13 +364,16 @@ def footer(estimates: dict, tokens_per_s: Optional[float]) -> list[str]:
         if e.error is None:
             for name in FIELDS + ("steps",):
                 setattr(total, name, getattr(total, name) + getattr(e, name))
+            for what, n in e.other_calls.items():
+                total.other_calls[what] = total.other_calls.get(what, 0) + n
     lines = [f"{'total':>5} {total.steps:>7} {_n(total.train_calls):>11} {_n(total.train_prompt_tokens):>14} "
              f"{_n(total.processed_tokens):>14} {_n(total.test_calls):>10} {_n(total.test_prompt_tokens):>14}",
              f"prompt tokens sent: {_n(total.prompt_tokens)} (training {_n(total.train_prompt_tokens)}, "
              f"test {_n(total.test_prompt_tokens)}); processed (the paper's count): {_n(total.processed_tokens)}"]
-    if total.generated_tokens or total.judge_calls:
+    if total.generated_tokens or any(total.other_calls.values()):
+        other = " and ".join(f"{_n(n)} {what}" for what, n in total.other_calls.items())
         lines.append(f"besides: {_n(total.generated_tokens)} tokens generated (reasoning and guides, at their "
-                     f"budgets) and {_n(total.judge_calls)} judge calls, not in the GPU-hours below")
+                     f"budgets) and {other}, not in the GPU-hours below")
     if tokens_per_s:
         hours = total.prompt_tokens / tokens_per_s / 3600
         lines.append(f"at {_n(tokens_per_s)} prompt tokens/s per model replica (--tokens_per_s): "

@@ -15,7 +15,7 @@ from typing import Optional, Sequence
 from ..method.agents import is_learner
 from ..config import RunConfig
 from ..errors import UsageError
-from ..records import RunRecords, experiment_dir, inspect_run
+from ..records import RunRecords, experiment_dir, inspect_run, verify
 from ..method.rewards import Reward, reward_of_run
 from .data import check_same_data, load_data
 from .directory import RunDirectory
@@ -129,11 +129,13 @@ class Experiment:
             detach_log_file(handler)
 
     def _data(self, decision: Decision):
-        """The run's data; None for a finished run whose data cannot be loaded."""
+        """The run's data; None for a finished run whose data cannot be loaded and whose records
+        are sound as far as config.json can tell (reported from its records alone)."""
         try:
             return load_data(self.config, say_warnings=False)
         except UsageError:
-            if decision.kind == "finished":
+            state = decision.state
+            if decision.kind == "finished" and not verify.damaged(state.config, state.train, state.test):
                 return None
             raise
 

@@ -13,7 +13,9 @@ feedback (--icrl_omit_feedback) is a matter of the prompt (``icrl.method.prompts
 reward. A new reward subclasses ``Reward`` (its ``name``, ``summary`` and its own ``params``)
 and is registered with ``register_reward``: it is then a choice of ``--reward`` and its
 parameters are flags (:mod:`icrl.method.registry`); ``bind(task)`` is called once the task is
-loaded (a reward that needs the task checks it there).
+loaded (a reward that needs the task checks it there); a reward that asks a model declares the
+call (``calls``, ``icrl.method.calls.ModelCall``) and is given its model with ``attach(call, model)``
+by the composition root (``icrl.run.assemble``).
 
     exact_match    1 for the gold label, else 0 (the paper's; the default)
     coarse_credit  ours: 1 for the gold label, 0.5 for another label of the gold label's parent
@@ -58,11 +60,6 @@ class Reward:
         """Called with the run's task once it is loaded; raise UsageError if the reward cannot
         apply to it."""
         return self
-
-    @property
-    def needs_model(self) -> bool:
-        """Whether it asks a model (it declares calls; ``attach`` gives it their models)."""
-        return bool(self.calls)
 
     def attach(self, call: ModelCall, model) -> "Reward":
         """The model that answers its declared ``call`` (one of ``calls``), before the run starts."""

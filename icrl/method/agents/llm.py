@@ -101,9 +101,6 @@ class LLMPolicy(Policy):
             exemplars=self.exemplars, supports_system_role=self.backend.supports_system_role,
             reasoning=self.reasoning is not None and not self.backend.thinks, preamble=preamble)
 
-    def render(self, context: Sequence[Episode], prompt: str, preamble: str = "") -> str:
-        return self.backend.render(*self.messages(context, prompt, preamble))
-
     def answer(self, contexts: Sequence, prompts: Sequence[str], seed: int, preamble: str = "",
                progress=None, model=None) -> tuple[list[str], dict]:
         """A label per prompt (each after its context) from ``model`` (default: ``backend``), and
@@ -112,7 +109,8 @@ class LLMPolicy(Policy):
         model = model or self.backend
         reads = getattr(model, "reads_prompts", True)
         if self.reasoning is None:
-            rendered = [self.render(c, p, preamble) for c, p in zip(contexts, prompts)] if reads else list(prompts)
+            rendered = [model.render(*self.messages(c, p, preamble)) for c, p in zip(contexts, prompts)] \
+                if reads else list(prompts)
             return self.predict(rendered, seed, progress, model), {}
         if reads:
             frames = [model.reasoning_frame(*self.messages(c, p, preamble)) for c, p in zip(contexts, prompts)]

@@ -28,7 +28,6 @@ class Recorded:
     """The rewards a finished run got, step by step (in place of the assumed draw)."""
 
     same_as_accuracy = True
-    needs_model = False
 
     def __init__(self, train):
         self.feedback = [r["feedback"] for r in train]

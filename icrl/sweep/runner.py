@@ -190,7 +190,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for r in failed:
         if r["error"]:
             print(f"error: run #{r['run']} {r['status']}: {r['error']}", file=sys.stderr)
+    return print_epilogue(opts, runs) or (1 if failed else 0)
+
+
+def print_epilogue(opts, runs: Sequence[Run]) -> int:
+    """Print what follows the preset's sweep (its benchmark score); 2, after one error line, when a
+    record it reads does not parse (``records.read``), else 0."""
     valid = [r for r in runs if r.out_dir is not None]
-    for line in preset_epilogue(opts.preset, {r.args.options.output_dir for r in valid}, [r.out_dir for r in valid]):
+    try:
+        lines = preset_epilogue(opts.preset, {r.args.options.output_dir for r in valid}, [r.out_dir for r in valid])
+    except UsageError as exc:
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        return 2
+    for line in lines:
         print(line)
-    return 1 if failed else 0
+    return 0

@@ -12,6 +12,7 @@ from ..cli import parse_args
 from ..cli.validate import WrongAgentSetting
 from ..config import RunConfig
 from ..errors import UsageError
+from ..infra import plugins
 from ..infra.masking import mask_words, scrub
 from ..records import experiment_dir, inspect_run
 from ..run.environment import backend_spec_of
@@ -38,7 +39,8 @@ class Run:
                                "(docs/sweeps.md, bench/methods/learners.toml)")
 
     def command(self) -> str:
-        return shlex.join(["python", "run_experiment.py", *mask_words(self.words)])
+        given = [word for plugin in plugins.loaded() for word in (plugins.FLAG, plugin.source)]
+        return shlex.join(["python", "run_experiment.py", *given, *mask_words(self.words)])
 
     def backend_key(self):
         """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""

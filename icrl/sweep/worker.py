@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import Optional, Sequence
 
 from ..errors import UsageError
+from ..infra import plugins
 from ..infra.masking import scrub
 from ..run.observers import TestLines
 from .lockstep import Outcome
@@ -48,6 +49,7 @@ class SweepWorker:
     def __init__(self, cwd: Optional[str] = None):
         if cwd and os.path.isdir(cwd):  # relative --output_dir and --data_dir mean what they mean to the driver
             os.chdir(cwd)
+        plugins.load()  # the driver's ($ICRL_PLUGINS, set by ray_launcher) and the installed ones
         self.backend = None
         self.key = None
         self.lock = threading.Lock()

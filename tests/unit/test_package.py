@@ -9,7 +9,7 @@ from pathlib import Path
 from helpers import REPO
 
 PACKAGE = REPO / "icrl"
-ROOT_MODULES = {"__init__.py", "config.py", "errors.py"}  # the face, the run configuration, the errors
+ROOT_MODULES = {"__init__.py", "config.py", "errors.py", "plugin.py"}  # the face, the run configuration, the errors, the plugins' face
 
 
 def modules() -> dict:

@@ -188,9 +188,9 @@ def _import(name: str, source: Path, package: bool, by_path: bool) -> None:
     if not by_path:
         importlib.import_module(name)
         return
-    if name in sys.modules:
-        held = getattr(sys.modules[name], "__file__", None)
-        raise UsageError(f"a module named {name} is imported already ({held or 'built in'}); rename the plugin")
+    other = _module_elsewhere(name, source, package)
+    if other is not None:
+        raise UsageError(f"a module named {name} exists already ({other}); rename the plugin")
     spec = importlib.util.spec_from_file_location(
         name, source / "__init__.py" if package else source,
         submodule_search_locations=[str(source)] if package else None)
@@ -201,6 +201,22 @@ def _import(name: str, source: Path, package: bool, by_path: bool) -> None:
     except BaseException:
         sys.modules.pop(name, None)
         raise
+
+
+def _module_elsewhere(name: str, source: Path, package: bool) -> Optional[str]:
+    """Where another module of this name is (imported or importable), which the plugin would hide."""
+    held = sys.modules.get(name)
+    if held is not None:
+        return getattr(held, "__file__", None) or "built in"
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if found is None:
+        return None
+    where = Path(found.origin).resolve() if found.origin not in (None, "built-in", "frozen") else None
+    mine = source / "__init__.py" if package else source
+    return None if where == mine else str(where or found.origin or "built in")
 
 
 def _why(exc: BaseException) -> str:

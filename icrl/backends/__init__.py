@@ -7,6 +7,7 @@
     outs = predict_calls(backend, [Call(prompts, labels, 1.0, 7, key="run-a"), ...])  # many calls at once
 
 Heavy libraries (torch, transformers, vLLM) are imported only when a backend is loaded.
+A plugin adds a backend with ``register_backend(name, cls)`` (``icrl.plugin``).
 """
 
 from __future__ import annotations

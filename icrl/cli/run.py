@@ -27,6 +27,7 @@ from ..method import declared_params
 from ..method.agents import is_learner
 from ..method.strategies import STRATEGIES
 from ..run.environment import console_logging
+from ..run import plugins as run_plugins
 from ..run.experiment import Experiment
 from .parser import ArgumentParser, add_plugin_flag
 from .validate import check_flags, ignored_settings, validate
@@ -195,18 +196,6 @@ def learner_values(values: dict) -> None:
     values["model_name"], values["icrl"] = None, True
 
 
-def plugin_failure(exc: Exception, experiment: Optional[Experiment]) -> Optional[str]:
-    """The one line of an error raised inside a plugin's code during a run (None: not a plugin's)."""
-    found = plugins.culprit(exc)
-    if found is None:
-        return None
-    plugin, function = found
-    step = experiment.steps_done if experiment is not None else 0
-    what = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return (f"error: {plugin.label} failed in {function} at step {step}: {what}; the {step} steps before it are "
-            f"kept: once the plugin works, rerun the same command to resume")
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of run_experiment.py: exit 0 on success, 2 on bad input, 128 + signal number
     when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
@@ -238,7 +227,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         say(f"interrupted at step {step}; rerun the same command to resume")
         return 128 + int(signum)
     except Exception as exc:  # a plugin's failure, a file a user can fix: one line (else a bug: its traceback)
-        line = plugin_failure(exc, experiment)
+        line = run_plugins.failure(exc, experiment.steps_done if experiment is not None else 0)
+        line = line and f"error: {line}"
         if line is None and isinstance(exc, OSError):
             line = os_error_line(exc, "rerun the same command to resume")
         if line is None:

@@ -109,9 +109,7 @@ def from_argv(argv: Sequence[str]) -> list:
     """The values of ``--plugin`` in a command line (``--plugin X`` or ``--plugin=X``), as
     (where it was given, value)."""
     words, found = list(argv), []
-    for i, word in enumerate(words):
-        if word == "--":
-            break
+    for i, word in enumerate(words):  # after "--" too: run_sweep.py's run flags
         if word == FLAG:
             if i + 1 >= len(words) or words[i + 1].startswith("--"):
                 raise UsageError(f"{FLAG} needs a file, package folder or module name")
@@ -194,6 +192,8 @@ def _import(name: str, source: Path, package: bool, by_path: bool) -> None:
     spec = importlib.util.spec_from_file_location(
         name, source / "__init__.py" if package else source,
         submodule_search_locations=[str(source)] if package else None)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{source} cannot be imported as a module")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     try:
@@ -305,8 +305,9 @@ def check_recorded(recorded, where) -> None:
 
 
 def record_of(plugins: Sequence[Optional[Plugin]]) -> list:
-    """config.json "plugins" of a run whose parts come from ``plugins`` (None: built in), each once."""
-    return [p.record() for p in dict.fromkeys(p for p in plugins if p is not None)]
+    """config.json "plugins" of a run whose parts come from ``plugins`` (None: built in), each
+    once, by module name."""
+    return [p.record() for p in sorted(set(p for p in plugins if p is not None), key=lambda p: p.module)]
 
 
 def culprit(exc: BaseException) -> Optional[tuple]:

@@ -4,12 +4,15 @@ A run uses a plugin when a part it chooses by name (its strategy, reward, agent,
 registered by that plugin. config.json then holds ``"plugins"``: each such plugin's module name
 and the sha256 of its source, once; a run that uses none has no ``"plugins"`` entry, so its
 config.json is what it was before plugins existed. Resuming (or reading) a run whose plugin is
-not loaded, or whose plugin's source changed, is refused in one line naming the plugin.
+not loaded, or whose plugin's source changed, is refused in one line naming the plugin. A
+plugin's code that raises during a run stops it in one line naming the plugin and the step
+(``failure``); the steps before it are on disk, and the same command resumes from them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 from ..backends import backend_owner
 from ..config import RunConfig
@@ -27,6 +30,18 @@ def record(config: RunConfig) -> dict:
     """What config.json gets for the plugins: ``{"plugins": [...]}``, or nothing when none is used."""
     entries = used(config)
     return {"plugins": entries} if entries else {}
+
+
+def failure(exc: BaseException, steps_done: int) -> Optional[str]:
+    """The one line of an error raised inside a plugin's code at step ``steps_done`` (None: not a
+    plugin's: a bug of icrl's keeps its traceback)."""
+    found = plugins.culprit(exc)
+    if found is None:
+        return None
+    plugin, function = found
+    what = " ".join(f"{type(exc).__name__}: {exc}".split())
+    return (f"{plugin.label} failed in {function} at step {steps_done}: {what}; the {steps_done} steps before it "
+            f"are kept: once the plugin works, rerun the same command to resume")
 
 
 def check(recorded: dict, out_dir: Path) -> None:

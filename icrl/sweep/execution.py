@@ -16,6 +16,7 @@ from ..infra import plugins
 from ..infra.masking import mask_words, scrub
 from ..records import experiment_dir, inspect_run
 from ..run.environment import backend_spec_of
+from ..run import plugins as run_plugins
 from ..run.experiment import Experiment
 from ..run.observers import TestLines
 from .lockstep import LockStep, Outcome
@@ -100,7 +101,13 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
     def target(exp):
         def start(proxy):
             exp.backend = proxy
-            return exp.run()
+            try:
+                return exp.run()
+            except Exception as exc:  # a plugin's failure: one line naming it and the step
+                line = run_plugins.failure(exc, exp.steps_done)
+                if line is None:
+                    raise
+                raise UsageError(line) from exc
         return start
 
     lockstep = LockStep(backend, width=width, on_batch=bar.update)

@@ -6,7 +6,9 @@ A worker is handed runs as (index, run_experiment.py words), rebuilds them as th
 (``Run``), and runs them with ``runner.execute`` on its backend: each run's records are those
 run_experiment.py writes alone, whichever worker writes them and whoever shares the batch.
 Runs already finished are reported as such; unfinished ones resume from their records, so a
-batch taken over from a worker that died carries on where that worker stopped.
+batch taken over from a worker that died carries on where that worker stopped. A worker loads
+the driver's plugins ($ICRL_PLUGINS, set by ray_launcher) when it starts, before any run's words
+are parsed.
 """
 
 from __future__ import annotations

@@ -144,6 +144,10 @@ def test_a_plugin_failing_in_select_stops_the_run_resumably(tmp_path):
     whole = script("run_experiment.py", *argv, "--output_dir", tmp_path / "b")
     assert whole.returncode == 0, whole.stderr
     assert run_records(directory) == run_records(run_dir(tmp_path / "b"))
+    swept = script("run_sweep.py", *argv, "--grid", "temperature=1.0,2.0", "--output_dir", tmp_path / "c",
+                   env={"FLAKY_DOWN_FROM": "2"})
+    assert swept.returncode == 1  # some runs failed
+    assert f"error: run #1 failed: plugin flaky ({FLAKY}) failed in select at step 2: ConnectionError: " in swept.stderr
 
 
 def test_icrl_plugins_and_an_entry_point_are_ways_in(tmp_path):

@@ -196,6 +196,22 @@ def learner_values(values: dict) -> None:
     values["model_name"], values["icrl"] = None, True
 
 
+def missing_plugins(argv: Sequence[str], error: str) -> str:
+    """For a name or flag not known: the plugins runs under --output_dir were made with and that
+    are not loaded ("" when none), said after the error (a run resumed without its plugin)."""
+    if not (error.startswith("unrecognized arguments") or error.startswith("unknown --")):
+        return ""
+    words, root = list(argv) or DEMO_ARGS, default_of("output_dir")
+    for word, after in zip(words, [*words[1:], None]):  # the last one given, as argparse takes it
+        if word.startswith("--output_dir="):
+            root = word.split("=", 1)[1]
+        elif word == "--output_dir" and after is not None:
+            root = after
+    missing = run_plugins.missing_under(root)
+    return (f"; runs under {root} were made with plugin {', '.join(missing)}, not loaded: give it with --plugin"
+            if missing else "")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of run_experiment.py: exit 0 on success, 2 on bad input, 128 + signal number
     when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
@@ -214,7 +230,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check()  # a stop that arrived inside an import
         summary = experiment.run()
     except UsageError as exc:
-        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        print(f"error: {scrub(str(exc) + (missing_plugins(argv, str(exc)) if experiment is None else ''))}",
+              file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         ignore_signals()  # a second signal must not cut the exit short

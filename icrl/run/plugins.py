@@ -18,6 +18,7 @@ from ..backends import backend_owner
 from ..config import RunConfig
 from ..infra import plugins
 from ..method.registry import chosen_owners
+from ..records import CONFIG, find_runs, read_json
 
 
 def used(config: RunConfig) -> list:
@@ -42,6 +43,20 @@ def failure(exc: BaseException, steps_done: int) -> Optional[str]:
     what = " ".join(f"{type(exc).__name__}: {exc}".split())
     return (f"{plugin.label} failed in {function} at step {steps_done}: {what}; the {steps_done} steps before it "
             f"are kept: once the plugin works, rerun the same command to resume")
+
+
+def missing_under(root) -> list:
+    """The plugins that runs under ``root`` were made with and that are not loaded (module names):
+    a command refused for a name or flag it does not know may be one of theirs."""
+    loaded = {p.module for p in plugins.loaded()}
+    missing: set = set()
+    for run in find_runs(root) if Path(root).is_dir() else []:
+        try:
+            recorded = read_json(run / CONFIG).get("plugins") or []
+            missing |= {entry["module"] for entry in recorded} - loaded
+        except (OSError, ValueError, AttributeError, TypeError, KeyError):
+            continue  # an unreadable config.json is said where the run is read
+    return sorted(m for m in missing if isinstance(m, str))
 
 
 def check(recorded: dict, out_dir: Path) -> None:

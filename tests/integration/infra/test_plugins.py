@@ -121,7 +121,9 @@ def test_resume_needs_the_plugin_unchanged(tmp_path):
     assert stopped.returncode == 130, stopped.stderr
     records = {p.name: p.read_bytes() for p in run_dir(out).iterdir() if p.suffix in (".json", ".jsonl")}
     without = script("run_experiment.py", *EXAMPLE_RUN, "--output_dir", out)
-    assert one_line(without) == "error: unrecognized arguments: --every 3 (see run_experiment.py --help)"
+    assert one_line(without) == (f"error: unrecognized arguments: --every 3 (see run_experiment.py --help); runs "
+                                 f"under {out} were made with plugin icrl_example_plugin, not loaded: give it with "
+                                 f"--plugin")
     (plugin / "strategy.py").write_text((plugin / "strategy.py").read_text() + "# changed\n")
     changed = one_line(script("run_experiment.py", "--plugin", plugin, *EXAMPLE_RUN, "--output_dir", out))
     assert f"was made with plugin icrl_example_plugin ({plugin}) as it was before it changed" in changed

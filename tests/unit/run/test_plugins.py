@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from icrl.cli import parse_args
@@ -34,3 +36,16 @@ def test_resume_needs_the_recorded_plugins(monkeypatch, tmp_path):
         plugins.check({"plugins": [MINE.record()]}, tmp_path)
     monkeypatch.setattr(loader, "_loaded", {MINE.source: MINE})
     plugins.check({"plugins": [MINE.record()]}, tmp_path)
+
+
+def test_the_plugins_of_recorded_runs_that_are_not_loaded(monkeypatch, tmp_path):
+    for name, plugins_entry in (("a", [MINE.record()]), ("b", [{"module": "other", "sha256": "d" * 64}]), ("c", None)):
+        (tmp_path / name).mkdir()
+        record = {"args": {}, **({"plugins": plugins_entry} if plugins_entry else {})}
+        (tmp_path / name / "config.json").write_text(json.dumps(record))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "config.json").write_text("not json")  # said where that run is read, not here
+    assert plugins.missing_under(tmp_path) == ["mine", "other"]
+    monkeypatch.setattr(loader, "_loaded", {MINE.source: MINE})
+    assert plugins.missing_under(tmp_path) == ["other"]
+    assert plugins.missing_under(tmp_path / "nowhere") == []

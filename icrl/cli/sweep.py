@@ -112,7 +112,7 @@ def parse_sweep_args(argv: Sequence[str]) -> tuple[SweepOptions, list[str]]:
         parsed.ray = True
     if parsed.ray and parsed.shard:
         raise UsageError("--ray spreads the whole sweep over its workers; give --ray or --shard, not both")
-    values = {f.name: getattr(parsed, f.name) for f in fields(SweepOptions) if hasattr(parsed, f.name)}  # --plugin: loaded already
+    values = {f.name: getattr(parsed, f.name) for f in fields(SweepOptions) if hasattr(parsed, f.name)}
     values["grid"] = tuple(values["grid"])
     return SweepOptions(**values), extra
 

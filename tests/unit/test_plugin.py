@@ -45,7 +45,8 @@ def test_the_docstrings_plugin_runs_as_it_says(tmp_path):
 
 
 def test_the_face_is_light():
-    code = "import sys, icrl.plugin; print(sorted(m for m in ('icrl.config', 'pandas', 'matplotlib') if m in sys.modules))"
+    code = ("import sys, icrl.plugin; "
+            "print(sorted(m for m in ('icrl.config', 'pandas', 'matplotlib') if m in sys.modules))")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
                           capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "[]", done.stderr

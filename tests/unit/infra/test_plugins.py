@@ -58,7 +58,8 @@ class Mine(Strategy):
 def test_where_plugins_are_asked_for(monkeypatch):
     assert plugins.from_argv(["--plugin", "a.py", "--x", "1", "--plugin=b", "--", "--plugin", "c"]) == \
         [("--plugin", "a.py"), ("--plugin", "b"), ("--plugin", "c")]
-    assert plugins.from_environment({"ICRL_PLUGINS": "a.py::pkg:"}) == [("ICRL_PLUGINS", "a.py"), ("ICRL_PLUGINS", "pkg")]
+    assert plugins.from_environment({"ICRL_PLUGINS": "a.py::pkg:"}) == \
+        [("ICRL_PLUGINS", "a.py"), ("ICRL_PLUGINS", "pkg")]
     with pytest.raises(UsageError, match="--plugin needs a file, package folder or module name"):
         plugins.from_argv(["--icrl", "--plugin"])
     monkeypatch.setattr(plugins, "from_entry_points", lambda: [("the entry point x", "x")])

@@ -35,6 +35,7 @@ import pandas as pd
 from scipy import special
 
 from ..errors import UsageError
+from ..infra.plugins import check_recorded
 from ..records import find_runs, write_atomic
 from ..records.read import TypedRun, read_run
 
@@ -166,7 +167,10 @@ def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[TypedRun]
         raise UsageError(f"{str(root)!r} is not a directory: pass the data folder that holds the runs")
     keep = None if run_dirs is None else {Path(d).resolve() for d in run_dirs}
     dirs = [d for d in find_runs(root) if keep is None or d.resolve() in keep]
-    return [s for s in (read_run(d) for d in dirs) if s.config is not None]
+    states = [s for s in (read_run(d) for d in dirs) if s.config is not None]
+    for state in states:  # made with a plugin: it is loaded, unchanged
+        check_recorded(state.config.get("plugins"), state.directory)
+    return states
 
 
 def failures_table(state: TypedRun) -> dict:

@@ -44,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
+from ..infra.plugins import check_recorded
 from ..records import TEST, TRAIN, find_runs
 from ..records.read import TypedRun, read_run
 from .failures import FAILURE_COLUMNS, run_failures
@@ -67,6 +68,7 @@ class Results:
             if state.config is None:
                 self.notes.append(f"skipped unreadable run {run_dir}: {state.damage}")
                 continue
+            check_recorded(state.config.get("plugins"), run_dir)  # made with a plugin: it is loaded, unchanged
             if state.problems:
                 self.notes.append(f"damaged run {run_dir} (not counted as finished): {state.damage}")
             try:

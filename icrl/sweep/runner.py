@@ -22,7 +22,7 @@ from ..cli import build_parser as run_parser
 from ..cli.sweep import SweepOptions, parse_sweep_args
 from ..infra.masking import scrub
 from ..errors import UsageError
-from ..infra import signals
+from ..infra import plugins, signals
 from ..infra.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import write_csv_atomic
 from ..records.io import writable
@@ -128,6 +128,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
     previous, stopped = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}, False
     try:
+        plugins.load(argv)  # the script loaded them before importing this module; main(argv) alone: here
         opts, runs = plan(argv)
         shard = f" (shard {opts.shard})" if opts.shard else ""
         if opts.dry_run:

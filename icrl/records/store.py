@@ -1,4 +1,4 @@
-"""One run directory's records: create, append the typed lines, rewrite repaired ones, and
+"""One run directory's records: create, append the typed lines, rewrite them repaired, and
 refresh results.json (the one place it is written, from the records)."""
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ from pathlib import Path
 from helpers import REPO
 
 PACKAGE = REPO / "icrl"
-ROOT_MODULES = {"__init__.py", "config.py", "errors.py"}  # the face, the run configuration, the errors
+# the face, the run configuration, the errors, what a plugin imports
+ROOT_MODULES = {"__init__.py", "config.py", "errors.py", "plugin.py"}
 
 
 def modules() -> dict:

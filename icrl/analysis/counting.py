@@ -31,21 +31,8 @@ The numbers per run:
   is a few tokens below the processed tokens: a training prompt can share a longer prefix
   with a test prompt of the step before than with any earlier training prompt.)
 
-Each prefix is found in a radix tree (compressed trie) of the earlier prompts' token ids:
-at most two nodes per prompt, and an edge keeps only the tokens that no earlier prompt
-had at that place, so memory grows with the uncached tokens, not with the prompt tokens.
-The published script keeps token strings (``tokenizer.tokenize``) in a plain trie; a
-vocabulary's strings and ids correspond one to one, so the prefix lengths are the same.
-
-Incremental tokenization. A Hugging Face fast tokenizer first cuts the text at its added
-tokens (``<|im_start|>``, ``<|eot_id|>`` ...) and then normalizes, pre-tokenizes and
-encodes each piece in between on its own. So when the text is cut just before added tokens
-that match as-is and take in nothing before them (not normalized, no lstrip or single_word),
-the ids of the whole text are the ids of the segments put end to end. Chat prompts are mostly the same segments over
-and over (the system prompt, each episode's messages), so each distinct segment is encoded
-once and cached. This is checked, not assumed: the first prompts of every run and a sample
-of the others are also encoded whole, and on any difference the run is counted again with
-whole-prompt tokenization (``--full_tokenization`` forces that).
+Tokenization and prefixes are ``icrl.analysis.prefixes``: prompts encoded segment by segment
+with a cache (checked against whole-prompt encoding), longest common prefixes in a radix tree.
 
 Results are cached per run in ``token_counts.json`` (valid while the record files and the
 tokenizer files are unchanged) and written per step to ``token_counts.csv`` in the run.
@@ -53,9 +40,7 @@ tokenizer files are unchanged) and written per step to ``token_counts.csv`` in t
 
 from __future__ import annotations
 
-import re
 import time
-from array import array
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Iterator, NamedTuple, Optional, Sequence
@@ -66,6 +51,7 @@ from ..method.strategies.base import make_strategy
 from ..method.episode import Episode
 from ..method.prompts import build_messages
 from ..records import CONFIG, TEST, TRAIN, read_json, read_jsonl
+from .prefixes import PrefixTree, SegmentEncoder
 
 CHUNK = 256  # prompts rendered and encoded together
 KINDS = ("train", "test", "icl_train")
@@ -168,9 +154,11 @@ class Replay:
 
     def extra_calls(self) -> dict:
         """The calls beside the classifier's that the records show, not rendered here (another
-        prompt, maybe another model): a judge's verdicts and the written guides."""
-        return {"judge_calls": sum(1 for r in self.train if r.get("judge") is not None),
-                "reflection_calls": sum(1 for r in self.train if r.get("reflection") is not None)}
+        prompt, maybe another model): ``<field>_calls`` for each call a part declares
+        (``icrl.run.assemble.all_calls``)."""
+        from ..run.assemble import all_calls
+
+        return {f"{call.field}_calls": sum(1 for r in self.train if call.answered(r)) for call in all_calls()}
 
     def reasoning_tokens(self) -> dict:
         """The tokens the model generated before its answers (--reasoning), training and test apart."""
@@ -180,28 +168,24 @@ class Replay:
 
 
 def preambles(config: dict, train: Sequence[dict], history: Sequence[Episode]) -> Optional[list[str]]:
-    """Each step's preamble (the text a summary or reflection strategy puts before the episodes),
+    """Each step's preamble (the text a strategy puts before the episodes: a summary, a guide),
     as the run showed it: from the recorded episodes and guides; None for a strategy without one."""
-    from ..config import SPEC_DEFAULTS
-    from ..method.exploration import Exploration, strategy_of_run
+    from ..method.exploration import Exploration
     from ..method.strategies.base import STRATEGIES, Strategy
+    from ..run.assemble import strategy_of_record
 
-    args = config["args"]
-    name = args.get("context_strategy_name")
+    name = config["args"].get("context_strategy_name")
     if config["resolved"]["mode"] == "zero_shot" or name not in STRATEGIES:
         return None
-    cls = STRATEGIES.get(name).cls
-    if cls.preamble is Strategy.preamble:
+    if STRATEGIES.get(name).cls.preamble is Strategy.preamble:
         return None
-    spec = SimpleNamespace(**{**SPEC_DEFAULTS, **args})
-    strategy = strategy_of_run(spec, config["resolved"]["max_context_examples"])
+    spec, strategy = strategy_of_record(config)
     explore = Exploration.of(spec)
     labels = config["dataset"]["labels"]
     out = []
     for t in range(len(train)):
-        if cls.reflects:
-            strategy.restore(train, t)
-        out.append(strategy.preamble(history[explore.last_reset(args["seed"], t):t], labels))
+        strategy.restore(train, t)  # what its own calls wrote, as shown at step t
+        out.append(strategy.preamble(history[explore.last_reset(spec.seed, t):t], labels))
     return out
 
 
@@ -223,129 +207,6 @@ def published_contexts(config: dict, history: Sequence[Episode]) -> Optional[lis
     index = {id(episode): i for i, episode in enumerate(history)}
     return [[index[id(e)] for e in strategy.select(history[:t], np.random.default_rng(args["seed"] + t))]
             for t in range(len(history))]
-
-
-# -- tokenization -------------------------------------------------------------------------------
-class SegmentEncoder:
-    """Token ids of rendered prompts, segment by segment with a cache (see the module docstring).
-
-    ``incremental`` is False when the tokenizer gives no safe cut points (a slow tokenizer, or
-    no added token that matches as-is): then every prompt is encoded whole.
-    """
-
-    def __init__(self, chat, incremental: bool = True):
-        self.chat = chat
-        self.tokenizer = chat.tokenizer
-        cut = []
-        if getattr(self.tokenizer, "is_fast", False):
-            for token in self.tokenizer.added_tokens_decoder.values():
-                # A cut before the token is safe unless the token takes in text before it
-                # (lstrip, single_word) or is matched after normalization. rstrip is safe: the
-                # whitespace it strips lies in its own segment.
-                if not (token.lstrip or token.single_word or token.normalized) and token.content:
-                    cut.append(token.content)
-        # Any subset of safe cut points is safe: keep the tokens the chat template writes (a
-        # regex over hundreds of reserved tokens would be slow to scan every prompt with).
-        written = _template_sample(chat)
-        if written is not None:
-            cut = [t for t in cut if t in written]
-        self.incremental = incremental and bool(cut)
-        # Cut before each cut token; longer tokens first so that a token that is a prefix of
-        # another never cuts it in two.
-        alternatives = "|".join(re.escape(t) for t in sorted(set(cut), key=len, reverse=True))
-        self._cut = re.compile(f"(?=(?:{alternatives}))") if cut else None
-        self._cache: dict[str, bytes] = {}
-        self._backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if self._backend is None:
-            self.incremental = False
-
-    def segments(self, text: str) -> list[str]:
-        return [s for s in self._cut.split(text) if s]
-
-    def encode_full(self, texts: Sequence[str]) -> list[np.ndarray]:
-        """Whole-text ids, as ChatTokenizer.encode gives them."""
-        ids = self.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-        return [np.asarray(x, dtype=np.int32) for x in ids]
-
-    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        if not self.incremental:
-            return self.encode_full(texts)
-        cache = self._cache
-        pieces = [self.segments(text) for text in texts]
-        missing = list({s for segs in pieces for s in segs if s not in cache})
-        if missing:
-            # The Rust tokenizer directly: the same ids as tokenizer(...) without building a
-            # BatchEncoding (whole-prompt checks go through tokenizer(...)).
-            for segment, encoding in zip(missing, self._backend.encode_batch(missing, add_special_tokens=False)):
-                cache[segment] = array("i", encoding.ids).tobytes()
-        return [np.frombuffer(b"".join([cache[s] for s in segs]), dtype=np.int32) for segs in pieces]
-
-    @property
-    def cached_segments(self) -> int:
-        return len(self._cache)
-
-
-def _template_sample(chat) -> Optional[str]:
-    """A short conversation in the model's chat template (None if it cannot be rendered)."""
-    role = "system" if chat.supports_system_role else "user"
-    messages = [{"role": role, "content": "s"}, *([{"role": "user", "content": "u"}] if role == "system" else []),
-                {"role": "assistant", "content": "a"}, {"role": "user", "content": "u"}]
-    try:
-        return chat.render(messages, "")
-    except Exception:  # noqa: BLE001 - any template error: use every safe token
-        return None
-
-
-# -- longest common prefix with any earlier prompt ----------------------------------------------
-class PrefixTree:
-    """Radix tree of token sequences: ``insert`` returns the longest common prefix of the new
-    sequence with any sequence inserted before (0 for the first), then adds it.
-
-    A node is a dict {first token of an edge: [edge tokens (numpy int32), child node]}.
-    """
-
-    def __init__(self):
-        self.root: dict = {}
-        self.nodes = 1
-
-    def insert(self, tokens: np.ndarray) -> int:
-        node, i, n = self.root, 0, len(tokens)
-        while i < n:
-            edge = node.get(int(tokens[i]))
-            if edge is None:
-                node[int(tokens[i])] = [tokens[i:].copy(), {}]
-                self.nodes += 1
-                return i
-            label, child = edge
-            m = min(len(label), n - i)
-            diff = np.flatnonzero(label[1:m] != tokens[i + 1:i + m])
-            k = 1 + int(diff[0]) if len(diff) else m
-            if k == len(label):
-                i += k
-                node = child
-                continue
-            if i + k == n:  # the new sequence is a prefix of an earlier one
-                return n
-            # split the edge at k; the new sequence branches off there
-            edge[0], edge[1] = label[:k], {int(label[k]): [label[k:], child],
-                                           int(tokens[i + k]): [tokens[i + k:].copy(), {}]}
-            self.nodes += 2
-            return i + k
-        return n
-
-
-def naive_uncached(sequences: Sequence[Sequence[int]]) -> list[int]:
-    """The same numbers by brute force, O(n^2): for tests."""
-    out = []
-    for j, seq in enumerate(sequences):
-        best = 0
-        for earlier in sequences[:j]:
-            k = 0
-            while k < min(len(seq), len(earlier)) and seq[k] == earlier[k]:
-                k += 1
-            best = max(best, k)
-        out.append(len(seq) - best)
-    return out
 
 
 # -- counting one run ---------------------------------------------------------------------------
@@ -376,6 +237,40 @@ def count_run(run_dir, chat, *, full_tokenization: bool = False, verify: int = 3
     return _count(replay, SegmentEncoder(chat, incremental=False), 0, chunk, start)
 
 
+def _verify(encoder, batch: list, texts: list, ids: list, lo: int, every: int) -> int:
+    """The first 8 prompts of the run and every ``every``-th after (``lo``: the chunk's first)
+    encoded whole and compared with their segment-wise ``ids``; how many were checked
+    (IncrementalMismatch on a difference)."""
+    check = [j for j in range(len(batch)) if lo + j < 8 or (every and (lo + j) % every == every - 1)]
+    if check:
+        whole = encoder.encode_full([texts[j] for j in check])
+        for j, full in zip(check, whole):
+            if not np.array_equal(full, ids[j]):
+                step, kind = batch[j][0], batch[j][1]
+                raise IncrementalMismatch(f"segment-wise ids differ from whole-prompt ids at step {step} ({kind})")
+    return len(check)
+
+
+def _rows(per_step: dict, as_published: bool) -> tuple[list, dict]:
+    """(the per-step rows with their running sums, the totals per kind) of the counts per
+    (step, kind); ``as_published``: every context is the published one (as-run = processed)."""
+    rows, cum_p, cum_u, cum_q = [], 0, 0, 0
+    totals = {kind: [0, 0, 0, 0, 0] for kind in KINDS}
+    for (step, kind), values in per_step.items():
+        if as_published:
+            values[4] = values[3]
+        calls_, p, u, q, _ = values
+        if kind != "icl_train":
+            cum_p, cum_u = cum_p + p, cum_u + u
+        cum_q += q
+        rows.append({"step": step, "kind": kind, "calls": calls_, "prompt_tokens": p, "uncached_tokens": u,
+                     "processed_tokens": q, "cumulative_prompt_tokens": cum_p, "cumulative_uncached_tokens": cum_u,
+                     "cumulative_processed_tokens": cum_q})
+        for i, v in enumerate(values):
+            totals[kind][i] += v
+    return rows, totals
+
+
 def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, start: float):
     calls = list(replay.calls())
     n = len(calls)
@@ -397,14 +292,7 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
         paper_ids = dict(zip([j for j, _ in rebuilt], ids[len(texts):]))
         ids = ids[:len(texts)]
         if encoder.incremental:
-            check = [j for j in range(len(batch)) if lo + j < 8 or (every and (lo + j) % every == every - 1)]
-            if check:
-                whole = encoder.encode_full([texts[j] for j in check])
-                for j, full in zip(check, whole):
-                    if not np.array_equal(full, ids[j]):
-                        step, kind = batch[j][0], batch[j][1]
-                        raise IncrementalMismatch(f"segment-wise ids differ from whole-prompt ids at step {step} ({kind})")
-                verified += len(check)
+            verified += _verify(encoder, batch, texts, ids, lo, every)
         tic3 = time.perf_counter()
         for j, ((step, kind, *_), x) in enumerate(zip(batch, ids)):
             row = per_step.get((step, kind))
@@ -421,20 +309,7 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
                     row[4] += len(x) - run_tree.insert(x)
         tic4 = time.perf_counter()
         render_s, encode_s, tree_s = render_s + tic2 - tic, encode_s + tic3 - tic2, tree_s + tic4 - tic3
-    rows, cum_p, cum_u, cum_q = [], 0, 0, 0
-    totals = {kind: [0, 0, 0, 0, 0] for kind in KINDS}
-    for (step, kind), values in per_step.items():
-        if run_tree is None:  # every context is the published one
-            values[4] = values[3]
-        calls_, p, u, q, _ = values
-        if kind != "icl_train":
-            cum_p, cum_u = cum_p + p, cum_u + u
-        cum_q += q
-        rows.append({"step": step, "kind": kind, "calls": calls_, "prompt_tokens": p, "uncached_tokens": u,
-                     "processed_tokens": q, "cumulative_prompt_tokens": cum_p, "cumulative_uncached_tokens": cum_u,
-                     "cumulative_processed_tokens": cum_q})
-        for i, v in enumerate(values):
-            totals[kind][i] += v
+    rows, totals = _rows(per_step, run_tree is None)
     seconds = time.perf_counter() - start
     train, test, icl = totals["train"], totals["test"], totals["icl_train"]
     prompt_tokens = train[1] + test[1]

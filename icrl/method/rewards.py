@@ -13,7 +13,9 @@ feedback (--icrl_omit_feedback) is a matter of the prompt (``icrl.method.prompts
 reward. A new reward subclasses ``Reward`` (its ``name``, ``summary`` and its own ``params``)
 and is registered with ``register_reward``: it is then a choice of ``--reward`` and its
 parameters are flags (:mod:`icrl.method.registry`); ``bind(task)`` is called once the task is
-loaded (a reward that needs the task checks it there).
+loaded (a reward that needs the task checks it there); a reward that asks a model declares the
+call (``calls``, ``icrl.method.calls.ModelCall``) and is given its model with ``attach(call, model)``
+by the composition root (``icrl.run.assemble``).
 
     exact_match    1 for the gold label, else 0 (the paper's; the default)
     coarse_credit  ours: 1 for the gold label, 0.5 for another label of the gold label's parent
@@ -25,6 +27,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..errors import UsageError
+from .calls import ModelCall
 from .feedback import shown_feedback
 from .registry import Param, Registry
 
@@ -46,7 +49,7 @@ class Reward:
     summary = ""
     params: tuple = ()  # its own parameters (flags), beyond --reward itself
     same_as_accuracy = False  # True: the reward is the exact-match accuracy, not recorded again
-    needs_model = False  # True: judged by a model (``attach`` gives it one)
+    calls: tuple = ()  # the model calls it makes (icrl.method.calls): a judge's verdict
     scores_tests = True  # False: test steps record no mean reward (it would cost a model call per item)
 
     def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
@@ -58,8 +61,8 @@ class Reward:
         apply to it."""
         return self
 
-    def attach(self, backend) -> "Reward":
-        """The model that judges (rewards with ``needs_model``)."""
+    def attach(self, call: ModelCall, model) -> "Reward":
+        """The model that answers its declared ``call`` (one of ``calls``), before the run starts."""
         return self
 
     def score(self, prediction: str, answer: str):
@@ -132,6 +135,7 @@ JUDGE_MODEL = Param("judge_model", None, "--reward judge: the model that judges 
                     column="judge_model", label="judged by {}")
 JUDGE_PREFIX = "Verdict:"
 VERDICTS = ("yes", "no")
+VERDICT = ModelCall("verdict", field="judge", option="judge_model", summary="judge calls")
 
 
 @register_reward
@@ -148,15 +152,15 @@ class Judge(Reward):
     summary = ("a model judges the prediction from the input and the labels, never the gold label (the acting "
                "model by default: a self-reward; --judge_model another)")
     params = (JUDGE_MODEL,)
-    needs_model = True
+    calls = (VERDICT,)
     scores_tests = False
 
     def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
         super().__init__(flip, flip_prob, **params)
         self.backend, self.task, self.last = None, None, None
 
-    def attach(self, backend):
-        self.backend = backend
+    def attach(self, call, model):
+        self.backend = model
         return self
 
     def bind(self, task):
@@ -169,7 +173,7 @@ class Judge(Reward):
         return int(self.last == "yes")
 
     def fields(self):
-        return {"judge": self.last}
+        return {VERDICT.field: self.last}
 
 
 def judge_messages(task, prompt: str, prediction: str) -> list[dict]:
@@ -215,7 +219,7 @@ def validate(spec) -> None:
     chosen = REWARDS.get(spec.reward)
     if spec.reward != DEFAULT_REWARD and not spec.icrl:
         raise UsageError(f"--reward {spec.reward} only applies to ICRL; drop it or use --icrl")
-    if chosen.needs_model and spec.agent != "llm" and not spec.judge_model:
+    if chosen.calls and spec.agent != "llm" and not spec.judge_model:
         raise UsageError(f"--reward {spec.reward} needs a model to judge; --agent {spec.agent} has none: give "
                          f"--judge_model")
     for cls in REWARDS:

@@ -1,7 +1,11 @@
 """What a run's records say, checked against themselves and the data.
 
-``records.inspect_run`` checks their shape (steps, example ids, planned test steps); this
-module checks their content before a finished run is reported or a run is resumed:
+``records.inspect_run`` checks their shape (steps, example ids, planned test steps); a run
+whose data loads has its content checked line by line against the lines the run rebuilds
+(``icrl.run.rebuild``), which this module's checks are a part of. This module checks what
+config.json alone can tell: a finished run whose data cannot be loaded is reported from its
+records only when they pass it (``damaged``), and config.json's labels are checked against the
+task's (``check_labels``):
 
 - every training prediction of an ICRL run is a label of the task (else refused: the steps
   after it were computed from it, nothing can be recomputed without rerunning them);
@@ -18,8 +22,6 @@ raises DamagedRecords (one line) for what cannot be recomputed.
 from __future__ import annotations
 
 import math
-from typing import Optional
-
 from .check import DamagedRecords
 from .summary import per_class_accuracy
 
@@ -76,10 +78,13 @@ def repair(config: dict, train: list, test: list, where="the run") -> tuple[list
     return fixed_train, fixed_test, notes
 
 
-def needs_repair(config: dict, train: list, test: list, where="the run") -> Optional[str]:
-    """What ``repair`` would fix, in a few words (None when nothing); raises like ``repair``."""
-    _, _, notes = repair(config, train, test, where)
-    return "; ".join(notes[:3]) + (f" and {len(notes) - 3} more" if len(notes) > 3 else "") if notes else None
+def damaged(config: dict, train: list, test: list) -> bool:
+    """Whether ``repair`` would change or refuse the records (what a finished run whose data
+    cannot be loaded is checked by: the data's check, icrl.run.rebuild, cannot run)."""
+    try:
+        return bool(repair(config, train, test)[2])
+    except DamagedRecords:
+        return True
 
 
 def check_labels(config: dict, labels: list, where="the run") -> None:

@@ -12,20 +12,20 @@ import json
 import logging
 from typing import Optional, Sequence
 
-from ..method.agents import is_learner, make_policy
+from ..method.agents import is_learner
 from ..config import RunConfig
-from ..records import verify
 from ..errors import UsageError
-from ..method.exploration import strategy_of_run
-from ..records import RunRecords, experiment_dir, inspect_run
+from ..records import RunRecords, experiment_dir, inspect_run, verify
 from ..method.rewards import Reward, reward_of_run
 from .data import check_same_data, load_data
 from .directory import RunDirectory
 from .environment import attach_log_file, detach_log_file, load_backend_of, say
+from .assemble import assemble, by_option, calls_of, plan_of
 from .loop import Loop
 from .observers import LogFailure, Observer, ProgressBar, Wandb
 from .plan import Plan
-from .rebuild import Checked, check_config, check_records
+from .rebuild import Checked, check_records
+from .recorded import check_config
 from .resume import Decision, check_same_plan, config_record, decide, extend
 from ..infra.signals import Interrupted, ignore_signals, restore
 from .size import check_window, resolve_max_examples
@@ -67,7 +67,7 @@ class Experiment:
             self.backend = load_backend_of(self.config)
 
     def other_model(self, name: Optional[str]):
-        """Another model the run calls (a judge, a reflection's writer), loaded with the run's
+        """Another model the run calls (named by a declared call's option), loaded with the run's
         backend and its options, once per name; None for no name."""
         if not name:
             return None
@@ -88,68 +88,31 @@ class Experiment:
             self.others.clear()
 
     def _run(self) -> dict:
-        cfg, s, out = self.config, self.config.spec, self.out_dir
+        cfg, out = self.config, self.out_dir
         decision = decide(cfg, out, self.records)
         self._steps_done = decision.steps_done
-        data = None
-        if decision.kind == "finished":
-            try:
-                data = load_data(cfg, say_warnings=False)
-            except UsageError:  # the data cannot be loaded: reported from its records alone
-                return self._report_finished(decision.state)
-        data = data or load_data(cfg, say_warnings=False)
+        data = self._data(decision)
+        if data is None:  # finished, and its data cannot be loaded: reported from its records alone
+            return self._report_finished(decision.state)
         self.notes = data.warnings + self.notes  # said once the run goes on
         self.reward.bind(data.task)  # a reward the task cannot have: one line, before any model loads
         checked = Checked([], [])
         if decision.kind != "new":  # every check that needs no model, before it loads; nothing written yet
-            check_same_data(out, decision.config, data)
-            verify.check_labels(decision.config, data.task.labels, out)
-            checked = check_records(cfg, out, data, check_config(out, decision.config, cfg, data), self.reward)
+            checked = self._check(decision, data)
             if decision.kind == "finished":
                 if not (checked.repairs or checked.rewrite_train or checked.rewrite_test):
                     return self._report_finished(decision.state)
                 decision = Decision("resume", decision.config, None, decision.steps_done)
-        observers = [Wandb(s.as_record(), out, str(out.relative_to(cfg.options.output_dir)))] if cfg.options.wandb else []
-        what = s.agent if is_learner(s.agent) else s.context_strategy_name or "zero-shot"
-        observers += [ProgressBar(cfg.options.progress, f"{data.task.name} {what}"),
-                      *self.observers]
-        learner = is_learner(s.agent)  # icrl.method.agents: no context, no model
-        if learner:
-            self.backend = None
-        else:
-            if self.backend is None:
-                check_window(cfg, data)  # a window too small for any prompt: said before the model loads
-            self.load_backend()
-        # other models a run may call: a judge (--judge_model) and a reflection's writer (--reflection_model)
-        reflector = self.other_model(getattr(s, "reflection_model", None)) or self.backend
-        if self.reward.needs_model:
-            self.reward.attach(self.other_model(getattr(s, "judge_model", None)) or self.backend)
-        size = None if learner else resolve_max_examples(cfg, data, self.backend)
-        plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
-        strategy = None if plan.mode == "zero_shot" or learner else strategy_of_run(s, plan.max_examples)
-        recorded = decision.config
-        if decision.kind == "extend":
-            recorded, plan = extend(cfg, out, self.records, recorded, plan, data)
-        elif decision.kind == "resume":
-            plan = check_same_plan(out, recorded, plan)
-        else:
-            backend = self.backend.describe() if self.backend is not None else {"name": "none"}
-            self.records.create(config_record(cfg, plan, data, backend))
-            recorded = self.records.config()
-        self.plan = plan
+        observers = self._observers(data)
+        models = self._load_models(data)
+        plan = self._plan(decision, data)
         handler = attach_log_file(out)
         try:
-            log.info("arguments: %s", json.dumps(s.as_record()))
-            for note in self.notes:
-                say(note)
-            log.info("mode %s, %s context episodes, %d steps, test steps %s",
-                     plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
-            policy = make_policy(s, data, backend=self.backend, strategy=strategy, mode=plan.mode,
-                                 debug_k=cfg.options.debug_k)
-            if not learner:
-                policy.reflector = reflector
-            self.loop = Loop(cfg, data, plan, policy, self.reward, self.records, [LogFailure(handler), *observers],
-                             check_directory=self.directory.lock.check)
+            self._say_start(plan)
+            parts = assemble(cfg, data, plan, models, self.records, reward=self.reward,
+                             observers=[LogFailure(handler), *observers], check_directory=self.directory.lock.check,
+                             debug_k=cfg.options.debug_k)
+            self.loop = parts.loop
             self.loop.run(self.loop.restore(checked, out, decision.resuming))
             summary = self.records.refresh_results(self.loop.train_recs, self.loop.test_recs, plan.steps, plan.mode)
             for observer in observers:
@@ -164,6 +127,68 @@ class Experiment:
             raise
         finally:
             detach_log_file(handler)
+
+    def _data(self, decision: Decision):
+        """The run's data; None for a finished run whose data cannot be loaded and whose records
+        are sound as far as config.json can tell (reported from its records alone)."""
+        try:
+            return load_data(self.config, say_warnings=False)
+        except UsageError:
+            state = decision.state
+            if decision.kind == "finished" and not verify.damaged(state.config, state.train, state.test):
+                return None
+            raise
+
+    def _check(self, decision: Decision, data) -> Checked:
+        """The records of a run that goes on (or is finished), checked against the data and the
+        arguments; DamagedRecords (one line) for what cannot be repaired."""
+        cfg, out = self.config, self.out_dir
+        check_same_data(out, decision.config, data)
+        return check_records(cfg, out, data, check_config(out, decision.config, cfg, data), self.reward)
+
+    def _observers(self, data) -> list:
+        cfg, s, out = self.config, self.config.spec, self.out_dir
+        observers = [Wandb(s.as_record(), out, str(out.relative_to(cfg.options.output_dir)))] if cfg.options.wandb else []
+        what = s.agent if is_learner(s.agent) else s.context_strategy_name or "zero-shot"
+        return [*observers, ProgressBar(cfg.options.progress, f"{data.task.name} {what}"), *self.observers]
+
+    def _load_models(self, data):
+        """The models of the run's calls (``icrl.run.assemble.by_option``), loaded now: the acting
+        model (a learner has none), then the other models its parts' calls name."""
+        cfg, s = self.config, self.config.spec
+        if is_learner(s.agent):  # icrl.method.agents: no context, no model
+            self.backend = None
+        else:
+            if self.backend is None:
+                check_window(cfg, data)  # a window too small for any prompt: said before the model loads
+            self.load_backend()
+        models = by_option(s, self.backend, self.other_model)
+        for call in calls_of(s):  # the models its strategy's and reward's calls name, in that order
+            models(call)
+        return models
+
+    def _plan(self, decision: Decision, data) -> Plan:
+        """The run's plan: a new run's config.json written, a resumed one's checked, an extended
+        one's grown."""
+        cfg, s = self.config, self.config.spec
+        size = None if is_learner(s.agent) else resolve_max_examples(cfg, data, self.backend)
+        plan = plan_of(cfg, data, size)
+        if decision.kind == "extend":
+            _, plan = extend(cfg, self.out_dir, self.records, decision.config, plan, data)
+        elif decision.kind == "resume":
+            plan = check_same_plan(self.out_dir, decision.config, plan)
+        else:
+            backend = self.backend.describe() if self.backend is not None else {"name": "none"}
+            self.records.create(config_record(cfg, plan, data, backend))
+        self.plan = plan
+        return plan
+
+    def _say_start(self, plan: Plan) -> None:
+        log.info("arguments: %s", json.dumps(self.config.spec.as_record()))
+        for note in self.notes:
+            say(note)
+        log.info("mode %s, %s context episodes, %d steps, test steps %s",
+                 plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
 
     def _report_finished(self, state) -> dict:
         """A finished run, checked (against its data when it loads): results.json rewritten if

@@ -111,7 +111,7 @@ class Loop:
             if decision.prediction is not None:  # supervised ICL shows the gold answer: no reward
                 reward, feedback = self.reward(decision.prediction, answer, seed=self.seed, step=t, prompt=prompt)
                 accuracy = int(decision.prediction == answer)
-                decision.fields.update(self.reward.fields())  # a judge's raw answer
+                decision.fields.update(self.reward.fields())  # what the reward's own calls answered
             episode = Episode(prompt, decision.prediction, feedback, answer, accuracy, t)
 
         if t in self.plan.test_steps:

@@ -22,8 +22,8 @@ answers every call with the predictions on record, and compared with the line on
   most the context size.
 
 Lines that are not JSON, duplicated, out of order or of steps the run has not completed are
-sorted out first (``read_lines``); ``check_config`` checks config.json against the arguments
-and the data. Nothing here writes: the caller writes the repairs once every check that can
+sorted out first and config.json is checked against the arguments and the data
+(``icrl.run.recorded``). Nothing here writes: the caller writes the repairs once every check that can
 refuse has passed, so a refusal leaves the records (and the log) as they were.
 """
 
@@ -39,13 +39,14 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import RunConfig
-from ..method.agents import is_learner, make_policy
-from ..method.exploration import strategy_of_run
-from ..records import CONFIG, FORMAT_VERSION, TEST, TRAIN, DamagedRecords, parse_jsonl
+from ..method.agents import is_learner
+from ..method.calls import ANSWER, TEST_ANSWER, ModelCall
+from ..records import TRAIN
 from ..records.schema import TestLine, TrainLine
+from .assemble import MemoryRecords, assemble
 from .data import RunData
-from .loop import Loop
 from .plan import Plan
+from .recorded import as_json_text, is_int, is_seconds, read_lines, refuse_line
 
 TRAIN_FIELDS = tuple(TrainLine.__dataclass_fields__)
 TEST_FIELDS = tuple(TestLine.__dataclass_fields__)
@@ -69,235 +70,78 @@ class _Unverifiable(Exception):
     """What a line says that the run cannot rebuild nor accept (the message: what is wrong)."""
 
 
-def _dump(value) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _seconds(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
-
-
-def refuse_line(path: Path, number: int, problem: str) -> DamagedRecords:
-    """A training line that cannot be used: the steps after it depend on it."""
-    return DamagedRecords(f"{path} line {number} {problem}; the steps after it were computed from it, so the run "
-                          f"cannot resume: restore that line, or delete it and the lines after it to recompute them, "
-                          f"or pass --overwrite to start again")
-
-
-# -- config.json --------------------------------------------------------------------------------
-def check_config(out_dir: Path, recorded: dict, config: RunConfig, data: RunData) -> Plan:
-    """config.json against the arguments and the data (no model needed); returns the plan it
-    records. Refused in one line naming the field: config.json is not rebuilt, it says what
-    the run is (``resolved``, the data, the training stream, the exemplars)."""
-    where = out_dir / CONFIG
-
-    def refuse(what: str) -> DamagedRecords:
-        return DamagedRecords(f"{where}: {what}; restore config.json, or pass --overwrite to start again")
-
-    if recorded.get("format_version") != FORMAT_VERSION:
-        raise refuse(f"format_version is {recorded.get('format_version')!r}, not {FORMAT_VERSION}")
-    if not isinstance(recorded.get("created"), str):
-        raise refuse(f"created is {recorded.get('created')!r}, not a time")
-    for key in ("args", "runtime_args", "resolved", "backend", "environment", "dataset", "test_set"):
-        if not isinstance(recorded.get(key), dict):
-            raise refuse(f'"{key}" is not a JSON object')
-    s, resolved = config.spec, recorded["resolved"]
-    exemplars = len(data.exemplars)
-    size = resolved.get("max_context_examples")
-    if is_learner(s.agent):
-        expected_size = None
-    elif s.max_context_examples is not None:
-        expected_size = 0 if s.max_context_examples == 0 else s.max_context_examples - exemplars
-    else:  # automatic: found from the window, checked against it once the model loads
-        expected_size = size if _is_int(size) and size >= 1 else "a number of episodes >= 1"
-    if _dump(size) != _dump(expected_size):
-        raise refuse(f"resolved.max_context_examples is {size!r}, the arguments give {expected_size!r}")
-    train_k = recorded["args"].get("train_k")
-    if not _is_int(train_k) or train_k == 0 or train_k < -1:
-        raise refuse(f"args.train_k is {train_k!r}")
-    pool = data.task.num_train - exemplars
-    num_train = 0 if s.max_context_examples == 0 else (pool if train_k == -1 else min(train_k, pool))
-    extended = recorded.get("extended", [])
-    if not isinstance(extended, list) or not all(
-            isinstance(e, dict) and _is_int(e.get("from")) and _is_int(e.get("to")) and 0 < e["from"] < e["to"]
-            for e in extended):
-        raise refuse("extended is not a list of extensions (from, to steps)")
-    plan = Plan.of(s.icrl, size, num_train, s.test_every)
-    plan = plan.with_tests(e["from"] - 1 for e in extended if e["from"] <= plan.steps)
-    expected = {"mode": plan.mode, "max_context_examples": size, "steps": plan.steps,
-                "test_steps": list(plan.test_steps), "num_exemplars": exemplars, "train_examples": num_train,
-                "test_examples": len(data.test)}
-    for key, value in expected.items():
-        if _dump(resolved.get(key)) != _dump(value):
-            raise refuse(f"resolved.{key} is {resolved.get(key)!r}, the run plans {value!r}")
-    record = data.record()
-    for part in ("dataset", "test_set"):
-        for key, value in record[part].items():
-            if _dump(recorded[part].get(key)) != _dump(value):
-                raise refuse(f"{part}.{key} is not the data's")
-    ids = [e.id for e in data.train[:plan.steps]] if plan.mode != "zero_shot" else []
-    if _dump(recorded.get("train_example_ids")) != _dump(ids):
-        raise refuse("train_example_ids are not the training examples these arguments draw")
-    task = data.task
-    shots = [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in data.exemplars]
-    if _dump(recorded.get("exemplars")) != _dump(shots):
-        raise refuse("exemplars are not the ones these arguments draw")
-    return plan
-
-
-# -- the lines on disk ----------------------------------------------------------------------------
-@dataclass
-class Lines:
-    """The lines of train.jsonl and test.jsonl sorted out: ``train`` holds (line number, record)
-    of steps 0, 1, ... in order; ``test`` step -> (line number, record) of the planned test steps
-    among them; ``notes`` what was dropped or reordered because it was damaged."""
-
-    train: list
-    test: dict
-    notes: list = field(default_factory=list)
-    rewrite_train: bool = False
-    rewrite_test: bool = False
-
-
-def read_lines(out_dir: Path, plan: Plan) -> Lines:
-    """Sort out the record files: a line cut short by a kill is dropped (no note), as is a last
-    training line that is not JSON; training lines out of order are sorted and a repeated one
-    (the same line twice) dropped; a gap, a step repeated with other content, or a line that is
-    not JSON before others are refused (the steps after it depend on it). Test lines that are not
-    JSON, of steps not planned, repeated or of steps not completed are dropped."""
-    path = out_dir / TRAIN
-    lines, bad, cut = parse_jsonl(path)
-    notes: list = []
-    rewrite_train = cut
-    last = max([n for n, _ in lines] + bad, default=0)
-    for n in bad:
-        if n != last:
-            raise refuse_line(path, n, "is not JSON")
-        notes.append(f"train.jsonl line {n} (not JSON; its step is recomputed)")
-        rewrite_train = True
-    if plan.mode == "zero_shot" and lines:
-        raise DamagedRecords(f"{path} has {len(lines)} lines; a zero-shot run has none: delete the file, or pass "
-                             f"--overwrite to start again")
-    by_step: dict = {}
-    for n, record in lines:
-        step = record.get("step") if isinstance(record, dict) else None
-        if not _is_int(step) or step < 0:
-            if n == last:
-                notes.append(f"train.jsonl line {n} (not a training step; its step is recomputed)")
-                rewrite_train = True
-                continue
-            raise refuse_line(path, n, f"is not a training step (step {step!r})")
-        if step in by_step:
-            first, earlier = by_step[step]
-            if _dump(earlier) != _dump(record):
-                raise refuse_line(path, n, f"repeats step {step} (line {first}) with other content")
-            notes.append(f"train.jsonl line {n} (a repeat of line {first})")
-            rewrite_train = True
-            continue
-        by_step[step] = (n, record)
-    steps = sorted(by_step)
-    for i, step in enumerate(steps):
-        if step != i:
-            n = by_step[step][0]
-            raise refuse_line(path, n, f"is step {step}, and no line is step {i}")
-    if steps and [n for n, _ in (by_step[s] for s in steps)] != sorted(n for n, _ in by_step.values()):
-        notes.append("train.jsonl's lines out of step order (sorted)")
-        rewrite_train = True
-    if len(steps) > plan.steps:
-        n = by_step[plan.steps][0]
-        raise DamagedRecords(f"{path} line {n} is step {plan.steps}, but the run plans {plan.steps} steps (config.json): "
-                             f"restore the files of one run, or delete that line and the ones after it, or pass "
-                             f"--overwrite to start again")
-    train = [by_step[s] for s in steps]
-    done = 1 if plan.mode == "zero_shot" else len(train)
-
-    t_lines, t_bad, t_cut = parse_jsonl(out_dir / TEST)
-    rewrite_test = t_cut or bool(t_bad)
-    notes += [f"test.jsonl line {n} (not JSON; its step is recomputed)" for n in t_bad]
-    test: dict = {}
-    order = []
-    for n, record in t_lines:
-        step = record.get("step") if isinstance(record, dict) else None
-        if not _is_int(step) or step not in plan.test_steps:
-            notes.append(f"test.jsonl line {n} (not a planned test step: {step!r})")
-        elif step >= done:
-            pass  # written just before a kill cut its step short: recomputed, no damage
-        elif step in test:
-            notes.append(f"test.jsonl line {n} (a repeat of step {step})")
-        else:
-            test[step] = (n, record)
-            order.append(step)
-            continue
-        rewrite_test = True
-    if order != sorted(order):
-        notes.append("test.jsonl's lines out of step order (sorted)")
-        rewrite_test = True
-    return Lines(train, test, notes, rewrite_train, rewrite_test)
-
-
 # -- replaying the loop -----------------------------------------------------------------------------
 class _OnRecord:
-    """The model's stand-in: a training call is answered with the recorded prediction, a test
-    call with the recorded test predictions (or, where none are usable, placeholders, and
-    ``test_ok`` turns False: that test step is recomputed). What else a model wrote is answered
-    from the record too: the reasoning before an answer (--reasoning), a guide (the reflection
-    strategy; phase "reflect") and a judge's verdict (--reward judge, a call whose labels are the
-    verdicts). None of it can be checked against a model; each must be of the right kind."""
-
-    supports_system_role = True
-    thinks = False
+    """The model's stand-in: each declared call (``icrl.method.calls``) is answered from the
+    step's records (``model(call)``): a training call with the recorded prediction, a test call
+    with the recorded test predictions (or, where none are usable, placeholders, and ``test_ok``
+    turns False: that test step is recomputed), the reasoning before an answer (--reasoning) and
+    what another part's call answered (a guide, a verdict: its declared field). None of it can
+    be checked against a model; each must be of the right kind."""
 
     def __init__(self, labels):
         self.labels = list(labels)
-        self.phase, self.train, self.test, self.test_ok = "train", None, None, True
-        self.reasoning = self.test_reasoning = self.guide = self.judge = None
+        self.record: dict = {}
+        self.test, self.test_reasoning, self.test_ok = None, None, True
+
+    def step(self, record: dict, test_entry: Optional[dict], data: RunData) -> None:
+        """Answer step ``record``'s calls (and its test line's, ``test_entry``, when it has one)."""
+        self.record, self.test, self.test_ok, self.test_reasoning = record, None, True, None
+        if test_entry is not None:
+            self.test = _test_predictions(test_entry, data)
+            self.test_reasoning = (test_entry.get("reasoning"), test_entry.get("reasoning_tokens"))
+
+    def model(self, call: ModelCall) -> "_Answering":
+        return _Answering(self, call)
+
+
+class _Answering:
+    """What answers one declared call from the records (``_OnRecord``); it reads no prompt."""
+
+    supports_system_role = True
+    thinks = False
+    reads_prompts = False
+
+    def __init__(self, on_record: _OnRecord, call: ModelCall):
+        self.on, self.call = on_record, call
 
     def render(self, messages, prefix):
         return ""
 
-    def reasoning_frame(self, messages, prefix):
-        from ..backends import ReasoningFrame
-
-        return ReasoningFrame("", "", "", "")
-
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
         from ..backends import Generated
 
-        if self.phase == "reflect":
-            if not isinstance(self.guide, str):
-                raise _Unverifiable(f"has the guide {self.guide!r}, and the reflection strategy wrote one at this step")
-            return [Generated(self.guide, 0)]
-        if self.phase == "train":
-            text, tokens = self.reasoning
-            if not isinstance(text, str) or not _is_int(tokens) or tokens < 0:
+        on, call = self.on, self.call
+        if call == ANSWER:
+            text, tokens = on.record.get("reasoning"), on.record.get("reasoning_tokens")
+            if not isinstance(text, str) or not is_int(tokens) or tokens < 0:
                 raise _Unverifiable(f"has the reasoning {text!r} of {tokens!r} tokens, not a text and a count")
             return [Generated(text, tokens)]
-        texts, tokens = self.test_reasoning or (None, None)
-        if not (isinstance(texts, list) and isinstance(tokens, list) and len(texts) == len(tokens) == len(prompts)
-                and all(isinstance(t, str) for t in texts) and all(_is_int(n) and n >= 0 for n in tokens)):
-            self.test_ok = False
-            return [Generated("", 0) for _ in prompts]
-        return [Generated(t, n) for t, n in zip(texts, tokens)]
+        if call == TEST_ANSWER:
+            texts, tokens = on.test_reasoning or (None, None)
+            if not (isinstance(texts, list) and isinstance(tokens, list) and len(texts) == len(tokens) == len(prompts)
+                    and all(isinstance(t, str) for t in texts) and all(is_int(n) and n >= 0 for n in tokens)):
+                on.test_ok = False
+                return [Generated("", 0) for _ in prompts]
+            return [Generated(t, n) for t, n in zip(texts, tokens)]
+        written = on.record.get(call.field)
+        if not isinstance(written, str):
+            raise _Unverifiable(f"has the {call.field} {written!r}, and its {call.kind} was written at this step")
+        return [Generated(written, 0)]
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
-        from ..method.rewards import VERDICTS
-
-        if list(labels) == list(VERDICTS) and list(labels) != self.labels:  # a judge's call
-            if self.judge not in VERDICTS:
-                raise _Unverifiable(f"has the verdict {self.judge!r}, not one of {', '.join(VERDICTS)}")
-            return [self.judge]
-        if self.phase == "train":
-            if self.train not in self.labels:
-                raise _Unverifiable(f"has the prediction {self.train!r}, which is not a label of the task")
-            return [self.train]
-        if self.test is None:
-            self.test_ok = False
-            return [self.labels[0]] * len(prompts)
-        return list(self.test)
+        on, call = self.on, self.call
+        if call == TEST_ANSWER:
+            if on.test is None:
+                on.test_ok = False
+                return [on.labels[0]] * len(prompts)
+            return list(on.test)
+        answer = on.record.get("prediction" if call == ANSWER else call.field)
+        if answer not in labels:
+            what = "a label of the task" if call == ANSWER else f"one of {', '.join(labels)}"
+            raise _Unverifiable(f"has the {'prediction' if call == ANSWER else call.field} {answer!r}, which is not "
+                                f"{what}")
+        return [answer]
 
 
 SCORES = ("knn_scores",)  # metrics a query-aware strategy computes by scoring: checked for shape only
@@ -320,12 +164,20 @@ class _ContextsOnRecord:
     def __init__(self, strategy, model: _OnRecord):
         self.strategy, self.model = strategy, model
         self.train, self.train_metrics, self.test = None, None, []
+        self.training = False  # the step's training context is still to be drawn (it comes first)
         self._metrics: dict = {}
+
+    def step(self, record: dict, test_entry: Optional[dict], data: RunData) -> None:
+        """The contexts of step ``record`` (and of its test line, ``test_entry``)."""
+        self.train, self.train_metrics, self.training = record.get("context"), record.get("metrics"), True
+        if test_entry is not None:
+            contexts = test_entry.get("contexts")
+            self.test = list(contexts) if isinstance(contexts, list) and len(contexts) == len(data.test) else []
 
     def _episodes(self, history, ids) -> Optional[list]:
         by_step = {e.step: e for e in history}
-        if not isinstance(ids, list) or len(ids) > self.strategy.max_examples or len(set(map(_dump, ids))) < len(ids) \
-                or not all(_is_int(i) and i in by_step and self.strategy.accept(by_step[i]) for i in ids):
+        if not isinstance(ids, list) or len(ids) > self.strategy.max_examples or len(set(map(as_json_text, ids))) < len(ids) \
+                or not all(is_int(i) and i in by_step and self.strategy.accept(by_step[i]) for i in ids):
             return None
         return [by_step[i] for i in ids]
 
@@ -337,10 +189,11 @@ class _ContextsOnRecord:
             return False
         return all((isinstance(metrics[k], list) and len(metrics[k]) == len(chosen) and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in metrics[k]))
-            if k in SCORES else _dump(metrics[k]) == _dump(shape[k]) for k in shape)
+            if k in SCORES else as_json_text(metrics[k]) == as_json_text(shape[k]) for k in shape)
 
     def select(self, history, rng, query=None):
-        if self.model.phase == "train":
+        if self.training:
+            self.training = False
             chosen = self._episodes(history, self.train)
             if chosen is None or not self._metrics_fit(self.train_metrics, chosen):
                 raise _Unverifiable(f"has the context {self.train!r} with the metrics {self.train_metrics!r}, not what "
@@ -368,63 +221,9 @@ class _ContextsOnRecord:
         self.strategy.observe_reward(reward, context)
 
 
-class _Capture:
-    """The records object of the replayed loop: keeps the lines it would write, writes nothing."""
-
-    def __init__(self):
-        self.train: list = []
-        self.test: list = []
-
-    def append_train(self, line: TrainLine) -> dict:
-        self.train.append(line.as_json())
-        return self.train[-1]
-
-    def append_test(self, line: TestLine) -> dict:
-        self.test.append(line.as_json())
-        return self.test[-1]
-
-    def refresh_results(self, *args, **kwargs):
-        return None
-
-
-def _replay_policy(config: RunConfig, data: RunData, plan: Plan, model: _OnRecord):
-    """The run's policy with the stand-in model (and, for a query-aware strategy, its stand-in);
-    each act and test says which call the stand-in answers."""
-    s = config.spec
-    strategy = None if plan.mode == "zero_shot" or is_learner(s.agent) else strategy_of_run(s, plan.max_examples)
-    if strategy is not None and strategy.query_aware:
-        strategy = _ContextsOnRecord(strategy, model)
-    policy = make_policy(s, data, backend=model, strategy=strategy, mode=plan.mode)
-    if hasattr(policy, "render"):
-        policy.render = lambda context, prompt, preamble="": ""  # the stand-in reads no prompt: skip rendering it
-    if hasattr(policy, "reflect"):  # a guide is answered from the record
-        reflect = policy.reflect
-
-        def reflecting(*args, **kwargs):
-            model.phase = "reflect"
-            try:
-                return reflect(*args, **kwargs)
-            finally:
-                model.phase = "train"
-
-        policy.reflect = reflecting
-    act, test = policy.act, policy.test
-
-    def acting(*args, **kwargs):
-        model.phase = "train"
-        return act(*args, **kwargs)
-
-    def testing(*args, **kwargs):
-        model.phase = "test"
-        return test(*args, **kwargs)
-
-    policy.act, policy.test = acting, testing
-    return policy, strategy
-
-
 def _differences(recorded: dict, rebuilt: dict) -> list:
     keys = list(dict.fromkeys([*rebuilt, *recorded]))
-    changed = [k for k in keys if k not in recorded or k not in rebuilt or _dump(recorded[k]) != _dump(rebuilt[k])]
+    changed = [k for k in keys if k not in recorded or k not in rebuilt or as_json_text(recorded[k]) != as_json_text(rebuilt[k])]
     if not changed and list(recorded) != list(rebuilt):
         changed = ["field order"]
     return changed
@@ -435,7 +234,7 @@ def _witnessed(recorded: dict, rebuilt: dict, witnesses: tuple, what: str) -> No
     (or the line is another run's): it cannot be trusted (_Unverifiable). One field alone that
     disagrees is that field's damage, repaired."""
     present = [k for k in witnesses if k in rebuilt and rebuilt[k] is not None]
-    if present and all(_dump(recorded.get(k)) != _dump(rebuilt[k]) for k in present):
+    if present and all(as_json_text(recorded.get(k)) != as_json_text(rebuilt[k]) for k in present):
         raise _Unverifiable(f"has {what} that its {' and '.join(present)} contradict (edited, or of another run)")
 
 
@@ -444,7 +243,7 @@ def _same_decision(recorded: dict, rebuilt: dict) -> None:
     belongs to: a line whose context is not the one the strategy draws was edited or is another
     run's (with another --seed, its draws differ), and its prediction cannot be trusted."""
     for key in ("context", "contexts", "metrics"):
-        if key in rebuilt and _dump(recorded.get(key)) != _dump(rebuilt[key]):
+        if key in rebuilt and as_json_text(recorded.get(key)) != as_json_text(rebuilt[key]):
             raise _Unverifiable(f"has the {key} {recorded.get(key)!r}, not the one the strategy draws at this step "
                                 f"({rebuilt[key]!r}): edited, or a line of another run")
 
@@ -484,37 +283,24 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
     lines = read_lines(out_dir, plan)
     path = out_dir / TRAIN
     model = _OnRecord(data.task.labels)
-    policy, strategy = _replay_policy(config, data, plan, model)
-    if getattr(reward, "needs_model", False):  # a judge: its verdicts are answered from the record
-        reward = copy.copy(reward).attach(model)
-    capture = _Capture()
-    loop = Loop(config, data, plan, policy, reward, capture)
-    notes = list(lines.notes)
-    rewrite_train, rewrite_test = lines.rewrite_train, lines.rewrite_test
-    train, test = [], []
+    capture = MemoryRecords()
+    parts = assemble(config, data, plan, model.model, capture, reward=copy.copy(reward),
+                     contexts=lambda strategy: _ContextsOnRecord(strategy, model) if strategy.query_aware else strategy)
+    loop, strategy = parts.loop, parts.strategy
+    out = Checked([], [], list(lines.notes), lines.rewrite_train, lines.rewrite_test)
     zero_shot = plan.mode == "zero_shot"
     steps = (1 if 0 in lines.test else 0) if zero_shot else len(lines.train)
     for t in range(steps):
         number, record = lines.train[t] if not zero_shot else (None, {})
         entry = lines.test.get(t)
-        model.train, model.test, model.test_ok = record.get("prediction"), None, True
-        model.reasoning = (record.get("reasoning"), record.get("reasoning_tokens"))
-        model.guide, model.judge, model.test_reasoning = record.get("reflection"), record.get("judge"), None
-        if entry is not None:
-            model.test = _test_predictions(entry[1], data)
-            model.test_reasoning = (entry[1].get("reasoning"), entry[1].get("reasoning_tokens"))
-            if isinstance(strategy, _ContextsOnRecord):
-                contexts = entry[1].get("contexts")
-                strategy.test = list(contexts) if isinstance(contexts, list) and len(contexts) == len(data.test) \
-                    else []
-        if isinstance(strategy, _ContextsOnRecord):
-            strategy.train, strategy.train_metrics = record.get("context"), record.get("metrics")
+        for answering in (model, strategy) if isinstance(strategy, _ContextsOnRecord) else (model,):
+            answering.step(record, entry[1] if entry is not None else None, data)
         try:
             if not zero_shot:
                 if record.get("example_id") != data.train[t].id:
                     raise _Unverifiable(f"is example {record.get('example_id')!r}, and step {t} of this run is "
                                         f"example {data.train[t].id!r}")
-                if not _seconds(record.get("time_s")):
+                if not is_seconds(record.get("time_s")):
                     raise _Unverifiable(f"has time_s {record.get('time_s')!r}, not a number of seconds")
             loop.step(t)
             if not zero_shot:
@@ -526,31 +312,38 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
         except _Unverifiable as exc:
             if t < steps - 1:
                 raise refuse_line(path, number, f"(step {t}) {exc}") from None
-            notes.append(f"train.jsonl line {number} (step {t} {exc}; its step is recomputed)")
-            rewrite_train = rewrite_test = True  # its test line, if any, goes with it
+            out.repairs.append(f"train.jsonl line {number} (step {t} {exc}; its step is recomputed)")
+            out.rewrite_train = out.rewrite_test = True  # its test line, if any, goes with it
             break
         if not zero_shot:
-            changed = _differences(record, rebuilt)
-            if changed:
-                notes.append(f"training step {t}'s {', '.join(changed)}")
-                rewrite_train = True
-            train.append(rebuilt)
+            _take(out, "train", f"training step {t}'s", record, rebuilt)
         if t in plan.test_steps and entry is not None:
-            number, recorded_test = entry
-            rebuilt = {**capture.test[-1], "time_s": recorded_test.get("time_s")}
-            try:
-                _witnessed(recorded_test, rebuilt, ("accuracy", "per_class_accuracy", "reward"), "predictions")
-                _same_decision(recorded_test, rebuilt)
-            except _Unverifiable:
-                model.test_ok = False
-            if not model.test_ok or not _seconds(recorded_test.get("time_s")):
-                notes.append(f"test.jsonl line {number} (step {t}: predictions, contexts or time_s unusable; "
-                             f"recomputed)")
-                rewrite_test = True
-                continue
-            changed = _differences(recorded_test, rebuilt)
-            if changed:
-                notes.append(f"test step {t}'s {', '.join(changed)}")
-                rewrite_test = True
-            test.append(rebuilt)
-    return Checked(train, test, notes, rewrite_train, rewrite_test)
+            _take_test(out, t, entry, capture.test[-1], model)
+    return out
+
+
+def _take(out: Checked, which: str, what: str, recorded: dict, rebuilt: dict) -> None:
+    """Continue from the ``rebuilt`` line (of ``which`` file), noting where ``recorded`` differs."""
+    changed = _differences(recorded, rebuilt)
+    if changed:
+        out.repairs.append(f"{what} {', '.join(changed)}")
+        setattr(out, f"rewrite_{which}", True)
+    getattr(out, which).append(rebuilt)
+
+
+def _take_test(out: Checked, t: int, entry: tuple, line: dict, model: _OnRecord) -> None:
+    """Step ``t``'s recorded test line (``entry``: line number, record) against the rebuilt
+    ``line``: taken (repaired), or dropped to be recomputed when what the model said is unusable."""
+    number, recorded = entry
+    rebuilt = {**line, "time_s": recorded.get("time_s")}
+    try:
+        _witnessed(recorded, rebuilt, ("accuracy", "per_class_accuracy", "reward"), "predictions")
+        _same_decision(recorded, rebuilt)
+    except _Unverifiable:
+        model.test_ok = False
+    if not model.test_ok or not is_seconds(recorded.get("time_s")):
+        out.repairs.append(f"test.jsonl line {number} (step {t}: predictions, contexts or time_s unusable; "
+                           f"recomputed)")
+        out.rewrite_test = True
+        return
+    _take(out, "test", f"test step {t}'s", recorded, rebuilt)

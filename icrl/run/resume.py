@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig, unread_settings
-from ..records import verify
 from ..errors import UsageError
 from ..infra.masking import scrub
 from ..records import DamagedRecords, RunRecords, RunState, inspect_run, write_json_atomic
@@ -67,11 +66,7 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
                          f"pass --overwrite to replace it")
     steps = extension_of(config, out_dir, recorded)
     state = inspect_run(out_dir)
-    try:
-        damaged = bool(state.problems) or bool(verify.needs_repair(recorded, state.train, state.test, out_dir))
-    except DamagedRecords:
-        damaged = True  # what to do about it is said once the data is loaded (icrl.run.rebuild)
-    if state.finished and not damaged and steps is None:
+    if state.finished and steps is None:  # its content is checked once the data is loaded (icrl.run.rebuild)
         return Decision("finished", recorded, state, state.steps_done)
     return Decision("resume" if steps is None else "extend", recorded, None, state.steps_done, steps)
 
@@ -90,7 +85,7 @@ def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[i
     except (KeyError, TypeError):
         return None  # an incomplete plan: the plan check after the data load reports it
     if not isinstance(before_steps, int) or steps == before_steps or s.train_k == recorded.get("args", {}).get("train_k"):
-        return None  # the same --train_k: its plan is checked against the data (icrl.run.rebuild.check_config)
+        return None  # the same --train_k: its plan is checked against the data (icrl.run.recorded.check_config)
     if steps < before_steps:
         before = recorded.get("args", {}).get("train_k")
         raise UsageError(f"{out_dir} holds a run of {before_steps} steps (--train_k {before}); "

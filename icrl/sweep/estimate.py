@@ -4,12 +4,12 @@ A run's token count depends on what its model answers only through the rewards: 
 positive-only strategy keeps the rewarded episodes, so the share of rewarded episodes sets
 the size of its contexts. With that share given (``--reward_share``, the estimate's one
 assumption), everything else follows from the plan, the task's data and the tokenizer. So
-each run is played through its own loop (``icrl.run.loop.Loop``: its steps, test steps,
-context strategy, seeds and reward function) in memory, with a stand-in model that answers
+each run is assembled as a run is (``icrl.run.assemble``: its steps, test steps, context
+strategy, seeds and reward function) and played in memory, with a stand-in model that answers
 right at that share of the steps, evenly spread (the expected context at every step), and a
-wrong label otherwise. The records it would write are then
-counted exactly as run_count_tokens.py counts finished runs (``icrl.analysis.counting``):
-training calls and test calls apart, and the published processed-token count.
+wrong label otherwise. The records it would write are then counted exactly as
+run_count_tokens.py counts finished runs (``icrl.analysis.counting``): training calls and test
+calls apart, and the published processed-token count.
 
 Nothing is written and no model loads: only the tokenizer (``$ICRL_TOKENIZERS_DIR``, a local
 folder, or the Hub's tokenizer files).
@@ -18,9 +18,8 @@ folder, or the Hub's tokenizer files).
 from __future__ import annotations
 
 import dataclasses
-
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
 import numpy as np
@@ -31,7 +30,7 @@ from ..errors import UsageError
 _SEARCHED: dict = {}  # automatic context sizes found in this process
 SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
 FIELDS = ("train_calls", "train_prompt_tokens", "processed_tokens", "test_calls", "test_prompt_tokens",
-          "generated_tokens", "judge_calls")
+          "generated_tokens")
 
 
 def rewarded_steps(share: float, steps: int) -> list[bool]:
@@ -45,9 +44,13 @@ class StandIn:
     """What the loop needs of a backend, without a model: the tokenizer's facts, and answers
     right at the steps ``rewarded_steps`` gives (the run's own reward function then scores them
     as it would score a model), else a wrong label drawn from the step's seed. Prompts are
-    rendered by the counter, not here: ``render`` returns only the query, to look its answer up."""
+    rendered by the counter, not here: the policy gives it each call's input alone
+    (``reads_prompts``); ``render`` (another part's declared call) returns the
+    prompt's last paragraph. With --reasoning and written guides each call is taken to use its
+    whole budget (an upper bound). It answers every declared call of the run."""
 
     name = "estimate"
+    reads_prompts = False
 
     def __init__(self, chat, answers: dict, right: Sequence[bool], seed: int):
         self.chat, self.answers, self.right, self.seed = chat, answers, right, seed
@@ -55,7 +58,7 @@ class StandIn:
         self.supports_system_role = chat.supports_system_role
         self.eot_token = chat.eot_token
 
-    def render(self, messages, prefix) -> str:  # unused by play_loop's loop, which renders nothing
+    def render(self, messages, prefix) -> str:
         return messages[-1]["content"].rsplit("\n\n", 1)[-1]
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
@@ -71,69 +74,13 @@ class StandIn:
         return out
 
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
-        """A written guide (a reflection strategy): no text, its whole budget of tokens (an upper bound)."""
+        """Written text (reasoning, a guide): none, its whole budget of tokens (an upper bound)."""
         from ..backends import Generated
 
         return [Generated("", max_tokens) for _ in prompts]
 
     def describe(self) -> dict:
         return {"backend": self.name}
-
-
-def play_policy(policy_class):
-    """The run's LLM agent, except that a call's prompt is its input alone: the stand-in needs
-    nothing more, and the counter renders the prompts (with contexts of thousands of episodes,
-    building every test prompt's messages here would cost as much as the count). With
-    --reasoning each call is taken to use its whole budget (an upper bound)."""
-
-    class PlayPolicy(policy_class):
-        def render(self, context, prompt, preamble=""):
-            return prompt
-
-        def answer(self, contexts, prompts, seed, preamble="", progress=None):
-            labels = self.predict(list(prompts), seed, progress)
-            if self.reasoning is None:
-                return labels, {}
-            return labels, {"reasoning": [""] * len(prompts), "reasoning_tokens": [self.reasoning] * len(prompts)}
-
-    return PlayPolicy
-
-
-class MemoryRecords:
-    """The records a run would write, kept in memory."""
-
-    def __init__(self):
-        self.train: list = []
-        self.test: list = []
-
-    def append_train(self, line) -> dict:
-        self.train.append(line.as_json())
-        return self.train[-1]
-
-    def append_test(self, line) -> dict:
-        self.test.append(line.as_json())
-        return self.test[-1]
-
-    def refresh_results(self, *args) -> None:
-        pass
-
-
-class FakeEncoder:
-    """The fake backend's tokens (words and punctuation) as ids: the counter's encoder for
-    --backend fake, whose "tokenizer" has no ids."""
-
-    incremental = False
-
-    def __init__(self, chat: FakeChat):
-        self.chat = chat
-        self.ids: dict = {}
-        self.cached_segments = 0
-
-    def encode(self, texts):
-        return [np.asarray([self.ids.setdefault(t, len(self.ids)) for t in self.chat.tokens(text)], dtype=np.int32)
-                for text in texts]
-
-    encode_full = encode
 
 
 @dataclass
@@ -147,7 +94,7 @@ class Estimate:
     test_prompt_tokens: int = 0
     steps: int = 0
     generated_tokens: int = 0  # --reasoning and written guides, each at its whole budget (an upper bound)
-    judge_calls: int = 0  # --reward judge: one verdict a training step
+    other_calls: dict = field(default_factory=dict)  # each declared call that answers a label, by its summary
     note: str = ""
     error: Optional[str] = None  # why the run could not be estimated
 
@@ -207,40 +154,31 @@ def context_size(config, data, chat) -> int:
 
 
 def play(config, chat, share: float, reward=None):
-    """One run played through its loop in memory (see the module docstring): (its config.json
+    """One run assembled and played in memory (see the module docstring): (its config.json
     record, training records, test records), or None for a learner (no model calls). ``reward``:
     in place of the run's own reward function (tests replay a finished run's rewards)."""
     from ..method.agents import is_learner
-    from ..method.agents.llm import LLMPolicy
-    from ..method.exploration import strategy_of_run
-    from ..method.rewards import reward_of_run
+    from ..run.assemble import MemoryRecords, assemble, plan_of
     from ..run.data import load_data
-    from ..run.loop import Loop
-    from ..run.plan import Plan
     from ..run.resume import config_record
 
     s = config.spec
     if is_learner(s.agent):
         return None
     data = load_data(config)
-    size = context_size(config, data, chat)
-    plan = Plan.of(s.icrl, size, len(data.train), s.test_every)
-    strategy = None if plan.mode == "zero_shot" else strategy_of_run(s, plan.max_examples)
+    plan = plan_of(config, data, context_size(config, data, chat))
     task = data.task
     answers = {task.prompt(e): task.answer(e) for e in [*data.train, *data.test]}
     backend = StandIn(chat, answers, rewarded_steps(share, plan.steps), s.seed)
-    reward = reward or reward_of_run(s)
-    if getattr(reward, "needs_model", False):  # a judge: the stand-in says yes or no (its calls are counted apart)
-        reward.attach(backend)
     records = MemoryRecords()
-    policy = play_policy(LLMPolicy)(backend, task, strategy, plan.mode, s, data.exemplar_pairs)
-    Loop(config, data, plan, policy, reward.bind(task), records).run(0)
+    assemble(config, data, plan, lambda call: backend, records, reward=reward).loop.run(0)
     return config_record(config, plan, data, backend.describe()), records.train, records.test
 
 
 def count(record: dict, train: Sequence[dict], test: Sequence[dict], chat) -> Estimate:
     """A run's calls and tokens from its records, as run_count_tokens.py counts them."""
-    from ..analysis.counting import Replay, SegmentEncoder, _count  # the counter of run_count_tokens.py
+    from ..analysis.counting import Replay, _count  # the counter of run_count_tokens.py
+    from ..analysis.prefixes import FakeEncoder, SegmentEncoder
 
     encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
     summary, _ = _count(Replay(record, train, test, chat), encoder, 8 if encoder.incremental else 0, 256,
@@ -287,7 +225,8 @@ def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], cha
     and the first episodes its context shares with an earlier context (``shared_contexts``,
     over every call's episode indices, exact), rendered with the previous call's input after
     them. Every k'-th test prompt is rendered likewise. The sums are scaled to all calls."""
-    from ..analysis.counting import Replay, SegmentEncoder
+    from ..analysis.counting import Replay
+    from ..analysis.prefixes import FakeEncoder, SegmentEncoder
 
     replay = Replay(record, train, test, chat)
     encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
@@ -356,13 +295,20 @@ def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Est
 
 
 def generated(record: dict, train: Sequence[dict], test: Sequence[dict]) -> dict:
-    """The tokens a played run generates besides its labels (reasoning, guides: at their budgets)
-    and its judge's calls."""
-    guides = sum(1 for r in train if r.get("reflection") is not None)
-    reasoning = sum(r.get("reasoning_tokens") or 0 for r in train) + \
-        sum(sum(r.get("reasoning_tokens") or []) for r in test)
-    return {"generated_tokens": reasoning + guides * (record["args"].get("reflection_tokens") or 0),
-            "judge_calls": sum(1 for r in train if r.get("judge") is not None)}
+    """What a played run costs besides its labels: the tokens it generates (its reasoning, and
+    each declared call that writes text, at its budget) and the calls of each declared call
+    that answers a label (``icrl.run.assemble.all_calls``), by the call's summary."""
+    from ..run.assemble import all_calls
+
+    tokens = sum(r.get("reasoning_tokens") or 0 for r in train) + sum(sum(r.get("reasoning_tokens") or []) for r in test)
+    other = {}
+    for call in all_calls():
+        n = sum(1 for r in train if call.answered(r))
+        if call.generates:
+            tokens += n * (record["args"].get(call.budget) or 0)
+        else:
+            other[call.summary] = n
+    return {"generated_tokens": tokens, "other_calls": other}
 
 
 def estimate_runs(runs: Sequence, share: float, on_run=None) -> dict:
@@ -404,9 +350,9 @@ def row(run, e: Estimate) -> str:
 
 
 def _beside(e: Estimate) -> str:
-    """What a run costs besides its prompts: generated text and judge calls."""
+    """What a run costs besides its prompts: generated text and other declared calls."""
     parts = [f"{_n(e.generated_tokens)} tokens generated at budget" if e.generated_tokens else "",
-             f"{_n(e.judge_calls)} judge calls" if e.judge_calls else ""]
+             *[f"{_n(n)} {what}" if n else "" for what, n in e.other_calls.items()]]
     parts = [p for p in parts if p]
     return f"  (+ {', '.join(parts)})" if parts else ""
 
@@ -418,13 +364,16 @@ def footer(estimates: dict, tokens_per_s: Optional[float]) -> list[str]:
         if e.error is None:
             for name in FIELDS + ("steps",):
                 setattr(total, name, getattr(total, name) + getattr(e, name))
+            for what, n in e.other_calls.items():
+                total.other_calls[what] = total.other_calls.get(what, 0) + n
     lines = [f"{'total':>5} {total.steps:>7} {_n(total.train_calls):>11} {_n(total.train_prompt_tokens):>14} "
              f"{_n(total.processed_tokens):>14} {_n(total.test_calls):>10} {_n(total.test_prompt_tokens):>14}",
              f"prompt tokens sent: {_n(total.prompt_tokens)} (training {_n(total.train_prompt_tokens)}, "
              f"test {_n(total.test_prompt_tokens)}); processed (the paper's count): {_n(total.processed_tokens)}"]
-    if total.generated_tokens or total.judge_calls:
+    if total.generated_tokens or any(total.other_calls.values()):
+        other = " and ".join(f"{_n(n)} {what}" for what, n in total.other_calls.items())
         lines.append(f"besides: {_n(total.generated_tokens)} tokens generated (reasoning and guides, at their "
-                     f"budgets) and {_n(total.judge_calls)} judge calls, not in the GPU-hours below")
+                     f"budgets) and {other}, not in the GPU-hours below")
     if tokens_per_s:
         hours = total.prompt_tokens / tokens_per_s / 3600
         lines.append(f"at {_n(tokens_per_s)} prompt tokens/s per model replica (--tokens_per_s): "

@@ -37,12 +37,14 @@ def is_learner(agent) -> bool:
     return agent not in (None, "llm")
 
 
-def make_policy(spec, data, *, backend=None, strategy=None, mode: str = "icrl", debug_k: int = 0) -> Policy:
-    """The agent of a run: ``spec`` its RunSpec, ``data`` its RunData; an LLM's ``backend``,
-    ``strategy`` (None for zero-shot) and ``mode``."""
+def make_policy(spec, data, *, backend=None, strategy=None, mode: str = "icrl", debug_k: int = 0,
+                tester=None) -> Policy:
+    """The agent of a run: ``spec`` its RunSpec, ``data`` its RunData; an LLM's ``backend`` (its
+    training calls), ``tester`` (its test calls; default: ``backend``), ``strategy`` (None for
+    zero-shot) and ``mode``."""
     if is_learner(spec.agent):
         return LearnerPolicy.of_run(AGENTS.get(spec.agent), spec, data)
-    return LLMPolicy(backend, data.task, strategy, mode, spec, data.exemplar_pairs, debug_k)
+    return LLMPolicy(backend, data.task, strategy, mode, spec, data.exemplar_pairs, debug_k, tester)
 
 
 def agent_params() -> list[Param]:

@@ -12,6 +12,13 @@ nothing when off): before the strategy picks, ``--prob_reset`` may make it forge
 so far; ``--p_exploration`` may replace the model's training prediction by a random label (no
 model call); an approximate strategy with ``--ucb_alpha`` learns from each step's reward.
 
+The strategy may make model calls of its own before it picks (``Strategy.prepare``: a written
+guide), with the model of each call it declares (``icrl.method.calls``), which the composition
+root (``icrl.run.assemble``) gives it. The policy's own calls are ``ANSWER`` (the training
+input, made with ``backend``) and ``TEST_ANSWER`` (the test inputs, made with ``tester``: the
+same model in a run). A model that reads no prompt (``reads_prompts = False``: a stand-in that
+answers from the records or an estimate's) is given each call's input alone, unrendered.
+
 Reasoning (``--reasoning N``, ours): at every call, training and test, the model first writes up
 to N tokens freely (``icrl.backends.Reasoner.generate``; a thinking template in its thinking
 mode, any other template after an instruction to think and then write the prediction prefix),
@@ -58,15 +65,16 @@ class LLMPolicy(Policy):
     params: tuple = (REASONING,)
     summary = "an LLM with a context strategy (the paper)"
 
-    def __init__(self, backend, task, strategy, mode: str, spec, exemplars: Sequence = (), debug_k: int = 0):
+    def __init__(self, backend, task, strategy, mode: str, spec, exemplars: Sequence = (), debug_k: int = 0,
+                 tester=None):
         self.backend, self.task, self.strategy, self.mode = backend, task, strategy, mode
+        self.tester = backend if tester is None else tester
         self.seed, self.temperature = spec.seed, spec.temperature
         self.omit_feedback = spec.icrl_omit_feedback
         self.exemplars = list(exemplars)
         self.explore = Exploration.of(spec)
         self.debug_k = debug_k
         self.reasoning = spec.reasoning  # --reasoning: the token budget, or None
-        self.reflector = backend  # who writes a reflection strategy's guides (--reflection_model: another model)
         self.model_calls = 0
         self.visible_from = 0  # --prob_reset: the first step whose episode a context may hold
 
@@ -78,9 +86,9 @@ class LLMPolicy(Policy):
         return bool(getattr(self.strategy, "query_aware", False))
 
     # -- the model ------------------------------------------------------------------------------
-    def predict(self, rendered: list[str], seed: int, progress=None) -> list[str]:
+    def predict(self, rendered: list[str], seed: int, progress=None, model=None) -> list[str]:
         options = {} if progress is None else {"progress": progress}
-        out = self.backend.predict(rendered, self.task.labels, self.temperature, seed, **options)
+        out = (model or self.backend).predict(rendered, self.task.labels, self.temperature, seed, **options)
         if self.model_calls < self.debug_k:
             log.info("model call %d (%d prompts, seed %d); first prompt:\n%s\n-> %s",
                      self.model_calls, len(rendered), seed, rendered[0], out if len(out) <= 20 else out[:20])
@@ -93,19 +101,26 @@ class LLMPolicy(Policy):
             exemplars=self.exemplars, supports_system_role=self.backend.supports_system_role,
             reasoning=self.reasoning is not None and not self.backend.thinks, preamble=preamble)
 
-    def render(self, context: Sequence[Episode], prompt: str, preamble: str = "") -> str:
-        return self.backend.render(*self.messages(context, prompt, preamble))
-
     def answer(self, contexts: Sequence, prompts: Sequence[str], seed: int, preamble: str = "",
-               progress=None) -> tuple[list[str], dict]:
-        """A label per prompt (each after its context), and with --reasoning the record fields of
-        the reasoning before each (``reasoning``, ``reasoning_tokens``: lists, one per prompt)."""
+               progress=None, model=None) -> tuple[list[str], dict]:
+        """A label per prompt (each after its context) from ``model`` (default: ``backend``), and
+        with --reasoning the record fields of the reasoning before each (``reasoning``,
+        ``reasoning_tokens``: lists, one per prompt)."""
+        model = model or self.backend
+        reads = getattr(model, "reads_prompts", True)
         if self.reasoning is None:
-            return self.predict([self.render(c, p, preamble) for c, p in zip(contexts, prompts)], seed, progress), {}
-        frames = [self.backend.reasoning_frame(*self.messages(c, p, preamble)) for c, p in zip(contexts, prompts)]
-        written = self.backend.generate([f.prompt for f in frames], self.reasoning, self.temperature, seed,
-                                        stop=[frames[0].stop])
-        labels = self.predict([f.answer_prompt(g.text) for f, g in zip(frames, written)], seed, progress)
+            rendered = [model.render(*self.messages(c, p, preamble)) for c, p in zip(contexts, prompts)] \
+                if reads else list(prompts)
+            return self.predict(rendered, seed, progress, model), {}
+        if reads:
+            frames = [model.reasoning_frame(*self.messages(c, p, preamble)) for c, p in zip(contexts, prompts)]
+            written = model.generate([f.prompt for f in frames], self.reasoning, self.temperature, seed,
+                                     stop=[frames[0].stop])
+            rendered = [f.answer_prompt(g.text) for f, g in zip(frames, written)]
+        else:
+            written = model.generate(list(prompts), self.reasoning, self.temperature, seed)
+            rendered = list(prompts)
+        labels = self.predict(rendered, seed, progress, model)
         return labels, {"reasoning": [g.text for g in written], "reasoning_tokens": [g.tokens for g in written]}
 
     # -- the policy -----------------------------------------------------------------------------
@@ -117,8 +132,7 @@ class LLMPolicy(Policy):
                 self.strategy.forget()
                 self.visible_from = step
         visible = list(history[self.visible_from:])
-        if self.strategy.reflects and self.strategy.due(step):
-            fields["reflection"] = self.reflect(visible, step)
+        fields.update(self.strategy.prepare(step, visible, self.task, self.seed, self.temperature))
         query = {"query": prompt} if self.query_aware else {}
         context = self.strategy.select(visible, np.random.default_rng(self.seed + step), **query)
         preamble = self.strategy.preamble(visible, self.task.labels)
@@ -137,16 +151,6 @@ class LLMPolicy(Policy):
             fields.update({k: v[0] for k, v in reasoning.items()})
         return decision
 
-    def reflect(self, history: Sequence[Episode], step: int) -> str:
-        """A reflection strategy's new guide, written by ``reflector`` (icrl.method.strategies.reflection)."""
-        from ..strategies.reflection import PREFIX, SEED_OFFSET, reflection_messages
-
-        prompt = self.reflector.render(reflection_messages(self.task, history, self.strategy.every), PREFIX)
-        (written,) = self.reflector.generate([prompt], self.strategy.tokens, self.temperature,
-                                             self.seed + step + SEED_OFFSET)
-        self.strategy.take(written.text.strip(), step)
-        return self.strategy.guide
-
     def learn(self, step, decision, reward, answer):
         if decision.prediction is not None and not decision.explored:
             self.strategy.observe_reward(reward, decision.context)  # --ucb_alpha, curated retrieval
@@ -160,14 +164,14 @@ class LLMPolicy(Policy):
         else:
             contexts = [decision.context] * len(prompts)
             shown = {"context_size": len(decision.context), "context": decision.context_ids}
-        predictions, reasoning = self.answer(contexts, prompts, self.seed + step, decision.preamble, progress)
+        predictions, reasoning = self.answer(contexts, prompts, self.seed + step, decision.preamble, progress,
+                                             self.tester)
         return predictions, {**shown, **reasoning}
 
     def replay(self, records, history):
         if self.strategy is not None:
             self.explore.replay(self.strategy, history, records, self.seed)
-            if self.strategy.reflects:  # the guides are read back, never written again
-                self.strategy.restore(records, len(records) - 1)
+            self.strategy.restore(records, len(records) - 1)  # what its own calls answered: read back
         self.visible_from = self.explore.last_reset(self.seed, len(records) - 1)
 
     def recall(self, step, records, history):
@@ -175,7 +179,7 @@ class LLMPolicy(Policy):
         context = [history[i] for i in record["context"]]
         visible = list(history[self.explore.last_reset(self.seed, step):step])
         strategy = self.strategy
-        if strategy is not None and strategy.reflects:  # the guide shown at that step, from the records
+        if strategy is not None and strategy.calls:  # its state at that step, from the records
             strategy = copy.copy(strategy)
             strategy.restore(records, step)
         return Decision(context, record["metrics"], record["prediction"], {}, visible,

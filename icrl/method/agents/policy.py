@@ -30,7 +30,7 @@ class Decision:
     the record's order (``reset``, ``explored``); ``visible``: the history a query-aware test
     context may draw from; ``explored``: the prediction is a random label, not the model's;
     ``snapshot``: the policy as it was at a recalled step (a learner's test predictions);
-    ``preamble``: text the strategy puts before the episodes (a summary, a reflection)."""
+    ``preamble``: text the strategy puts before the episodes (a summary, a written guide)."""
 
     context: list = field(default_factory=list)
     metrics: dict = field(default_factory=dict)

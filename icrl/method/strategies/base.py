@@ -97,7 +97,7 @@ class Strategy:
     filters: tuple = tuple(FILTERS)
     stateful = False
     learns = False  # True: observe_reward changes what later selects choose (replayed on resume)
-    reflects = False  # True: the agent writes it a guide every ``reflect_every`` steps (see reflection.py)
+    calls: tuple = ()  # the model calls it makes itself (icrl.method.calls; the acting model's are the agent's)
     query_aware = False  # True: select() is given the input the context is for (``query``)
     params: tuple[Param, ...] = ()
     uses: tuple[str, ...] = ()
@@ -135,6 +135,19 @@ class Strategy:
                query: Optional[str] = None) -> list[Episode]:
         """The context for one input (``query``: given to query-aware strategies only)."""
         raise NotImplementedError
+
+    def attach(self, call, model) -> None:
+        """The model that answers its declared ``call`` (one of ``calls``), before the run starts."""
+
+    def prepare(self, step: int, history: Sequence[Episode], task, seed: int, temperature: float) -> dict:
+        """Called before ``select`` at every training step: the model calls the strategy makes
+        there (its ``calls``, seeded from ``seed``), and the training line's fields that record
+        their answers ({} when it makes none)."""
+        return {}
+
+    def restore(self, records: Sequence[dict], upto: int) -> None:
+        """Its state at training step ``upto`` read back from the training ``records`` (what its
+        own calls answered: never asked again on resume)."""
 
     def metrics(self) -> dict:
         """Extra per-step metrics of the last select (empty for stateless strategies)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Optional, Sequence
 
 from ...errors import UsageError
+from ..calls import ModelCall
 from ..episode import Episode
 from ..registry import Param
 from .base import Strategy, _any, register_strategy
@@ -39,6 +40,8 @@ REFLECTION_MODEL = Param("reflection_model", None, "reflection: the model that w
 GUIDE_HEADING = "A guide you wrote from your earlier answers:"
 PREFIX = "Guide:"
 SEED_OFFSET = 1000003  # the guide's generation seed: seed + step + this
+GUIDE = ModelCall("guide", field="reflection", option="reflection_model", generates=True,
+                  budget="reflection_tokens", summary="guides written")
 
 
 def reflection_messages(task, history: Sequence[Episode], window: int) -> list[dict]:
@@ -61,7 +64,7 @@ class Reflection(Strategy):
     name = "reflection"
     family = "reflection"
     filters = ("",)
-    reflects = True
+    calls = (GUIDE,)
     params = (REFLECT_EVERY, REFLECTION_TOKENS, REFLECTION_MODEL)
     summary = "a guide the model writes every --reflect_every steps from its answers and rewards, then the " \
               "most recent episodes"
@@ -69,6 +72,7 @@ class Reflection(Strategy):
     def __init__(self, max_examples, p_keep, accept=_any, every: int = 10, tokens: int = 64):
         super().__init__(max_examples, p_keep, accept)
         self.every, self.tokens = every, tokens
+        self.writer = None  # the model that writes the guides (GUIDE's model)
         self.reset()
 
     @classmethod
@@ -95,12 +99,25 @@ class Reflection(Strategy):
     def take(self, guide: str, step: int) -> None:
         self.guide, self.guide_step = guide, step
 
+    def attach(self, call, model):
+        self.writer = model
+
+    def prepare(self, step, history, task, seed, temperature):
+        """A new guide at the steps it is due, written by ``writer`` from ``history`` (the
+        episodes the step's context may show); the training line records it (``reflection``)."""
+        if not self.due(step):
+            return {}
+        prompt = self.writer.render(reflection_messages(task, history, self.every), PREFIX)
+        (written,) = self.writer.generate([prompt], self.tokens, temperature, seed + step + SEED_OFFSET)
+        self.take(written.text.strip(), step)
+        return {GUIDE.field: self.guide}
+
     def restore(self, records: Sequence[dict], upto: int) -> None:
         """The guide in use at step ``upto`` (the last written at or before it), from records."""
         self.reset()
         for record in records[:upto + 1]:
-            if record.get("reflection") is not None:
-                self.take(record["reflection"], record["step"])
+            if GUIDE.answered(record):
+                self.take(record[GUIDE.field], record["step"])
 
     def select(self, history, rng, query=None):
         return list(history[max(len(history) - self.max_examples, 0):])

@@ -14,7 +14,8 @@ import pytest
 from icrl.method.episode import Episode
 from icrl.method.prompts import build_messages
 from icrl.records import find_runs, read_json, read_jsonl
-from icrl.analysis.counting import PrefixTree, Replay, SegmentEncoder, count_run, naive_uncached, prompt_format
+from icrl.analysis.counting import Replay, count_run, prompt_format
+from icrl.analysis.prefixes import PrefixTree, SegmentEncoder, naive_uncached
 from icrl.analysis.synthetic import synthesize_run
 from icrl.cli.tokens import main
 from runs_fixture import datasets_dir

@@ -13,7 +13,7 @@ from icrl.analysis.counting import Replay, _count
 from icrl.backends.fake import FakeBackend, FakeChat
 from icrl.cli.run import main
 from icrl.records import read_jsonl
-from icrl.sweep.estimate import FakeEncoder
+from icrl.analysis.prefixes import FakeEncoder
 
 RUN = [*TOY, "--icrl", "--max_context_examples", "3", "--train_k", "14", "--test_every", "5", "--test_k", "4"]
 CASES = {

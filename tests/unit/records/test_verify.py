@@ -105,6 +105,29 @@ def test_finished_run_is_reported_before_the_data_load(finished, tmp_path, monke
     assert "already finished" in capsys.readouterr().out
 
 
+def test_a_finished_run_with_damaged_records_is_not_reported_without_its_data(finished, monkeypatch, capsys):
+    """Without the data the records cannot be rebuilt: a run whose records config.json alone
+    shows damaged (an accuracy its prediction contradicts) is not reported as finished; the
+    data's error is said."""
+    out, run_dir, _ = finished
+    lines = lines_of(run_dir / "train.jsonl")
+    record = json.loads(lines[1])
+    record["accuracy"] = 1 - record["accuracy"]
+    (run_dir / "train.jsonl").write_text(lines[0] + json.dumps(record) + "\n" + "".join(lines[2:]))
+    import icrl.run.experiment
+    from icrl.errors import UsageError
+
+    def no_data(*args, **kwargs):
+        raise UsageError("the task's data file is gone")
+
+    monkeypatch.setattr(icrl.run.experiment, "load_data", no_data)
+    assert main(tiny_argv(out)) == 2
+    captured = capsys.readouterr()
+    assert "already finished" not in captured.out and "the task's data file is gone" in captured.err
+    (run_dir / "train.jsonl").write_text("".join(lines))  # the same run, sound: reported from its records
+    assert main(tiny_argv(out)) == 0
+    assert "already finished" in capsys.readouterr().out
+
 
 def test_repair_fixes_what_follows_from_the_records_and_refuses_what_does_not(finished):
     """verify.repair: accuracies that contradict prediction and answer are recomputed, a test

@@ -28,7 +28,6 @@ class Recorded:
     """The rewards a finished run got, step by step (in place of the assumed draw)."""
 
     same_as_accuracy = True
-    needs_model = False
 
     def __init__(self, train):
         self.feedback = [r["feedback"] for r in train]
@@ -157,3 +156,23 @@ def test_a_long_run_is_counted_from_a_sample_close_to_the_full_count(data_dir, t
         every = estimate.sampled_count(*played, chat, 10_000)
         assert every.train_prompt_tokens == full.train_prompt_tokens
         assert full.processed_tokens <= every.processed_tokens <= 1.1 * full.processed_tokens, run.label()
+
+
+def test_the_calls_a_run_declares_beyond_its_labels_are_counted_apart(tmp_path, capsys):
+    """A guide-writing strategy and a judged reward: the guides' budgets are generated tokens, the
+    verdicts are calls of their own, in the run's row and in the total (not in the GPU-hours)."""
+    from helpers import TOY_TASK
+
+    toy = ["--model_name", "fake", "--backend", "fake", "--task_name", TOY_TASK, "--train_k", "12", "--test_k", "3",
+           "--test_every", "6", "--max_context_examples", "3", "--icrl", "--seed", "100", "--training_seed", "100",
+           "--test_seed", "5", "--context_strategy_name", "reflection", "--reflect_every", "4",
+           "--reflection_tokens", "20", "--reward", "judge", "--output_dir", str(tmp_path / "out")]
+    _, runs = runner.plan(toy)
+    (e,) = estimate.estimate_runs(runs, 0.5).values()
+    assert e.generated_tokens == 2 * 20  # guides at steps 4 and 8, each at its budget
+    assert e.other_calls == {"judge calls": 12}  # a verdict a training step
+    assert runner.main([*toy, "--estimate"]) == 0
+    out = capsys.readouterr().out
+    assert "(+ 40 tokens generated at budget, 12 judge calls)" in out
+    assert "besides: 40 tokens generated (reasoning and guides, at their budgets) and 12 judge calls" in out
+    assert not (tmp_path / "out").exists()

@@ -1,0 +1,61 @@
+"""The model calls of a run, each declared once by the part that makes it.
+
+A part of the method that asks a model something declares the call (``ModelCall``): its kind,
+the record field that keeps what the model answered, and the setting that names the model that
+answers it (None: the acting model). The composition root (``icrl.run.assemble``) hands each
+part the model of each call it declares; the experiment plugs in the real models, the records
+check a model that answers from the records, the cost estimate a stand-in. The records check,
+the token counter and the estimate read the declarations: a new call is taught to them by its
+declaration alone.
+
+The acting model's own calls are declared here (``ANSWER``: a training input's label, with
+--reasoning the reasoning before it; ``TEST_ANSWER``: the test inputs' labels); a strategy
+declares its calls in ``Strategy.calls`` (a written guide), a reward in ``Reward.calls`` (a
+model's verdict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+
+@dataclass(frozen=True)
+class ModelCall:
+    """One kind of model call. ``kind``: its name; ``field``: the training line's field that
+    records its answer (None: the call's answer is the line's own prediction); ``option``: the
+    run setting that names the model answering it (None: the acting model); ``generates``: the
+    call writes text freely (its budget: the setting ``budget``), not a label; ``summary``: how
+    a report names its calls."""
+
+    kind: str
+    field: Optional[str] = None
+    option: Optional[str] = None
+    generates: bool = False
+    budget: Optional[str] = None
+    summary: str = ""
+
+    def model_name(self, spec) -> Optional[str]:
+        """The name of the model that answers it in the run ``spec`` (None: the acting model)."""
+        return getattr(spec, self.option, None) if self.option else None
+
+    def answered(self, record: dict) -> bool:
+        """Whether a training line records an answer of this call."""
+        return self.field is not None and record.get(self.field) is not None
+
+
+ANSWER = ModelCall("answer", summary="training calls")
+TEST_ANSWER = ModelCall("test_answer", summary="test calls")
+
+# The model of each declared call: models(call) -> a backend (the acting model for ANSWER).
+Models = Callable[[ModelCall], Any]
+
+
+def declared_calls(*parts) -> list[ModelCall]:
+    """The calls that ``parts`` (a strategy, a reward, None for none) declare, each once, in order."""
+    out: list[ModelCall] = []
+    for part in parts:
+        for call in getattr(part, "calls", ()):
+            if call not in out:
+                out.append(call)
+    return out

@@ -1,0 +1,140 @@
+"""The composition root: the one place a run's configuration becomes its parts.
+
+    parts = assemble(config, data, plan, models, records)
+    parts.loop.run(start)
+
+From the run's settings (``config.spec``, read here and nowhere else on the way to a run) it
+builds the strategy (None for zero-shot and for a learner), the reward (bound to the task),
+the policy and the loop, and hands every part that asks a model the model of each call it
+declares (``icrl.method.calls``). Four callers put a run together through it, and differ only
+in what they plug in:
+
+    caller                           models (``models(call)``)              records
+    the experiment (experiment.py)   the real backend, other models by name  the run's files
+    the records check (rebuild.py)   a model that answers from the records   memory
+    the cost estimate (estimate.py)  a stand-in answering at a reward share  memory
+    the token counter (counting.py)  no model: the strategy alone            (reads the files)
+
+``plan_of`` gives the plan from a context size (each caller resolves that size its own way:
+from the window, config.json or the size cache), ``strategy_of`` the strategy alone,
+``calls_of`` the calls a run will make before anything is built (to load their models first),
+``all_calls`` every call a registered part declares (what a record can hold; the counter and
+the estimate count each as ``<field>_calls``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+from ..method.agents import is_learner, make_policy
+from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, Models, declared_calls
+from ..method.exploration import strategy_of_run
+from ..method.rewards import REWARDS, reward_of_run
+from ..method.strategies.base import STRATEGIES
+from ..records.schema import TestLine, TrainLine
+from .loop import Loop
+from .plan import Plan
+
+
+@dataclass
+class Parts:
+    """A run's parts, ready to run: ``loop.run(loop.restore(...))`` or ``loop.run(0)``."""
+
+    plan: Plan
+    strategy: object
+    reward: object
+    policy: object
+    loop: Loop
+
+
+class MemoryRecords:
+    """Where the records go when they stay in memory (the records check, the estimate): the
+    lines the loop would write, as written."""
+
+    def __init__(self):
+        self.train: list = []
+        self.test: list = []
+
+    def append_train(self, line: TrainLine) -> dict:
+        self.train.append(line.as_json())
+        return self.train[-1]
+
+    def append_test(self, line: TestLine) -> dict:
+        self.test.append(line.as_json())
+        return self.test[-1]
+
+    def refresh_results(self, *args, **kwargs) -> None:
+        return None
+
+
+def plan_of(config, data, size: Optional[int]) -> Plan:
+    """The run's plan with ``size`` context episodes (None: a learner's)."""
+    s = config.spec
+    return Plan.of(s.icrl, size, len(data.train), s.test_every)
+
+
+def strategy_of(spec, plan: Plan):
+    """The run's context strategy for ``plan`` (None for zero-shot and for a learner)."""
+    if plan.mode == "zero_shot" or is_learner(spec.agent):
+        return None
+    return strategy_of_run(spec, plan.max_examples)
+
+
+def strategy_of_record(record: dict):
+    """(the run's settings, its context strategy) of a run's config.json ``record`` (the strategy
+    None where the run has none): what the token counter rebuilds a finished run's preambles with."""
+    from ..config import SPEC_DEFAULTS, RunSpec
+
+    args = record["args"]
+    spec = RunSpec(**{k: v for k, v in {**SPEC_DEFAULTS, **args}.items() if k in SPEC_DEFAULTS})
+    resolved = record["resolved"]
+    if spec.context_strategy_name not in STRATEGIES:
+        return spec, None
+    return spec, strategy_of(spec, Plan(resolved["mode"], resolved["max_context_examples"], 0, ()))
+
+
+def calls_of(spec) -> list[ModelCall]:
+    """The calls of the run ``spec`` beyond the acting model's own: its strategy's, then its
+    reward's (from their declarations, before anything is built)."""
+    parts = []
+    if spec.context_strategy_name and not is_learner(spec.agent) and spec.context_strategy_name in STRATEGIES:
+        parts.append(STRATEGIES.get(spec.context_strategy_name).cls)
+    parts.append(REWARDS.get(spec.reward))
+    return declared_calls(*parts)
+
+
+def all_calls() -> list[ModelCall]:
+    """Every call a registered strategy or reward declares, each once (what a record can hold)."""
+    return declared_calls(*REWARDS, *(name.cls for name in STRATEGIES))
+
+
+def by_option(spec, acting, load: Callable[[str], object]) -> Models:
+    """The models of a run: ``load(name)`` for a call whose option names a model, else ``acting``."""
+
+    def models(call: ModelCall):
+        name = call.model_name(spec)
+        return load(name) if name else acting
+
+    return models
+
+
+def assemble(config, data, plan: Plan, models: Models, records, *, reward=None, observers: Sequence = (),
+             check_directory=lambda: None, debug_k: int = 0, contexts=None) -> Parts:
+    """The parts of the run ``config`` on ``data`` with ``plan`` (module docstring). ``reward``:
+    the reward to bind and give its models (default: the run's own, built here); ``contexts``:
+    wraps the strategy (the records check's, for a query-aware strategy)."""
+    s = config.spec
+    strategy = strategy_of(s, plan)
+    for call in declared_calls(strategy):
+        strategy.attach(call, models(call))
+    if contexts is not None and strategy is not None:
+        strategy = contexts(strategy)
+    reward = (reward_of_run(s) if reward is None else reward).bind(data.task)
+    for call in declared_calls(reward):
+        reward.attach(call, models(call))
+    learner = is_learner(s.agent)
+    policy = make_policy(s, data, backend=None if learner else models(ANSWER), strategy=strategy, mode=plan.mode,
+                         debug_k=debug_k, tester=None if learner else models(TEST_ANSWER))
+    loop = Loop(config, data, plan, policy, reward, records, observers, check_directory=check_directory)
+    return Parts(plan, strategy, reward, policy, loop)

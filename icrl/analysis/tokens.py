@@ -175,7 +175,7 @@ def count_tokens(args: CountOptions) -> int:
                      "reasoning_tokens": summary.get("train_reasoning_tokens", 0) + summary.get("test_reasoning_tokens", 0),
                      "train_reasoning_tokens": summary.get("train_reasoning_tokens", 0),
                      "test_reasoning_tokens": summary.get("test_reasoning_tokens", 0),
-                     "judge_calls": summary.get("judge_calls", 0), "reflection_calls": summary.get("reflection_calls", 0),
+                     **{column: summary.get(column, 0) for column in _call_columns()},
                      "tokenizer": name, "run_id": run["run_id"]})
     table = pd.DataFrame(rows)
     for column in ("processed_tokens", "processed_tokens_as_run"):
@@ -191,6 +191,14 @@ def count_tokens(args: CountOptions) -> int:
           f"{elapsed:.1f} s" + (f"; counting speed {total_tokens / total_s:,.0f} prompt tokens/s"
                                 if total_s > 0 else ""))
     return 0
+
+
+def _call_columns() -> dict:
+    """The column of each call beside the classifier's (``<field>_calls``, as the counter names
+    it) and how the table names its calls: from the declarations (``icrl.run.assemble.all_calls``)."""
+    from ..run.assemble import all_calls
+
+    return {f"{call.field}_calls": call.summary for call in all_calls() if call.field}
 
 
 # Runs whose token counts compare: same model, task, number of steps and test set.
@@ -249,8 +257,7 @@ def format_table(table) -> str:
                          f"{r['uncached_tokens']:>13,} {cached:>7} {ratio:>14}"
                          + (f" {_fmt_count(r['reasoning_tokens']):>12}" if reasoned else ""))
         for _, r in group.iterrows():
-            other = [f"{int(r[k]):,} {what}" for k, what in (("judge_calls", "judge calls"),
-                                                             ("reflection_calls", "guides written"))
+            other = [f"{int(r[k]):,} {what}" for k, what in _call_columns().items()
                      if k in r and r[k] == r[k] and r[k] > 0]
             if other:
                 lines.append(f"{r['run']}: also {' and '.join(other)} (other prompts, not counted above)")

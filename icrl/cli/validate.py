@@ -21,6 +21,7 @@ from ..method import agents, exploration, rewards
 from ..method.agents import is_learner
 from ..method.strategies import STRATEGIES, strategy_of, strategy_params
 from ..method.strategies.base import owners_of
+from ..run.assemble import calls_of
 from ..tasks import parse_task_name
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "half", "float")
@@ -263,8 +264,8 @@ def validate_agent(config: RunConfig, spelled: Optional[Mapping[str, str]] = Non
     if not is_learner(s.agent):
         refuse_settings(s, LEARNER_ONLY, f"a learner (--agent {' or '.join(learners.rsplit(', ', 1))}); drop them "
                                          f"for an LLM run", spelled)
-    else:  # a learner with a judge (--judge_model) takes the settings that load the judge
-        loading = {"backend", *BACKEND_NAMES} if getattr(s, "judge_model", None) else set()
+    else:  # a learner whose reward's call names a model (icrl.method.calls) takes the settings that load it
+        loading = {"backend", *BACKEND_NAMES} if any(call.model_name(s) for call in calls_of(s)) else set()
         refuse_settings(s, [n for n in LLM_ONLY if n not in loading],
                         f"an LLM; --agent {s.agent} is a learner on text features: drop them", spelled)
     agents.validate(s)

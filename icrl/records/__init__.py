@@ -43,8 +43,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .check import (DamagedRecords, RunState, check_test, check_train, inspect_run, plan_of,  # noqa: F401
-                    unresumable)
+from .check import DamagedRecords, RunState, check_test, check_train, inspect_run, plan_of  # noqa: F401
 from .io import (append_jsonl, parse_jsonl, read_json, read_jsonl, remove_leftovers, write_atomic,  # noqa: F401
                  write_csv_atomic, write_json_atomic, write_jsonl_atomic)
 from .layout import (CONFIG, FORMAT_VERSION, LOG, MAX_CONTEXT_FILE, OPTIONAL_FOLDER_ARGS, RESULTS, TEST,  # noqa: F401
@@ -55,6 +54,6 @@ __all__ = [
     "CONFIG", "FORMAT_VERSION", "LOG", "MAX_CONTEXT_FILE", "OPTIONAL_FOLDER_ARGS", "RESULTS", "TEST", "TRAIN",
     "DamagedRecords", "Path", "RunRecords", "RunState", "append_jsonl", "check_test", "check_train",
     "experiment_dir", "find_runs", "inspect_run", "max_context_path", "parse_jsonl", "plan_of", "read_json",
-    "read_jsonl", "remove_leftovers", "run_folder", "unresumable", "write_atomic", "write_csv_atomic",
+    "read_jsonl", "remove_leftovers", "run_folder", "write_atomic", "write_csv_atomic",
     "write_json_atomic", "write_jsonl_atomic",
 ]

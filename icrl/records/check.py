@@ -172,8 +172,3 @@ def inspect_run(directory) -> RunState:
     if mode != "zero_shot" and len(state.train) == steps and state.missing_tests:
         state.problems.append(f"test steps {state.missing_tests} are missing from test.jsonl")
     return state
-
-
-def unresumable(directory: Path, problem: str) -> DamagedRecords:
-    return DamagedRecords(f"{directory}: {problem}; the steps after it depend on it, so the run cannot resume: "
-                          f"delete that line and the ones after it to recompute them, or pass --overwrite")

@@ -135,7 +135,8 @@ class ConfigRecord(_ConfigRecord, total=False):
 class TrainLine:
     """One line of train.jsonl: one training step (the step is complete once this is on disk).
     The optional fields (None) are written only with their flag (docs/method.md, beyond the
-    paper), after the others and before ``time_s``."""
+    paper), after the others and before ``time_s``; the last of them record the answers of the
+    declared model calls, one field each (``ModelCall.field``, ``icrl.method.calls``)."""
 
     step: int
     example_id: int
@@ -154,8 +155,8 @@ class TrainLine:
     reward: Optional[float] = None   # --reward other than exact_match: the step's reward (accuracy stays exact)
     reasoning: Optional[str] = None  # --reasoning: what the model wrote before its answer
     reasoning_tokens: Optional[int] = None  # --reasoning: the tokens it took
-    reflection: Optional[str] = None  # the reflection strategy: the guide written at this step
-    judge: Optional[str] = None      # --reward judge: the judge's raw answer ("yes" or "no")
+    reflection: Optional[str] = None  # declared call "guide": the guide a strategy wrote at this step
+    judge: Optional[str] = None      # declared call "verdict": a reward model's raw answer ("yes" or "no")
     time_s: float = 0.0              # the whole step, its test included
 
     def as_json(self) -> dict:

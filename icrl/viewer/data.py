@@ -156,16 +156,20 @@ def run_payload(state: TypedRun, root: Path, strings: StringTable) -> dict:
 def beyond_the_paper(train, strings: StringTable) -> dict:
     """The training fields of the methods beyond the paper, where a run has them (index -1 or
     None for a step without): the reasoning before each answer and its tokens (--reasoning),
-    the guide written at a step (the reflection strategy), a judge's verdict (--reward judge),
-    and the episodes curated retrieval stopped retrieving at a step."""
+    the answer of each declared model call under its kind (``icrl.run.assemble.all_calls``; a
+    written text by its index in ``strings``, a label as it is: the guide a strategy wrote, a
+    reward's verdict), and the episodes curated retrieval stopped retrieving at a step."""
+    from ..run.assemble import all_calls
+
     out = {}
     if any(r.reasoning is not None for r in train):
         out["reasoning"] = [-1 if r.reasoning is None else strings.index(r.reasoning) for r in train]
         out["reasoning_tokens"] = [r.reasoning_tokens for r in train]
-    if any(r.reflection is not None for r in train):
-        out["guide"] = [-1 if r.reflection is None else strings.index(r.reflection) for r in train]
-    if any(r.judge is not None for r in train):
-        out["judge"] = [r.judge for r in train]
+    for call in all_calls():
+        answers = [getattr(r, call.field) for r in train] if call.field else []
+        if any(a is not None for a in answers):
+            out[call.kind] = ([-1 if a is None else strings.index(a) for a in answers] if call.generates
+                              else answers)
     if any(_pruned(r) for r in train):
         out["pruned"] = [encode_context(_pruned(r)) for r in train]
     return out

@@ -163,8 +163,8 @@
   // the methods beyond the paper: reasoning, a written guide, a judge's verdict, pruned episodes
   function beyondBlocks(run, k) {
     const t = run.train, out = [];
-    if (t.judge && t.judge[k] !== null) {
-      out.push(el("div", { class: "kv judge" }, el("span", {}, "judge said: ", el("b", {}, t.judge[k])),
+    if (t.verdict && t.verdict[k] !== null) {
+      out.push(el("div", { class: "kv judge" }, el("span", {}, "judge said: ", el("b", {}, t.verdict[k])),
         el("span", { class: "muted" }, `(the reward shown; gold: ${t.correct[k] === 1 ? "right" : "wrong"})`)));
     }
     if (t.reasoning && t.reasoning[k] >= 0) {

@@ -23,3 +23,19 @@ def test_the_viewer_and_the_diagnostics_figure_use_one_window(tmp_path):
     assert drawn["window"] == int(windows["steps"].max()) == 5  # 120 steps: about 25 windows
     assert drawn["step"] == windows["window_end"].astype(int).tolist()
     assert drawn["accuracy"] == [round(x, 4) for x in windows["accuracy"]]
+
+
+def test_each_declared_calls_answers_reach_the_page_under_its_kind():
+    """A guide (written text) is sent by its index in the string table, a verdict as it is; a
+    run without a call's answers has no entry for it."""
+    from icrl.records.schema import TrainLine
+    from icrl.viewer.data import StringTable, beyond_the_paper
+
+    def line(step, **answers):
+        return TrainLine(step, step, "Q", "a", 1, "a", 1, 0, [], {}, **answers)
+
+    strings = StringTable()
+    got = beyond_the_paper([line(0, judge="yes"), line(1, reflection="be brief", judge="no")], strings)
+    assert got == {"verdict": ["yes", "no"], "guide": [-1, strings.index("be brief")]}
+    assert strings.strings[got["guide"][1]] == "be brief"
+    assert beyond_the_paper([line(0)], StringTable()) == {}

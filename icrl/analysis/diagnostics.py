@@ -211,7 +211,7 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
     for row, ((model, task), group) in enumerate(groups):
         for col, (metric, title) in enumerate(PANELS):
             ax = axes[row][col]
-            for run_id, run in group.groupby("run_id", sort=True):
+            for _, run in group.groupby("run_id", sort=True):
                 name = run["label"].iloc[0] + (f" seed {run['seed'].iloc[0]}" if group["seed"].nunique() > 1 else "")
                 ax.plot(run["window_end"], run[metric], marker="o" if len(run) < 30 else None, ms=3, label=name)
             ax.set_title(f"{model} / {task}\n{title}" if col == 0 else title, fontsize=9)
@@ -228,7 +228,8 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
     return path
 
 
-def write_diagnostics(data_dir, out_dir, window: Optional[int] = None, run_dirs: Optional[Iterable] = None) -> list[Path]:
+def write_diagnostics(data_dir, out_dir, window: Optional[int] = None,
+                      run_dirs: Optional[Iterable] = None) -> list[Path]:
     """diagnostics.csv, diagnostics_per_class.csv and diagnostics.png for every run under
     ``data_dir`` (or those in ``run_dirs``), written into ``out_dir``; returns the paths
     written (no figure without an ICRL run)."""

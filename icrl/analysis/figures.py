@@ -48,6 +48,7 @@ same verdicts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -69,7 +70,7 @@ FIGURES: list[tuple[str, Callable]] = [
     ("failures", fig_failures),
     ("regret", fig_regret),
     ("train_accuracy", fig_train_accuracy),
-    *[(ab.name, (lambda ab: lambda ctx: fig_ablation(ctx, ab))(ab)) for ab in ABLATIONS],
+    *[(ab.name, partial(fig_ablation, ab=ab)) for ab in ABLATIONS],
 ]
 
 

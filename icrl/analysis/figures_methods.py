@@ -130,8 +130,10 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
                     icl = same if len(same) else icl[icl["max_context_examples"] == icl["max_context_examples"].max()]
                     _baseline(ax, icl["final_test_accuracy"].dropna().mean(), "ICL")
                 if verdicts:
-                    reference = (_pooled(zero), "zero-shot run") if len(zero_acc) else (zero_ref, "naive ICRL at step 0")
-                    _verdicts(ctx, ax, model, task, drawn, *reference, *_reference_runs(here, zero, len(zero_acc), m_ref))
+                    reference = ((_pooled(zero), "zero-shot run") if len(zero_acc)
+                                 else (zero_ref, "naive ICRL at step 0"))
+                    _verdicts(ctx, ax, model, task, drawn, *reference,
+                              *_reference_runs(here, zero, len(zero_acc), m_ref))
             if unit_range:
                 _chance(ax, here)
                 ax.set_ylim(-0.02, 1.02)
@@ -304,7 +306,8 @@ def fig_train_accuracy(ctx: Context):
     smoothed = _smoothed_frame(ctx.results.train(), ctx.smooth)
 
     def panel(ax, chosen, method, label=None, other=False):
-        _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method], label or METHOD_NOTES[method],
+        _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method],
+                    label or METHOD_NOTES[method],
                     marker=MARKERS[method], layer=_layer(method, other),
                     linestyle="--" if other else "-")
 

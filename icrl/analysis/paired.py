@@ -99,7 +99,8 @@ class PairedVerdict(Worded):
 
     def short(self) -> str:
         c = self.comparison
-        verdict = {"above": "beat zero-shot", "below": "below zero-shot", "same": "did not beat zero-shot"}[self.outcome]
+        verdict = {"above": "beat zero-shot", "below": "below zero-shot",
+                   "same": "did not beat zero-shot"}[self.outcome]
         return (f"{self.method} {c.accuracy_a:.3f} vs {c.accuracy_b:.3f}, "
                 f"diff {c.difference.text(signed=True)}, {format_p(c.mcnemar.pvalue)}: {verdict}")
 

@@ -170,10 +170,12 @@ def count_tokens(args: CountOptions) -> int:
                      "train_prompt_tokens": summary["train_prompt_tokens"],
                      "test_prompt_tokens": summary["test_prompt_tokens"], "prompt_tokens": summary["prompt_tokens"],
                      "uncached_tokens": summary["uncached_tokens"],
-                     "reasoning_tokens": summary.get("train_reasoning_tokens", 0) + summary.get("test_reasoning_tokens", 0),
+                     "reasoning_tokens": (summary.get("train_reasoning_tokens", 0)
+                                          + summary.get("test_reasoning_tokens", 0)),
                      "train_reasoning_tokens": summary.get("train_reasoning_tokens", 0),
                      "test_reasoning_tokens": summary.get("test_reasoning_tokens", 0),
-                     "judge_calls": summary.get("judge_calls", 0), "reflection_calls": summary.get("reflection_calls", 0),
+                     "judge_calls": summary.get("judge_calls", 0),
+                     "reflection_calls": summary.get("reflection_calls", 0),
                      "tokenizer": name, "run_id": run["run_id"]})
     table = pd.DataFrame(rows)
     for column in ("processed_tokens", "processed_tokens_as_run"):
@@ -201,7 +203,8 @@ def _add_ratios(table):
     none."""
     import pandas as pd
 
-    table["cached_pct"] = 100 * (1 - table["uncached_tokens"] / table["prompt_tokens"].where(table["prompt_tokens"] > 0))
+    prompt_tokens = table["prompt_tokens"].where(table["prompt_tokens"] > 0)
+    table["cached_pct"] = 100 * (1 - table["uncached_tokens"] / prompt_tokens)
     processed = pd.to_numeric(table["processed_tokens"], errors="coerce").astype(float)
     ratios = []
     for _, group in table.groupby(LIKE, sort=False, dropna=False):

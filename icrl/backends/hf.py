@@ -17,7 +17,7 @@ import logging
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
@@ -417,7 +417,8 @@ class TransformersBackend(ChatBackend):
             for i in range(batch):
                 if options[i] is None:
                     continue
-                token = options[i][0] if len(options[i]) == 1 else choose(logits[i], options[i], temperatures[i], rngs[i])
+                token = (options[i][0] if len(options[i]) == 1
+                         else choose(logits[i], options[i], temperatures[i], rngs[i]))
                 nodes[i], results[i] = tries[i].advance(nodes[i], token)
                 col[i], col_mask[i] = token, 1
             pending.append((col, col_mask))

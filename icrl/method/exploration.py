@@ -191,7 +191,8 @@ class Exploration:
             if strategy.learns:  # what a learning strategy reports once a step (curated retrieval's pruned)
                 strategy.metrics()
             record = train_recs[t]
-            if not record.get("explored") and record.get("prediction") is not None and record.get("accuracy") is not None:
+            scored = record.get("prediction") is not None and record.get("accuracy") is not None
+            if not record.get("explored") and scored:
                 reward = record["reward"] if "reward" in record else record["accuracy"]
                 strategy.observe_reward(reward, [history[i] for i in record["context"]])
         return strategy

@@ -202,7 +202,8 @@ def _by_panel(configs: list) -> dict:
 
 def _score_row(score) -> dict:
     return {"model": score.model, "score": _number(score.score), "score_low": _number(score.score_ci[0]),
-            "score_high": _number(score.score_ci[1]), "score_interval": score.interval_text, "gain": _number(score.gain), "gain_low": _number(score.gain_ci[0]),
+            "score_high": _number(score.score_ci[1]), "score_interval": score.interval_text,
+            "gain": _number(score.gain), "gain_low": _number(score.gain_ci[0]),
             "gain_high": _number(score.gain_ci[1]), "gap": _number(score.gap), "gap_low": _number(score.gap_ci[0]),
             "gap_high": _number(score.gap_ci[1]), "stable": score.stable, "missing": score.missing,
             "tasks": [{"task": t.task, "zero": _number(t.accuracy["zero-shot"]), "icl": _number(t.accuracy["ICL"]),

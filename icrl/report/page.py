@@ -65,7 +65,8 @@ def write_viewers(results, out: Path) -> tuple[dict, dict]:
         data = {"source": str(run_dir), "strings": strings.strings, "runs": [payload],
                 "steps": max(len(payload["train"]["prompt"]), 1)}
         page = out.parent / VIEWERS / run_id / "viewer.html"
-        write_atomic(page, lambda f, data=data: f.write(render_page(data, f"ICRL runs: {Path(run_id).name}")))
+        title = f"ICRL runs: {Path(run_id).name}"
+        write_atomic(page, lambda f, data=data, title=title: f.write(render_page(data, title)))
         links[run_id] = Path(os.path.relpath(page, out.parent)).as_posix()
         curves[run_id] = payload["curves"]
     return links, curves

@@ -79,7 +79,8 @@ def summary_rows(runs: Sequence[Run], outcomes: dict) -> list[dict]:
         outcome = outcomes.get(run.index, Outcome())
         s = outcome.summary or {}
         rows.append({"run": run.index, "status": outcome.status,
-                     "final_test_accuracy": s.get("final_test_accuracy"), "best_test_accuracy": s.get("best_test_accuracy"),
+                     "final_test_accuracy": s.get("final_test_accuracy"),
+                     "best_test_accuracy": s.get("best_test_accuracy"),
                      "best_test_step": s.get("best_test_step"), "regret": s.get("regret"),
                      "steps_completed": s.get("steps_completed"), "total_steps": s.get("total_steps"),
                      "time_s": round(outcome.seconds, 1), "run_dir": str(run.out_dir) if run.out_dir else "",

@@ -210,7 +210,8 @@ def read_task_file(path, builtin: bool = False) -> TaskSpec:
     if not isinstance(classlabel, bool):
         raise _fail(path, f"[labels] classlabel must be true or false, got {classlabel!r}")
     if classlabel and kind == "train" and spec["train"].suffix.lower() != ".parquet":
-        raise _fail(path, "[labels] classlabel needs a Parquet file or a Hub dataset (CSV and JSONL have no ClassLabel)")
+        raise _fail(path, "[labels] classlabel needs a Parquet file or a Hub dataset "
+                          "(CSV and JSONL have no ClassLabel)")
     if "names" in labels and "mapping" in labels:
         raise _fail(path, "[labels] give names or mapping, not both")
     if "names" in labels:

@@ -38,7 +38,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from icrl.errors import UsageError
-from icrl.records.io import write_atomic
+from icrl.infra.atomic import write_atomic
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DIMENSIONS = {DEFAULT_MODEL: 384}  # known sizes: cached vectors are checked without loading the model

@@ -25,13 +25,13 @@ from ..errors import UsageError
 from ..infra import signals
 from ..infra.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import write_csv_atomic
-from ..records.io import writable
+from ..infra.atomic import writable
 from ..records.safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .execution import Run, execute, groups_of, run_all  # noqa: F401  (execute, groups_of: the sweep's API)
 from .lockstep import Outcome
 from .epilogue import preset_epilogue
-from .presets import preset_runs
+from ..cli.presets import preset_runs
 
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
                   "steps_completed", "total_steps", "time_s", "run_dir", "error")

@@ -10,6 +10,22 @@ from helpers import REPO
 
 PACKAGE = REPO / "icrl"
 ROOT_MODULES = {"__init__.py", "config.py", "errors.py"}  # the face, the run configuration, the errors
+# The layers, top to bottom (docs/development.md: "Layers"): a module imports modules of its own
+# package and of the packages in lower layers, never one above it or beside it. The sweep runs
+# many runs through the run's own command line (its parser and validation), so it sits above cli.
+LAYERS = (
+    ("sweep",),
+    ("cli",),
+    ("report",),
+    ("viewer",),
+    ("analysis",),
+    ("run",),
+    ("records",),
+    ("config",),
+    ("method", "backends", "tasks"),
+    ("infra",),
+    ("errors", "icrl"),
+)
 
 
 def modules() -> dict:
@@ -74,6 +90,35 @@ def cycles(graph: dict) -> list:
 def test_no_import_cycle():
     """No module imports, at its top or inside a function, a module that imports it back."""
     assert cycles(import_graph()) == []
+
+
+def package_of(module: str) -> str:
+    """icrl.run.loop -> run; icrl.config -> config; icrl -> icrl."""
+    return module.split(".")[1] if "." in module else module
+
+
+def back_arrows(graph: dict, layers=LAYERS) -> list:
+    """The imports that climb back: to a package in a layer above the importer's or beside it."""
+    rank = {package: i for i, layer in enumerate(layers) for package in layer}
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = package_of(module)
+        assert here in rank, f"{module}: package {here!r} has no layer in LAYERS (tests/unit/test_package.py)"
+        found += [f"{module} -> {target}" for target in sorted(targets)
+                  if package_of(target) != here and rank[package_of(target)] <= rank[here]]
+    return found
+
+
+def test_imports_only_go_down_the_layers():
+    """A part of the method does not import the run that uses it, the records do not import the
+    tools that read them, and so on down the layers (in functions too)."""
+    assert back_arrows(import_graph()) == []
+
+
+def test_a_back_arrow_is_found():
+    graph = {"icrl.method.a": {"icrl.run.b", "icrl.errors"}, "icrl.run.b": {"icrl.method.a"},
+             "icrl.method.c": {"icrl.backends.d"}, "icrl.backends.d": set(), "icrl.errors": set()}
+    assert back_arrows(graph) == ["icrl.method.a -> icrl.run.b", "icrl.method.c -> icrl.backends.d"]
 
 
 def test_the_cycle_finder_finds_a_cycle():

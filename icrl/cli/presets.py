@@ -39,6 +39,7 @@ seeds, if any, the final paper ran is not in the repository. Draw that figure fr
 
 from __future__ import annotations
 
+from ..analysis.benchmark import BENCH_SEEDS, BENCH_TASKS
 from ..errors import UsageError
 
 TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine", "nlu")
@@ -97,8 +98,6 @@ def _stability() -> list[list[str]]:
             for seed in STABILITY_SEEDS for run in _paper()]
 
 
-BENCH_TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine")  # nlu: its raw file is often unavailable
-BENCH_SEEDS = (100, 101, 102)
 # The suite's sizes: 2,000 steps and contexts of at most 128 episodes keep one 8B model within a
 # few GPU-hours (docs/tools.md: the estimate); 500 test items detect about +0.09 at accuracy 0.5.
 BENCH_SIZE = ["--train_k", "2000", "--test_every", "500", "--max_context_examples", "128"]

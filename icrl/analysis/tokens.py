@@ -28,7 +28,7 @@ _FINGERPRINT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens
                       "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json")
 
 
-class Tokenizers:
+class TokenizerCache:
     """Loads each model's tokenizer once, and fingerprints its files without loading it."""
 
     def __init__(self, override: Optional[str] = None):
@@ -143,7 +143,7 @@ def count_tokens(args: CountOptions) -> int:
         runs = runs[runs["learner"].isna()]
     if runs.empty:
         raise UsageError(f"no finished run under {args.data_dir!r} matches the filters")
-    tokenizers = Tokenizers(args.tokenizer)
+    tokenizers = TokenizerCache(args.tokenizer)
     rows, counted_now, total_s, total_tokens = [], 0, 0.0, 0
     tic = time.perf_counter()
     labels = distinct_labels(runs) if len(runs) else {}

@@ -59,7 +59,7 @@ class ExplorationMethod:
         """Make ``strategy`` act on the method (most act in the loop instead: nothing here)."""
 
 
-class EpsilonGreedy(ExplorationMethod):
+class EpsilonExploration(ExplorationMethod):
     name = "epsilon_greedy"
     param = Param("p_exploration", None, "epsilon-greedy: with this probability a training step's prediction is a "
                   "uniformly random label, with no model call (test steps always use the model)",
@@ -101,7 +101,7 @@ class ContextUCB(ExplorationMethod):
 
 
 EXPLORATIONS: Registry[ExplorationMethod] = Registry("exploration", "exploration")
-for _method in (EpsilonGreedy(), Reset(), ContextUCB()):
+for _method in (EpsilonExploration(), Reset(), ContextUCB()):
     EXPLORATIONS.register(_method.name, _method)
 
 

@@ -180,7 +180,10 @@ def bench_scores(results, tasks: Sequence[str] = BENCH_TASKS, replicates: int = 
     predictions = predictions[predictions["run_id"].isin(runs["run_id"])]
     scores = []
     for model, mine in runs.groupby("model", sort=True):
-        parts, matrices, missing, notes = [], [], [], []
+        parts: list = []
+        matrices: list = []
+        missing: list = []
+        notes: list[str] = []
         for task in tasks:
             here = mine[mine["task"] == task]
             shared = _shared_test_set(here)

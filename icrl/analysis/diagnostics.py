@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -63,7 +64,9 @@ def mode_of(state: RunState) -> str:
 def step_table(state: RunState) -> pd.DataFrame:
     """One row per training step of a run (see the module docstring); empty for zero-shot."""
     icl = mode_of(state) == "icl"
-    shown, rewards, rows = [], [], []
+    shown: list = []
+    rewards: list = []
+    rows: list = []
     positives = 0
     for record in state.train:
         context = record.get("context") or []
@@ -228,6 +231,10 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
     return path
 
 
+def _write_csv(frame, f) -> None:
+    frame.to_csv(f, index=False)
+
+
 def write_diagnostics(data_dir, out_dir, window: Optional[int] = None,
                       run_dirs: Optional[Iterable] = None) -> list[Path]:
     """diagnostics.csv, diagnostics_per_class.csv and diagnostics.png for every run under
@@ -238,7 +245,7 @@ def write_diagnostics(data_dir, out_dir, window: Optional[int] = None,
     windows, classes, failures = diagnostics(data_dir, window, run_dirs)
     written = []
     for frame, name in ((windows, DIAGNOSTICS_CSV), (classes, PER_CLASS_CSV), (failures, FAILURES_CSV)):
-        write_atomic(out / name, lambda f, frame=frame: frame.to_csv(f, index=False), newline="")
+        write_atomic(out / name, partial(_write_csv, frame), newline="")
         written.append(out / name)
     figure = draw_diagnostics(windows, out / DIAGNOSTICS_PNG)
     return written + ([figure] if figure else [])

@@ -110,7 +110,7 @@ class Results:
         of the run's test set; see :meth:`predictions` for them next to the gold answers)."""
         if self._test is None:
             frame = self._per_step(TEST, ["step", "accuracy", "context_size"])
-            extra = {"per_class_accuracy": [], "predictions": []}
+            extra: dict = {"per_class_accuracy": [], "predictions": []}
             for run_id in self.runs["run_id"]:
                 for record in self._states[run_id].test:
                     extra["per_class_accuracy"].append(record.get("per_class_accuracy"))

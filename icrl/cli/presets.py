@@ -45,7 +45,7 @@ from ..errors import UsageError
 TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine", "nlu")
 TRAIN_K = {"banking77": 10000, "clinic150": 10000, "trec_coarse": 5000, "trec_fine": 5000, "nlu": 10000}
 # (family, strategy, temperature, p_keep, icrl, tasks whose published command has no --test_k)
-FAMILIES = (
+FAMILIES: tuple[tuple[str, str, str, str, bool, set[str]], ...] = (
     ("naive", "random_biased_end", "1.0", "1.0", True, {"clinic150"}),
     ("naive_plus", "random_biased_end_only_positive", "2.0", "1.0", True, {"clinic150"}),
     ("stochastic", "random_unbiased_only_positive", "1.0", "0.1", True, set()),

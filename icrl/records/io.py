@@ -62,7 +62,7 @@ def remove_leftovers(directory: Path, names: Iterable[str], older_than_s: float 
     Call it only where no other process may be writing (under the run's lock), or with
     ``older_than_s`` large enough that a live writer's file is not touched.
     """
-    removed = []
+    removed: list[Path] = []
     directory = Path(directory)
     if not directory.is_dir():
         return removed

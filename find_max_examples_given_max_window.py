@@ -12,7 +12,9 @@ See icrl/run/window.py (the search) and icrl/cli/window.py for the worst case us
 import sys
 
 from icrl.infra.diskfull import guard
-from icrl.cli.window import main
+from icrl.infra.plugins import start
+
+main = start(sys.argv[1:], "icrl.cli.window:main")  # plugins first: what they register is in --help
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

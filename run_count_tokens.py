@@ -11,7 +11,9 @@ See icrl/analysis/counting.py.
 import sys
 
 from icrl.infra.diskfull import guard
-from icrl.cli.tokens import main
+from icrl.infra.plugins import start
+
+main = start(sys.argv[1:], "icrl.cli.tokens:main")  # plugins first: what they register is in --help
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

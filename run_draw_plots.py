@@ -9,7 +9,9 @@ See icrl/analysis/figures.py (the paper's method selection: icrl/analysis/runs.p
 import sys
 
 from icrl.infra.diskfull import guard
-from icrl.cli.figures import main
+from icrl.infra.plugins import start
+
+main = start(sys.argv[1:], "icrl.cli.figures:main")  # plugins first: what they register is in --help
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

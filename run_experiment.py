@@ -12,7 +12,9 @@ for _s, _h in _held.items():
     if _h is not signal.SIG_IGN:
         signal.signal(_s, lambda signum, frame: _stops.append(signum))
 try:
-    from icrl.cli.run import main
+    from icrl.infra.plugins import start
+
+    main = start(sys.argv[1:], "icrl.cli.run:main")  # plugins first: what they register is in --help
     import icrl.cli  # noqa: F401  (imported by main; held here too)
 except KeyboardInterrupt:
     _stops.append(signal.SIGINT)

@@ -5,7 +5,9 @@ import sys
 
 try:
     from icrl.infra.diskfull import guard
-    from icrl.sweep.runner import main
+    from icrl.infra.plugins import start
+
+    main = start(sys.argv[1:], "icrl.sweep.runner:main")  # plugins first: what they register is in --help
 except KeyboardInterrupt:  # Ctrl-C while Python loads the package: nothing was written yet
     print("interrupted while starting; nothing was written", file=sys.stderr)
     sys.exit(130)

@@ -7,7 +7,9 @@
 
 import sys
 
-from icrl.cli.view import main
+from icrl.infra.plugins import start
+
+main = start(sys.argv[1:], "icrl.cli.view:main")  # plugins first: what they register is in --help
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,8 +41,11 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Optional
 
 from .backends.embedded import DEFAULT_MODEL
+from .errors import UsageError
+from .infra import plugins
 from .infra.masking import SECRET_OPTIONS
 from .method import declared_params
+from .method.rewards import REWARDS
 from .method.strategies import SAMPLING_METHODS, STRATEGIES
 
 _FOLDER_NONE = object()
@@ -163,27 +166,6 @@ class _Spec:
         return self.max_context_examples == 0
 
 
-def _annotation(param):
-    return Optional[param.type] if param.default is None else param.type
-
-
-if TYPE_CHECKING:
-    class RunSpec(_Spec):
-        """For the type checker: _Spec's fields typed; the declared parameters, known only at import, Any."""
-
-        def __init__(self, **values: Any) -> None: ...
-
-        def __getattr__(self, name: str) -> Any: ...
-else:
-    RunSpec = dataclasses.make_dataclass(
-        "RunSpec", [(d.param.name, _annotation(d.param), declared_field(d.param, d.group, d.owners))
-                    for d in declared_params()],
-        bases=(_Spec,), frozen=True, namespace={
-            "__doc__": "What a run computes (config.json \"args\"): the published path's parts, then ours, then "
-                       "the parameters the parts of the method declare.",
-            "__module__": __name__})
-
-
 @dataclass(frozen=True)
 class RunOptions:
     """How a run executes, not what it computes (config.json "runtime_args")."""
@@ -226,6 +208,48 @@ class Secrets:
         "help": "for gated models; never written to disk (default: $HF_TOKEN)", "backend": True})
     api_key: Optional[str] = field(default=None, repr=False, metadata={
         "help": "API key, never written to disk (default: $OPENAI_API_KEY)", "backend": True})
+
+
+def _check_parameter_names() -> None:
+    """A parameter a strategy or reward declares is its own flag: one that takes a flag of icrl's
+    or one another part declares otherwise is refused naming both (a plugin's, at start)."""
+    flags = {f.name for part in (_Spec, RunOptions, Secrets) for f in fields(part)}
+    parts = [(f"the context strategy {e.base!r}", STRATEGIES.owner(name), e.cls.params)
+             for name, e in STRATEGIES.items()] + \
+            [(f"the reward {name!r}", REWARDS.owner(name), cls.params) for name, cls in REWARDS.items()]
+    seen: dict = {}
+    for what, owner, params in parts:
+        for param in params:
+            mine = f"{what} of {plugins.owner_text(owner)}"
+            if param.name in flags:
+                raise UsageError(f"{param.flag}, a parameter of {mine}, is a flag of icrl already: rename it")
+            first = seen.setdefault(param.name, (param, mine))
+            if first[0] is not param and first[0] != param:
+                raise UsageError(f"{param.flag} is declared twice, by {first[1]} and by {mine}: rename one")
+
+
+_check_parameter_names()  # before RunSpec: a name declared twice is one line, not a TypeError
+
+
+def _annotation(param):
+    return Optional[param.type] if param.default is None else param.type
+
+
+if TYPE_CHECKING:
+    class RunSpec(_Spec):
+        """For the type checker: _Spec's fields typed; the declared parameters, known only at import, Any."""
+
+        def __init__(self, **values: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    RunSpec = dataclasses.make_dataclass(
+        "RunSpec", [(d.param.name, _annotation(d.param), declared_field(d.param, d.group, d.owners))
+                    for d in declared_params()],
+        bases=(_Spec,), frozen=True, namespace={
+            "__doc__": "What a run computes (config.json \"args\"): the published path's parts, then ours, then the "
+                       "parameters the parts of the method declare.",
+            "__module__": __name__})
 
 
 @dataclass(frozen=True)

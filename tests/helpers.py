@@ -92,6 +92,36 @@ def one_error_line(capsys) -> str:
     return err
 
 
+# A record field of each wrong kind, in train.jsonl and test.jsonl of the tiny run (helpers.tiny_argv:
+# 6 training lines, 3 test lines): (file, line, field, value). Every reader refuses each in one line.
+BAD_FIELDS = [("train.jsonl", 2, "reasoning", 3),          # a number where reasoning text stands
+              ("train.jsonl", 3, "context", "0 1"),        # a string where a list stands
+              ("train.jsonl", 4, "feedback", "yes"),       # text where the reward shown stands
+              ("train.jsonl", 5, "step", "4"),             # a string step
+              ("train.jsonl", 1, "example_id", True),      # a boolean for an integer
+              ("test.jsonl", 2, "reasoning", 3),           # a number where a list of texts stands
+              ("test.jsonl", 1, "predictions", "a b"),     # a string where a list stands
+              ("test.jsonl", 3, "accuracy", "yes"),        # text where a number stands
+              ("test.jsonl", 2, "step", "2"),              # a string step
+              ("test.jsonl", 3, "context_size", False)]    # a boolean for an integer
+
+
+def corrupt_field(run_dir, name: str, line: int, field: str, value) -> None:
+    """Set ``field`` of line ``line`` (from 1) of a run's records file ``name`` to ``value``."""
+    path = Path(run_dir) / name
+    lines = path.read_text().splitlines(keepends=True)
+    lines[line - 1] = json.dumps({**json.loads(lines[line - 1]), field: value}) + "\n"
+    path.write_text("".join(lines))
+
+
+def refused_field(capsys, run_dir, name: str, line: int, field: str) -> str:
+    """The one error line a reader prints for a bad field: it names the file, the line and the field."""
+    err = one_error_line(capsys)
+    assert f"{Path(run_dir) / name} line {line}: field {field!r}" in err, err
+    assert "expected" in err, err
+    return err
+
+
 def files_under(path: Path) -> list:
     """Every file and folder under ``path``, relative (nothing left behind: an empty list)."""
     return sorted(str(p.relative_to(path)) for p in path.rglob("*")) if path.exists() else []

@@ -36,7 +36,9 @@ import pandas as pd
 from scipy import special
 
 from ..errors import UsageError
-from ..records import RunState, find_runs, inspect_run, write_atomic
+from ..infra.plugins import check_recorded
+from ..records import find_runs, write_atomic
+from ..records.read import TypedRun, read_run
 
 from .failures import FAILURE_COLUMNS, run_failures, step_failures
 from .runs import DEFAULT_EXPLORATIVE_P_KEEP, run_label, run_row
@@ -53,15 +55,15 @@ PANELS = (("reward_rate", "reward rate"), ("entropy_norm", "prediction entropy /
           ("cumulative_regret", "cumulative regret"))
 
 
-def labels_of(state: RunState) -> list:
+def labels_of(state: TypedRun) -> list:
     return list(((state.config or {}).get("dataset") or {}).get("labels") or [])
 
 
-def mode_of(state: RunState) -> str:
+def mode_of(state: TypedRun) -> str:
     return ((state.config or {}).get("resolved") or {}).get("mode") or ""
 
 
-def step_table(state: RunState) -> pd.DataFrame:
+def step_table(state: TypedRun) -> pd.DataFrame:
     """One row per training step of a run (see the module docstring); empty for zero-shot."""
     icl = mode_of(state) == "icl"
     shown: list = []
@@ -69,24 +71,24 @@ def step_table(state: RunState) -> pd.DataFrame:
     rows: list = []
     positives = 0
     for record in state.train:
-        context = record.get("context") or []
+        context = record.context
         labels = [shown[i] for i in context if 0 <= i < len(shown)]
         context_rewards = [rewards[i] for i in context if 0 <= i < len(rewards) and rewards[i] is not None]
-        prediction = record.get("prediction")
+        prediction = record.prediction
         match = math.nan
         if labels and prediction is not None:
             counts = Counter(labels)
             top = max(counts.values())  # ties: a prediction of any of the top labels counts
             match = float(counts.get(prediction, 0) == top)
-        reward = record.get("feedback")
-        correct = record.get("accuracy")
-        rows.append({"step": record["step"], "prediction": prediction, "answer": record.get("answer"),
+        reward = record.feedback
+        correct = record.accuracy
+        rows.append({"step": record.step, "prediction": prediction, "answer": record.answer,
                      "reward": math.nan if reward is None else float(reward),
                      "correct": math.nan if correct is None else float(correct),
                      "context_size": len(context),
                      "context_positive_share": float(np.mean(context_rewards)) if context_rewards else math.nan,
                      "frequency_match": match, "positives_available": positives})
-        shown.append(record.get("answer") if icl else prediction)
+        shown.append(record.answer if icl else prediction)
         rewards.append(reward)
         positives += int(reward == 1)
     for row, failure in zip(rows, step_failures(state.train, labels_of(state))):
@@ -112,7 +114,7 @@ def _entropy(predictions: Sequence, num_labels: int) -> tuple[float, float, floa
     return bits, norm, coverage
 
 
-def window_table(state: RunState, window: Optional[int] = None, steps: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+def window_table(state: TypedRun, window: Optional[int] = None, steps: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """One row per window of ``window`` training steps (default: ``default_window``)."""
     steps = step_table(state) if steps is None else steps
     if steps.empty:
@@ -137,22 +139,22 @@ def window_table(state: RunState, window: Optional[int] = None, steps: Optional[
     return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
 
 
-def per_class_table(state: RunState) -> pd.DataFrame:
+def per_class_table(state: TypedRun) -> pd.DataFrame:
     """One row per test step and gold label: accuracy and number of test items of that label."""
     answers = ((state.config or {}).get("test_set") or {}).get("answers") or []
     rows = []
     for record in state.test:
-        predictions = record.get("predictions") or []
+        predictions = record.predictions
         if len(predictions) != len(answers):
             continue
         frame = pd.DataFrame({"answer": answers, "correct": [p == a for p, a in zip(predictions, answers)]})
         for label, group in frame.groupby("answer", sort=True):
-            rows.append({"step": record["step"], "gold_label": label, "accuracy": float(group["correct"].mean()),
+            rows.append({"step": record.step, "gold_label": label, "accuracy": float(group["correct"].mean()),
                          "n": len(group)})
     return pd.DataFrame(rows, columns=["step", "gold_label", "accuracy", "n"])
 
 
-def run_identity(state: RunState, root: Path) -> dict:
+def run_identity(state: TypedRun, root: Path) -> dict:
     """run_id, model, task, method and label of a run, from its config.json: as the results
     table names it (``icrl.analysis.runs``: a learner's label stands in the model's place)."""
     row = run_row(state, Path(root), DEFAULT_EXPLORATIVE_P_KEEP)
@@ -160,17 +162,21 @@ def run_identity(state: RunState, root: Path) -> dict:
             "label": run_label(row), "seed": row["seed"]}
 
 
-def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[RunState]:
-    """The readable runs under ``data_dir`` (only those in ``run_dirs`` when given)."""
+def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[TypedRun]:
+    """The readable runs under ``data_dir`` (only those in ``run_dirs`` when given), read back
+    typed (``records.read``: DamagedRecords for a line or config.json that does not parse)."""
     root = Path(data_dir)
     if not root.is_dir():
         raise UsageError(f"{str(root)!r} is not a directory: pass the data folder that holds the runs")
     keep = None if run_dirs is None else {Path(d).resolve() for d in run_dirs}
     dirs = [d for d in find_runs(root) if keep is None or d.resolve() in keep]
-    return [s for s in (inspect_run(d) for d in dirs) if s.config is not None]
+    states = [s for s in (read_run(d) for d in dirs) if s.config is not None]
+    for state in states:  # made with a plugin: it is loaded, unchanged
+        check_recorded((state.config or {}).get("plugins"), state.directory)
+    return states
 
 
-def failures_table(state: RunState) -> dict:
+def failures_table(state: TypedRun) -> dict:
     """The run's failure metrics (icrl.analysis.failures), and its training steps."""
     return {"steps": len(state.train), **run_failures(state.train, labels_of(state))}
 

@@ -21,7 +21,7 @@ Per run (``run_failures``):
   ``reasoning_names_label``: the share of those that name a label.
 - ``collapse_step``: the first step of the first stretch of ``collapse_window`` consecutive
   training steps that all predict one label with a mean reward below 0.5 (the step's reward:
-  ``reward`` when recorded apart, else the accuracy); NaN when there is none.
+  ``TrainLine.earned``, ``reward`` when recorded apart, else the accuracy); NaN when there is none.
   ``collapse_window`` = max(5, round(steps / 20)). ``early_collapse``: the collapse starts in
   the first quarter of the run's training steps.
 
@@ -39,6 +39,8 @@ from collections import Counter
 from typing import Optional, Sequence
 
 import numpy as np
+
+from ..records.schema import TrainLine
 
 FAILURE_COLUMNS = ["greediness", "never_predicted", "history_frequency_bias", "reasoning_steps",
                    "reasoning_names_label", "knowing_doing_gap", "collapse_window", "collapse_step", "early_collapse"]
@@ -72,17 +74,17 @@ def concluded_label(text: Optional[str], labels: Sequence[str]) -> Optional[str]
     return max(mentions, key=lambda m: (m[1], m[1] - m[0]))[2]
 
 
-def step_failures(train: Sequence[dict], labels: Sequence[str]) -> list[dict]:
-    """Per training record: history_frequency_match, reasoning_label, knowing_doing_mismatch."""
+def step_failures(train: Sequence[TrainLine], labels: Sequence[str]) -> list[dict]:
+    """Per training line: history_frequency_match, reasoning_label, knowing_doing_mismatch."""
     counts: Counter = Counter()
     rows = []
     for record in train:
-        prediction = record.get("prediction")
+        prediction = record.prediction
         match = math.nan
         if prediction is not None and counts:
             top = max(counts.values())
             match = float(counts.get(prediction, 0) == top)
-        said = concluded_label(record.get("reasoning"), labels) if record.get("reasoning") is not None else None
+        said = concluded_label(record.reasoning, labels) if record.reasoning is not None else None
         mismatch = math.nan if said is None or prediction is None else float(said != prediction)
         rows.append({"history_frequency_match": match, "reasoning_label": said, "knowing_doing_mismatch": mismatch})
         if prediction is not None:
@@ -95,25 +97,25 @@ def _mean(values) -> float:
     return float(np.mean(values)) if values else math.nan
 
 
-def collapse(train: Sequence[dict]) -> tuple[int, float]:
+def collapse(train: Sequence[TrainLine]) -> tuple[int, float]:
     """(window, first step of the first collapsed stretch or NaN): see the module docstring."""
     window = max(5, round(len(train) / 20))
     for end in range(window, len(train) + 1):
         part = train[end - window:end]
-        predictions = {r.get("prediction") for r in part}
+        predictions = {r.prediction for r in part}
         if len(predictions) != 1 or None in predictions:
             continue
-        rewards = [r.get("reward", r.get("accuracy")) for r in part]
+        rewards = [r.earned for r in part]
         if all(x is not None for x in rewards) and float(np.mean(rewards)) < COLLAPSE_REWARD:
-            return window, float(part[0]["step"])
+            return window, float(part[0].step)
     return window, math.nan
 
 
-def run_failures(train: Sequence[dict], labels: Sequence[str]) -> dict:
+def run_failures(train: Sequence[TrainLine], labels: Sequence[str]) -> dict:
     """The per-run failure metrics of FAILURE_COLUMNS (NaN where they do not apply)."""
     steps = step_failures(train, labels)
-    predicted = {r.get("prediction") for r in train if r.get("prediction") is not None}
-    reasoned = [s for r, s in zip(train, steps) if r.get("reasoning") is not None]
+    predicted = {r.prediction for r in train if r.prediction is not None}
+    reasoned = [s for r, s in zip(train, steps) if r.reasoning is not None]
     named = [s for s in reasoned if s["reasoning_label"] is not None]
     window, start = collapse(train)
     any_prediction = bool(predicted)

@@ -54,6 +54,7 @@ from typing import Callable
 
 from ..errors import UsageError
 from ..records import write_atomic
+from .figure_registry import BUILT_IN, FIGURES as REGISTERED
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
 from .figures_beyond import fig_beyond_paper
@@ -64,7 +65,7 @@ from .results import Results
 from .runs import DEFAULT_EXPLORATIVE_P_KEEP
 
 
-FIGURES: list[tuple[str, Callable]] = [
+_OWN: list[tuple[str, Callable]] = [
     ("main_results", fig_main_results),
     ("beyond_paper", fig_beyond_paper),
     ("failures", fig_failures),
@@ -72,6 +73,13 @@ FIGURES: list[tuple[str, Callable]] = [
     ("train_accuracy", fig_train_accuracy),
     *[(ab.name, partial(fig_ablation, ab=ab)) for ab in ABLATIONS],
 ]
+assert tuple(name for name, _ in _OWN) == BUILT_IN, "icrl.analysis.figure_registry.BUILT_IN names these figures"
+
+
+def figures() -> list[tuple[str, Callable]]:
+    """(name, draw) of every figure in drawing order: icrl's own, then the plugins'."""
+    own = dict(_OWN)
+    return [(name, own.get(name) or draw) for name, draw in REGISTERED.items()]
 
 
 @dataclass(frozen=True)
@@ -94,7 +102,7 @@ def draw(args: FigureOptions) -> int:
         raise UsageError(f"--smooth must be a window of at least 1 step, got {args.smooth}")
     if not 0 < args.explorative_p_keep <= 1:
         raise UsageError(f"--explorative_p_keep must be in (0, 1], got {args.explorative_p_keep}")
-    names = [n for n, _ in FIGURES]
+    names = list(REGISTERED.names())
     unknown = [n for n in args.only if n not in names]
     if unknown:
         raise UsageError(f"unknown --only {unknown[0]!r}; choose from: {', '.join(names)}")
@@ -123,7 +131,7 @@ def draw(args: FigureOptions) -> int:
     ctx = Context(results, args.smooth, args.explorative_p_keep, [], other_runs=args.other_runs)
     drawn = 0
     with matplotlib.rc_context(STYLE):
-        for name, make in FIGURES:
+        for name, make in figures():
             if args.only and name not in args.only:
                 continue
             fig = make(ctx)

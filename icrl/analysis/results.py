@@ -44,7 +44,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
-from ..records import TEST, TRAIN, RunState, find_runs, inspect_run
+from ..infra.plugins import check_recorded
+from ..records import TEST, TRAIN, find_runs
+from ..records.read import TypedRun, read_run
 from .failures import FAILURE_COLUMNS, run_failures
 from .runs import (ARG_COLUMNS, BASELINES, CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, INTEGER_COLUMNS, METHODS,
                    SEED_COLUMNS, _fmt, apply_filters, parse_filters, run_label, run_row)
@@ -60,12 +62,13 @@ class Results:
         self.explorative_p_keep = explorative_p_keep
         self.notes: list[str] = []
         rows = []
-        self._states: dict[str, RunState] = {}
+        self._states: dict[str, TypedRun] = {}
         for run_dir in find_runs(self.root):
-            state = inspect_run(run_dir)
+            state = read_run(run_dir)  # DamagedRecords for a line that does not parse: before any table
             if state.config is None:
                 self.notes.append(f"skipped unreadable run {run_dir}: {state.damage}")
                 continue
+            check_recorded(state.config.get("plugins"), run_dir)  # made with a plugin: it is loaded, unchanged
             if state.problems:
                 self.notes.append(f"damaged run {run_dir} (not counted as finished): {state.damage}")
             try:
@@ -94,8 +97,8 @@ class Results:
     def __len__(self) -> int:
         return len(self.runs)
 
-    def state(self, run_id: str) -> RunState:
-        """The records of one run as read (``records.inspect_run``), by its id in ``runs.index``."""
+    def state(self, run_id: str) -> TypedRun:
+        """The records of one run as read (``records.read_run``), by its id in ``runs.index``."""
         return self._states[run_id]
 
     def train(self) -> pd.DataFrame:
@@ -113,8 +116,8 @@ class Results:
             extra: dict = {"per_class_accuracy": [], "predictions": []}
             for run_id in self.runs["run_id"]:
                 for record in self._states[run_id].test:
-                    extra["per_class_accuracy"].append(record.get("per_class_accuracy"))
-                    extra["predictions"].append(record.get("predictions"))
+                    extra["per_class_accuracy"].append(record.per_class_accuracy)
+                    extra["predictions"].append(record.predictions)
             for column, values in extra.items():
                 frame[column] = pd.Series(values, index=frame.index, dtype=object)
             self._test = frame
@@ -130,11 +133,11 @@ class Results:
             test_set = (state.config or {}).get("test_set") or {}
             ids, answers = test_set.get("ids") or [], test_set.get("answers") or []
             records = state.test[-1:] if step == "last" else [
-                r for r in state.test if step is None or r["step"] == step]
+                r for r in state.test if step is None or r.step == step]
             for record in records:
-                for i, prediction in enumerate(record.get("predictions") or []):
+                for i, prediction in enumerate(record.predictions):
                     answer = answers[i] if i < len(answers) else None
-                    rows.append({"run_id": run_id, "step": record["step"], "index": i,
+                    rows.append({"run_id": run_id, "step": record.step, "index": i,
                                  "example_id": ids[i] if i < len(ids) else None, "answer": answer,
                                  "prediction": prediction, "correct": prediction == answer})
         return pd.DataFrame(rows, columns=["run_id", "step", "index", "example_id", "answer", "prediction",
@@ -200,9 +203,9 @@ class Results:
         """One row per record of ``filename`` in every run, with ``fields`` as floats."""
         frames = []
         for run_id in self.runs["run_id"]:
-            state = self._states[run_id]  # the records that check out (see records.inspect_run)
+            state = self._states[run_id]  # the records that check out (see records.read_run)
             records = state.train if filename == TRAIN else state.test
-            frame = pd.DataFrame({f: [r.get(f) for r in records] for f in fields}, dtype=float)
+            frame = pd.DataFrame({f: [getattr(r, f) for r in records] for f in fields}, dtype=float)
             frame.insert(0, "run_id", run_id)
             frames.append(frame)
         return _concat(frames, ["run_id", *fields])

@@ -22,7 +22,8 @@ from ..errors import UsageError
 from ..method import declared_params
 from ..method.agents import AGENTS, is_learner, label_of_args
 from ..method.strategies import STRATEGIES, split_name
-from ..records import CONFIG, RESULTS, TEST, TRAIN, RunState, read_json
+from ..records import CONFIG, RESULTS, TEST, TRAIN, read_json
+from ..records.read import TypedRun
 from .verdict import PAPER_METHODS
 
 TOKEN_COUNTS_JSON = "token_counts.json"
@@ -226,7 +227,7 @@ def apply_filters(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataF
 
 
 # -- loading -----------------------------------------------------------------------------------
-def run_row(state: RunState, root: Path, explorative_p_keep: float) -> dict:
+def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict:
     run_dir, config = state.directory, state.config
     # an argument a record lacks had its default (added after the run was recorded)
     args, resolved = {**config_module.SPEC_DEFAULTS, **config.get("args", {})}, config.get("resolved", {})

@@ -29,7 +29,7 @@ import numpy as np
 from scipy import optimize, stats
 
 from ..errors import UsageError
-from ..records import inspect_run
+from ..records.read import read_run
 
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 9999
@@ -148,16 +148,16 @@ def compare_paired(correct_a, correct_b, alpha: float = 0.05, seed: int = BOOTST
 def item_outcomes(run_dir, step: int | str = "last") -> dict:
     """{test example id: 1 right / 0 wrong} of one run at a test step (an int or "last"),
     from its records (test.jsonl predictions against config.json's test answers)."""
-    state = inspect_run(Path(run_dir))
+    state = read_run(Path(run_dir))
     if state.config is None:
         raise UsageError(f"{run_dir}: not a readable run ({state.damage}); pass a run directory holding config.json")
     test_set = state.config.get("test_set") or {}
     ids, answers = test_set.get("ids") or [], test_set.get("answers") or []
-    records = state.test[-1:] if step == "last" else [r for r in state.test if r["step"] == step]
+    records = state.test[-1:] if step == "last" else [r for r in state.test if r.step == step]
     if not records:
-        have = [r["step"] for r in state.test]
+        have = [r.step for r in state.test]
         raise UsageError(f"{run_dir}: no test record at step {step!r} (test steps on disk: {have})")
-    predictions = records[0]["predictions"]
+    predictions = records[0].predictions
     if len(ids) != len(predictions) or len(answers) != len(predictions):
         raise UsageError(f"{run_dir}: config.json's test set does not match the {len(predictions)} predictions")
     return {str(i): int(p == a) for i, p, a in zip(ids, predictions, answers)}

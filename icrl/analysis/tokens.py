@@ -1,5 +1,7 @@
 """run_count_tokens.py (command line: :mod:`icrl.cli.tokens`): count the tokens of finished runs
-(see :mod:`icrl.analysis.counting`), cache the counts per run and print them as one table."""
+(see :mod:`icrl.analysis.counting`), cache the counts per run and print them as one table. The
+runs are read through :class:`icrl.analysis.results.Results` first, every line parsed through the
+schema (``records.read``): a line that does not parse is refused before any run is counted."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@
     outs = predict_calls(backend, [Call(prompts, labels, 1.0, 7, key="run-a"), ...])  # many calls at once
 
 Heavy libraries (torch, transformers, vLLM) are imported only when a backend is loaded.
+A plugin adds a backend with ``register_backend(name, cls)`` (``icrl.plugin``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import inspect
 from typing import Any, Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, runtime_checkable
 
 from ..errors import UsageError
+from ..infra import plugins
 from .embedded import DEFAULT_MODEL
 
 # CLI name -> "module:Class", imported on demand.
@@ -29,6 +31,31 @@ BACKENDS = {
     "fake": "icrl.backends.fake:FakeBackend",  # deterministic, no model: tests and benchmarks
 }
 BACKEND_CHOICES = ["auto", *BACKENDS]
+_OWNERS: dict = {}  # name -> the plugin that registered it (icrl.infra.plugins)
+
+
+def register_backend(name: str, cls: type) -> type:
+    """Make ``cls`` (a class with what ``Backend`` declares, built as ``cls(model_name, **options)``
+    from its keyword-only parameters, see ``options_class``) the choice ``--backend name``."""
+    what = f"the backend {name!r}"
+    if name in BACKEND_CHOICES:
+        raise plugins.collision(what, _OWNERS.get(name), plugins.current())
+    BACKENDS[name] = cls
+    BACKEND_CHOICES.append(name)
+    _OWNERS[name] = plugins.registered(what, lambda: _unregister(name))
+    return cls
+
+
+def _unregister(name: str) -> None:
+    BACKENDS.pop(name, None)
+    _OWNERS.pop(name, None)
+    if name in BACKEND_CHOICES:
+        BACKEND_CHOICES.remove(name)
+
+
+def backend_owner(name: str):
+    """The plugin that registered the backend ``name`` (None: icrl's own)."""
+    return _OWNERS.get(name)
 
 
 @runtime_checkable
@@ -206,6 +233,8 @@ def resolve_backend_name(backend: str) -> str:
 
 def backend_class(name: str) -> type:
     """The class registered as ``name`` (not "auto"), imported now."""
+    if isinstance(BACKENDS[name], type):
+        return BACKENDS[name]
     module_name, class_name = BACKENDS[name].split(":")
     return getattr(importlib.import_module(module_name), class_name)
 

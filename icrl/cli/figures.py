@@ -7,10 +7,12 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from ..analysis.figures import FIGURES, FigureOptions, draw
+from ..analysis.figure_registry import FIGURES
+from ..analysis.figures import FigureOptions, draw
 from ..analysis.runs import DEFAULT_EXPLORATIVE_P_KEEP
 from ..errors import UsageError
-from .parser import ArgumentParser
+from ..infra import plugins
+from .parser import ArgumentParser, add_plugin_flag
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,15 +35,18 @@ def build_parser() -> argparse.ArgumentParser:
                         "published selection is drawn: naive at temperature 1.0, naive+ at 2.0, explorative with "
                         "the automatic size and temperature 1.0, approximate with 8 uniform contexts")
     p.add_argument("--only", action="append", default=[], metavar="FIGURE",
-                   help=f"draw only this figure (repeatable): {', '.join(n for n, _ in FIGURES)}")
+                   help=f"draw only this figure (repeatable): {', '.join(FIGURES.names())}")
+    add_plugin_flag(p)
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        args = build_parser().parse_args(argv)
-        return draw(FigureOptions(**{**vars(args), "filter": tuple(args.filter), "only": tuple(args.only)}))
+        plugins.load(argv)
+        args = vars(build_parser().parse_args(argv))
+        del args["plugin"]  # loaded above
+        return draw(FigureOptions(**{**args, "filter": tuple(args["filter"]), "only": tuple(args["only"])}))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

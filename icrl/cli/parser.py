@@ -5,6 +5,7 @@ set it (a sweep's runs)."""
 import argparse
 
 from ..errors import UsageError
+from ..infra import plugins
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
@@ -34,6 +35,12 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message):
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def add_plugin_flag(parser) -> None:
+    """``--plugin FILE_OR_MODULE`` (repeatable): read before the parser is built
+    (``icrl.infra.plugins``); the parser only shows it in --help and accepts it."""
+    parser.add_argument(plugins.FLAG, action="append", default=None, metavar="FILE_OR_MODULE", help=plugins.HELP)
 
 
 def flag_action(parser: argparse.ArgumentParser, name: str) -> argparse.Action:

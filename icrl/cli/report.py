@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from .parser import ArgumentParser
+from ..infra import plugins
+from .parser import ArgumentParser, add_plugin_flag
 from .view import file_size
 
 DEFAULT_NAME = "report.html"
@@ -31,13 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only runs with this value, as run_draw_plots.py --filter (e.g. task=banking77); repeatable")
     p.add_argument("--viewers", action=argparse.BooleanOptionalAction, default=True,
                    help="also write each run's episode viewer page, linked from the report")
+    add_plugin_flag(p)
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from ..report.page import write_report
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        plugins.load(argv)
         args = build_parser().parse_args(argv)
         data_dir = Path(args.data_dir)
         if not data_dir.is_dir():

@@ -19,6 +19,7 @@ from ..backends import BACKEND_CHOICES
 from ..backends.embedded import DEFAULT_MODEL
 from ..config import RunConfig, default_of, flag_of, help_of
 from ..errors import UsageError
+from ..infra import plugins
 from ..infra.diskfull import os_error_line
 from ..infra.masking import register_args, scrub
 from ..infra.signals import Interrupted, check, ignore_signals, interrupted_by_term, restore, say
@@ -26,8 +27,9 @@ from ..method import declared_params
 from ..method.agents import is_learner
 from ..method.strategies import STRATEGIES
 from ..run.environment import console_logging
+from ..run import plugins as run_plugins
 from ..run.experiment import Experiment
-from .parser import ArgumentParser
+from .parser import ArgumentParser, add_plugin_flag
 from .validate import check_flags, ignored_settings, validate
 
 # With no arguments at all, run_experiment.py runs this: SmolLM2 learning from its rewards with a
@@ -142,6 +144,7 @@ def _engine_flags(p) -> None:
     ours("published_tokenization", action="store_true")
     ours("progress", **boolean)
     ours("wandb", action="store_true")
+    add_plugin_flag(p.add_argument_group("plugins"))
     gpu = _adder(p.add_argument_group("vLLM options"))
     gpu("tensor_parallel_size", type=int)
     gpu("pipeline_parallel_size", type=int)
@@ -165,6 +168,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> RunConfig:
     parser = build_parser()
     words = argv if argv else DEMO_ARGS
     values = vars(parser.parse_args(words))
+    del values["plugin"]  # loaded before the parser was built (icrl.infra.plugins)
     register_args(values)  # its secrets are masked wherever they would be written or shown
     check_flags(values)
     spelled = spelled_flags(parser, words)
@@ -203,6 +207,22 @@ def learner_values(values: dict) -> None:
     values["model_name"], values["icrl"] = None, True
 
 
+def missing_plugins(argv: Sequence[str], error: str) -> str:
+    """For a name or flag not known: the plugins runs under --output_dir were made with and that
+    are not loaded ("" when none), said after the error (a run resumed without its plugin)."""
+    if not (error.startswith("unrecognized arguments") or error.startswith("unknown --")):
+        return ""
+    words, root = list(argv) or DEMO_ARGS, default_of("output_dir")
+    for word, after in zip(words, [*words[1:], None]):  # the last one given, as argparse takes it
+        if word.startswith("--output_dir="):
+            root = word.split("=", 1)[1]
+        elif word == "--output_dir" and after is not None:
+            root = after
+    missing = run_plugins.missing_under(root)
+    return (f"; runs under {root} were made with plugin {', '.join(missing)}, not loaded: give it with --plugin"
+            if missing else "")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of run_experiment.py: exit 0 on success, 2 on bad input, 128 + signal number
     when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
@@ -210,6 +230,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     experiment, stopped = None, False
     previous = interrupted_by_term()
     try:
+        plugins.load(argv)  # the script loaded them before importing this module; main(argv) alone: here
         config = parse_args(argv)
         console_logging(config.options.verbose)
         if config.demo:
@@ -220,7 +241,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check()  # a stop that arrived inside an import
         summary = experiment.run()
     except UsageError as exc:
-        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        print(f"error: {scrub(str(exc) + (missing_plugins(argv, str(exc)) if experiment is None else ''))}",
+              file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted) as exc:
         ignore_signals()  # a second signal must not cut the exit short
@@ -232,8 +254,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         step = experiment.steps_done if experiment is not None else 0
         say(f"interrupted at step {step}; rerun the same command to resume")
         return 128 + int(signum)
-    except OSError as exc:
-        line = os_error_line(exc, "rerun the same command to resume")
+    except Exception as exc:  # a plugin's failure, a file a user can fix: one line (else a bug: its traceback)
+        line = run_plugins.failure(exc, experiment.steps_done if experiment is not None else 0)
+        line = line and f"error: {line}"
+        if line is None and isinstance(exc, OSError):
+            line = os_error_line(exc, "rerun the same command to resume")
         if line is None:
             raise
         print(scrub(line), file=sys.stderr)

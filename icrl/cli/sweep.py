@@ -8,7 +8,7 @@ from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from .parser import ArgumentParser
+from .parser import ArgumentParser, add_plugin_flag
 from .presets import preset_help
 
 
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     ray.add_argument("--ray_cpus_per_worker", type=float, default=1.0, help="CPUs each worker holds")
     ray.add_argument("--ray_wait_s", type=float, default=600.0,
                      help="how long to wait for Ray to place the workers before giving up (exit 2)")
+    add_plugin_flag(p)
     return p
 
 

@@ -8,7 +8,8 @@ from typing import Optional, Sequence
 
 from ..analysis.tokens import CountOptions, count_tokens
 from ..errors import UsageError
-from .parser import ArgumentParser
+from ..infra import plugins
+from .parser import ArgumentParser, add_plugin_flag
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -31,13 +32,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", type=int, default=32,
                    help="prompts per run, besides the first 8, also tokenized whole to check the incremental ids")
     p.add_argument("--explorative_p_keep", type=float, default=0.1, help="p_keep that names a run explorative")
+    add_plugin_flag(p)
     return p
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        plugins.load(argv)
         args = build_parser().parse_args(argv)
+        del args.plugin  # loaded above
         if args.verify < 0:
             raise UsageError(f"--verify must be >= 0, got {args.verify}")
         if not 0 < args.explorative_p_keep <= 1:  # nan and inf too

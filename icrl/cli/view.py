@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from .parser import ArgumentParser
+from ..infra import plugins
+from .parser import ArgumentParser, add_plugin_flag
 
 DEFAULT_NAME = "viewer.html"
 
@@ -21,6 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "diagnostic curves, and every step's input, context episodes, prediction and reward.")
     p.add_argument("data_dir", help="a run folder (holding config.json) or any folder above runs")
     p.add_argument("--out", default=None, help=f"the HTML file to write (default: DATA_DIR/{DEFAULT_NAME})")
+    add_plugin_flag(p)
     return p
 
 
@@ -36,8 +38,9 @@ def file_size(size: int) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from ..viewer.page import write_page
 
-    data_dir = None
+    data_dir, argv = None, sys.argv[1:] if argv is None else list(argv)
     try:
+        plugins.load(argv)
         args = build_parser().parse_args(argv)
         data_dir = Path(args.data_dir)
         if not data_dir.is_dir():

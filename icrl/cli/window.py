@@ -10,7 +10,8 @@ from typing import Optional, Sequence
 
 from ..errors import UsageError
 from ..run.window import WINDOW_FRACTION, MaxExamplesResult, search_max_examples
-from .parser import ArgumentParser
+from ..infra import plugins
+from .parser import ArgumentParser, add_plugin_flag
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="accepted for compatibility: the published number is the default now")
     parser.add_argument("--verbose", action="store_true",
                         help="also write the worst case and the token counts to stderr")
+    add_plugin_flag(parser)
     return parser
 
 
@@ -54,7 +56,9 @@ def _short(text: str, limit: int = 200) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.perf_counter()
     _quiet_transformers()
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        plugins.load(argv)
         args = build_parser().parse_args(argv)
         if args.max_window_tokens is not None and args.max_window_tokens <= 0:
             raise UsageError(f"--max_window_tokens must be positive, got {args.max_window_tokens}")

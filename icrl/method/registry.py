@@ -11,10 +11,12 @@ a part of a run's label (``icrl.analysis.runs``).
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, Optional, TypeVar
+from typing import Any, Callable, Generic, Iterator, Mapping, Optional, TypeVar
 
 from ..errors import UsageError
+from ..infra import plugins
 
 T = TypeVar("T")
 
@@ -77,21 +79,32 @@ def finite_non_negative(value) -> Optional[str]:
 
 class Registry(Generic[T]):
     """The registered parts of one kind, by name, in registration order. ``flag``: the option
-    that names one (its unknown-name error says which names there are)."""
+    that names one (its unknown-name error says which names there are). Each name has an owner:
+    the plugin that registered it (``icrl.infra.plugins``), or None for icrl's own; a name
+    registered twice is a one-line UsageError naming both owners."""
 
     def __init__(self, kind: str, flag: str):
         self.kind, self.flag = kind, flag
         self._items: dict[str, T] = {}
+        self._owners: dict[str, Optional[plugins.Plugin]] = {}
+        _REGISTRIES.add(self)
 
     def register(self, name: str, item: T) -> T:
+        what = f"the {self.kind} {name!r}"
         if name in self._items:
-            raise ValueError(f"a {self.kind} named {name!r} is registered already")
+            raise plugins.collision(what, self._owners.get(name), plugins.current())
         self._items[name] = item
+        self._owners[name] = plugins.registered(what, lambda: self.unregister(name))
         return item
 
     def unregister(self, name: str) -> None:
-        """Take a part out again (tests that register one of their own)."""
+        """Take a part out again (a plugin that failed to load; tests that register one of their own)."""
         self._items.pop(name, None)
+        self._owners.pop(name, None)
+
+    def owner(self, name: str) -> Optional[plugins.Plugin]:
+        """The plugin that registered ``name`` (None: icrl's own, or not registered)."""
+        return self._owners.get(name)
 
     def get(self, name: str) -> T:
         """The part registered as ``name``; an unknown name is a one-line UsageError."""
@@ -114,3 +127,13 @@ class Registry(Generic[T]):
 
     def __len__(self) -> int:
         return len(self._items)
+
+
+_REGISTRIES: "weakref.WeakSet[Registry]" = weakref.WeakSet()
+
+
+def chosen_owners(values: Mapping[str, Any]) -> list:
+    """The owners of the parts a run's configuration ``values`` chooses by name (each registry's
+    flag, e.g. --reward): the plugins the run uses (None: icrl's own)."""
+    return [registry.owner(values[registry.flag[2:]]) for registry in list(_REGISTRIES)
+            if registry.flag.startswith("--") and isinstance(values.get(registry.flag[2:]), str)]

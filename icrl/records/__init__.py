@@ -28,12 +28,15 @@ flight; a truncated last line is detected and dropped on resume.
 
 ``inspect_run`` checks a run's records against its ``config.json`` (step numbers, training
 example ids, planned test steps, test-set size); the experiment trusts a finished run only
-when it passes, and the readers (``Results``, plots, token counts) use the same check.
+when it passes. The readers (``Results``, plots, the viewer, the report, token counts, the
+benchmark score) read a run through ``read_run``: the same check, and every line parsed into
+its type (a field of the wrong type: ``DamagedRecords`` naming the file, the line and the field).
 
-Modules: ``layout`` (the run directory and file names), ``schema`` (TypedDicts of every
-record), ``io`` (the one atomic writer, appends, readers), ``check`` (records against their
-config.json), ``store`` (``RunRecords``: one run directory). Every name is importable from
-``icrl.records`` itself.
+Modules: ``layout`` (the run directory and file names), ``schema`` (the line dataclasses and
+TypedDicts of every record), ``typed`` (a JSON value against an annotation), ``io`` (the one
+atomic writer, appends, readers), ``check`` (records against their config.json), ``read`` (a
+run read back typed), ``store`` (``RunRecords``: one run directory). Every name but those of
+``typed`` and ``read`` is importable from ``icrl.records`` itself.
 """
 
 from __future__ import annotations

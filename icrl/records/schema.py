@@ -1,7 +1,9 @@
 """The records' schema: what each file of a run directory holds, field by field.
 
 The lines of train.jsonl and test.jsonl are the dataclasses ``TrainLine`` and ``TestLine``: the
-loop builds them and ``RunRecords`` writes them (``as_json``), so this is the code that writes.
+loop builds them and ``RunRecords`` writes them (``as_json``), so this is the code that writes;
+``from_json`` reads a line back with every field checked against its type (``records.typed``),
+which is how every reader of records gets them (``records.read``).
 The other files are described as TypedDicts (type hints and documentation; the checks that
 matter for resuming are in check.py). Fields in the ``total=False`` classes may be absent:
 records written before they existed, or fields of only some backends or runs.
@@ -10,53 +12,12 @@ records written before they existed, or fields of only some backends or runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, TypedDict
+from typing import Any, Dict, List, Optional, TypedDict, Union
+
+from .typed import parse_dataclass
 
 
 # -- config.json ------------------------------------------------------------------------------
-class _RunArgs(TypedDict):
-
-    api_mode: str
-    api_model: Optional[str]
-    approximate_context_sampling_method: Optional[str]
-    backend: str
-    context_p_keep: float
-    context_strategy_name: Optional[str]
-    device: Optional[str]
-    dtype: str
-    eot_token: Optional[str]
-    exemplars_per_label: int
-    icrl: bool
-    icrl_flip_feedback: bool
-    icrl_flip_feedback_prob: Optional[float]
-    icrl_omit_feedback: bool
-    max_context_examples: Optional[int]
-    max_contexts: int
-    max_model_len: Optional[int]
-    model_name: str
-    rope_scaling: Optional[str]
-    seed: int
-    task_name: str
-    temperature: float
-    test_every: int
-    test_k: int
-    test_seed: int
-    train_k: int
-    training_seed: int
-
-
-class RunArgs(_RunArgs, total=False):
-    """``args``: the arguments that define what a run computes (``cli.identity``), compared when
-    a run is resumed; never the HF token or the API key."""
-
-    published_tokenization: bool  # absent from runs recorded before it existed (= False)
-    # Beyond the paper (docs/method.md): present only when set (absent = None / "exact_match").
-    p_exploration: float
-    prob_reset: float
-    ucb_alpha: float
-    reward: str
-
-
 class RuntimeArgs(TypedDict, total=False):
     """``runtime_args``: how the run executed (``config.RunOptions``); may differ on resume."""
 
@@ -86,7 +47,7 @@ class Resolved(TypedDict):
     """``resolved``: the plan the arguments gave (an extension rewrites steps and test steps)."""
 
     mode: str  # "icrl", "icl" or "zero_shot"
-    max_context_examples: int  # context episodes, after the exemplars are subtracted
+    max_context_examples: Optional[int]  # context episodes, after the exemplars are subtracted; null for a learner
     steps: int
     test_steps: List[int]
     num_exemplars: int
@@ -152,7 +113,7 @@ Extension = TypedDict("Extension", {"from": int, "to": int, "train_k_before": in
 class _ConfigRecord(TypedDict):
     format_version: int
     created: str
-    args: RunArgs
+    args: Dict[str, Any]  # ``config.RunSpec.as_record()``: what the run computes, compared on resume
     runtime_args: RuntimeArgs
     resolved: Resolved
     backend: BackendRecord
@@ -180,7 +141,7 @@ class TrainLine:
     example_id: int
     prompt: str
     prediction: Optional[str]   # None in supervised ICL (no training call)
-    feedback: Optional[Any]     # the reward shown (flipped with --icrl_flip_feedback); None in ICL
+    feedback: Optional[float]   # the reward shown (flipped with --icrl_flip_feedback); None in ICL
     answer: str
     accuracy: Optional[int]     # 1 if the prediction is the answer; None in ICL
     context_size: int
@@ -190,7 +151,7 @@ class TrainLine:
                                 # learner's (epsilon-greedy: explored)
     reset: Optional[bool] = None     # --prob_reset: the strategy forgot the steps before this one
     explored: Optional[bool] = None  # --p_exploration: a random label, no model call
-    reward: Optional[Any] = None     # --reward other than exact_match: the step's reward (accuracy stays exact)
+    reward: Optional[float] = None   # --reward other than exact_match: the step's reward (accuracy stays exact)
     reasoning: Optional[str] = None  # --reasoning: what the model wrote before its answer
     reasoning_tokens: Optional[int] = None  # --reasoning: the tokens it took
     reflection: Optional[str] = None  # the reflection strategy: the guide written at this step
@@ -201,9 +162,16 @@ class TrainLine:
         return _as_json(self, OPTIONAL_TRAIN)
 
     @classmethod
-    def from_json(cls, record: dict) -> "TrainLine":
-        """The line a record says (TypeError for a field it lacks or does not name)."""
-        return cls(**record)
+    def from_json(cls, record: dict, where: str = "train.jsonl") -> "TrainLine":
+        """The line a record says, every field checked against its type (``records.typed``):
+        DamagedRecords naming ``where`` and the field otherwise."""
+        return parse_dataclass(cls, record, where)
+
+    @property
+    def earned(self) -> Optional[float]:
+        """The step's reward: ``reward`` where it is recorded apart (a reward other than exact
+        match), else the accuracy; None in supervised ICL."""
+        return self.accuracy if self.reward is None else self.reward
 
 
 @dataclass
@@ -216,7 +184,7 @@ class TestLine:
     accuracy: float
     per_class_accuracy: Dict[str, float]
     predictions: List[str]
-    context_size: Any           # a query-aware strategy (knn_*): a list, one size per test input
+    context_size: Union[int, List[int]]  # a query-aware strategy (knn_*): a list, one size per test input
     context: Optional[List[int]] = None           # the step's context (not for query-aware strategies)
     contexts: Optional[List[List[int]]] = None    # query-aware strategies: one context per test input
     metrics: dict = field(default_factory=dict)
@@ -229,9 +197,10 @@ class TestLine:
         return _as_json(self, OPTIONAL_TEST)
 
     @classmethod
-    def from_json(cls, record: dict) -> "TestLine":
-        """The line a record says (TypeError for a field it lacks or does not name)."""
-        return cls(**record)
+    def from_json(cls, record: dict, where: str = "test.jsonl") -> "TestLine":
+        """The line a record says, every field checked against its type: DamagedRecords naming
+        ``where`` and the field otherwise."""
+        return parse_dataclass(cls, record, where)
 
 
 OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens", "reflection", "judge")

@@ -1,4 +1,4 @@
-"""One run directory's records: create, append the typed lines, read for resume, repair, and
+"""One run directory's records: create, append the typed lines, rewrite them repaired, and
 refresh results.json (the one place it is written, from the records)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, Optional
 
-from .check import check_test, check_train, inspect_run, plan_of, unresumable
-from .io import append_jsonl, parse_jsonl, read_json, remove_leftovers, write_json_atomic, write_jsonl_atomic
+from .check import inspect_run
+from .io import append_jsonl, read_json, remove_leftovers, write_json_atomic, write_jsonl_atomic
 from .layout import CONFIG, LOG, RESULTS, TEST, TRAIN
 from .schema import TestLine, TrainLine
 from .summary import summarize
@@ -54,35 +54,6 @@ class RunRecords:
     def remove_leftovers(self) -> list[Path]:
         """Temporary files of atomic writes cut short by a kill (call under the run's lock)."""
         return remove_leftovers(self.directory, (CONFIG, RESULTS, TRAIN, TEST))
-
-    def load_for_resume(self, config: Optional[dict] = None) -> tuple[list[dict], list[dict], list[str]]:
-        """(train, test, notes) of the complete steps, the files repaired for appending.
-
-        A training line cut short by a kill is removed; any other bad training line stops the
-        resume (the steps after it depend on it): DamagedRecords. Test lines stand alone: bad,
-        repeated or orphaned ones are dropped (``notes`` says which), valid ones are all kept,
-        and test steps missing before the resume point are left for the caller to recompute.
-        """
-        config = self.config() if config is None else config
-        train_ids, steps, test_steps, num_test, mode = plan_of(config)
-        path = self.directory / TRAIN
-        lines, bad, cut = parse_jsonl(path)
-        if mode == "zero_shot":
-            train, problem = [], (f"train.jsonl has {len(lines)} lines; a zero-shot run has none" if lines else None)
-        else:
-            train, problem = check_train(lines, bad, train_ids, steps)
-        if problem:
-            raise unresumable(self.directory, problem)
-        if cut:
-            self._rewrite(TRAIN, train)
-        done = 1 if mode == "zero_shot" else len(train)
-        t_lines, t_bad, t_cut = parse_jsonl(self.directory / TEST)
-        test, notes, pending = check_test(t_lines, t_bad, test_steps, done, num_test)
-        if mode == "zero_shot":
-            test = test[:1]
-        if notes or pending or t_cut:
-            self._rewrite(TEST, test)
-        return train, test, notes
 
     def append_train(self, line: TrainLine) -> dict:
         """Write one training step's line (flushed, fsynced); returns it as written."""

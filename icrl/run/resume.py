@@ -17,6 +17,7 @@ from ..infra.masking import scrub
 from ..records import DamagedRecords, RunRecords, RunState, inspect_run, write_json_atomic
 from .data import RunData
 from .environment import environment, say
+from . import plugins
 from .plan import Plan, plan_steps
 
 
@@ -59,6 +60,7 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
                        and k not in unread and old.get(k) != new.get(k))
     if overwrite and (differing or not recorded.get("runtime_args", {}).get("overwrite")):
         return Decision("new")  # replace it (a run that --overwrite itself started is resumed instead)
+    plugins.check(recorded, out_dir)  # made with a plugin: it is loaded, unchanged
     if differing:
         details = "; ".join(f"--{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in differing)
         raise UsageError(f"{out_dir} holds a run with other arguments ({details}); "
@@ -107,7 +109,7 @@ def config_record(config: RunConfig, plan: Plan, data: RunData, backend: dict) -
         "resolved": {"mode": plan.mode, "max_context_examples": plan.max_examples, "steps": plan.steps,
                      "test_steps": list(plan.test_steps), "num_exemplars": len(data.exemplars),
                      "train_examples": len(data.train), "test_examples": len(data.test)},
-        "backend": backend, "environment": environment(),
+        "backend": backend, "environment": environment(), **plugins.record(config),
         **data.record(),
         "train_example_ids": [e.id for e in data.train[:plan.steps]] if plan.mode != "zero_shot" else [],
         "exemplars": [{"id": e.id, "prompt": task.prompt(e), "answer": task.answer(e)} for e in data.exemplars],

@@ -12,9 +12,11 @@ from ..cli import parse_args
 from ..cli.validate import WrongAgentSetting
 from ..config import RunConfig
 from ..errors import UsageError
+from ..infra import plugins
 from ..infra.masking import mask_words, scrub
 from ..records import experiment_dir, inspect_run
 from ..run.environment import backend_spec_of
+from ..run import plugins as run_plugins
 from ..run.experiment import Experiment
 from ..run.observers import TestLines
 from .lockstep import LockStep, Outcome
@@ -38,7 +40,8 @@ class Run:
                                "(docs/sweeps.md, bench/methods/learners.toml)")
 
     def command(self) -> str:
-        return shlex.join(["python", "run_experiment.py", *mask_words(self.words)])
+        given = [word for plugin in plugins.loaded() for word in (plugins.FLAG, plugin.source)]
+        return shlex.join(["python", "run_experiment.py", *given, *mask_words(self.words)])
 
     def backend_key(self):
         """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
@@ -98,7 +101,13 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
     def target(exp):
         def start(proxy):
             exp.backend = proxy
-            return exp.run()
+            try:
+                return exp.run()
+            except Exception as exc:  # a plugin's failure: one line naming it and the step
+                line = run_plugins.failure(exc, exp.steps_done)
+                if line is None:
+                    raise
+                raise UsageError(line) from exc
         return start
 
     lockstep = LockStep(backend, width=width, on_batch=bar.update)

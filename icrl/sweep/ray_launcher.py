@@ -33,6 +33,7 @@ from collections import deque
 from typing import Optional, Sequence
 
 from ..errors import UsageError
+from ..infra import plugins
 from ..infra.masking import scrub
 from ..records import inspect_run
 from .lockstep import Outcome
@@ -70,6 +71,8 @@ def check_reachable(address: Optional[str], timeout: float = 5.0) -> None:
 
 def connect(ray, address: Optional[str]) -> None:
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+    if plugins.loaded():  # each worker loads the driver's plugins before it reads a run's words
+        env[plugins.ENV] = plugins.environment_value()
     kwargs = dict(include_dashboard=False, logging_level="WARNING", log_to_driver=True,
                   runtime_env={"env_vars": env} if env else None)
     if address:

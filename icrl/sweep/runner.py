@@ -22,7 +22,7 @@ from ..cli import build_parser as run_parser
 from ..cli.sweep import SweepOptions, parse_sweep_args
 from ..infra.masking import scrub
 from ..errors import UsageError
-from ..infra import signals
+from ..infra import plugins, signals
 from ..infra.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import write_csv_atomic
 from ..infra.atomic import writable
@@ -129,6 +129,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
     previous, stopped = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}, False
     try:
+        plugins.load(argv)  # the script loaded them before importing this module; main(argv) alone: here
         opts, runs = plan(argv)
         shard = f" (shard {opts.shard})" if opts.shard else ""
         if opts.dry_run:
@@ -191,7 +192,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for r in failed:
         if r["error"]:
             print(f"error: run #{r['run']} {r['status']}: {r['error']}", file=sys.stderr)
+    return print_epilogue(opts, runs) or (1 if failed else 0)
+
+
+def print_epilogue(opts, runs: Sequence[Run]) -> int:
+    """Print what follows the preset's sweep (its benchmark score); 2, after one error line, when a
+    record it reads does not parse (``records.read``), else 0."""
     valid = [r for r in runs if r.out_dir is not None]
-    for line in preset_epilogue(opts.preset, {r.args.options.output_dir for r in valid}, [r.out_dir for r in valid]):
+    try:
+        lines = preset_epilogue(opts.preset, {r.args.options.output_dir for r in valid}, [r.out_dir for r in valid])
+    except UsageError as exc:
+        print(f"error: {scrub(str(exc))}", file=sys.stderr)
+        return 2
+    for line in lines:
         print(line)
-    return 1 if failed else 0
+    return 0

@@ -6,7 +6,9 @@ A worker is handed runs as (index, run_experiment.py words), rebuilds them as th
 (``Run``), and runs them with ``runner.execute`` on its backend: each run's records are those
 run_experiment.py writes alone, whichever worker writes them and whoever shares the batch.
 Runs already finished are reported as such; unfinished ones resume from their records, so a
-batch taken over from a worker that died carries on where that worker stopped.
+batch taken over from a worker that died carries on where that worker stopped. A worker loads
+the driver's plugins ($ICRL_PLUGINS, set by ray_launcher) when it starts, before any run's words
+are parsed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import asdict
 from typing import Optional, Sequence
 
 from ..errors import UsageError
+from ..infra import plugins
 from ..infra.masking import scrub
 from ..run.observers import TestLines
 from .lockstep import Outcome
@@ -48,6 +51,7 @@ class SweepWorker:
     def __init__(self, cwd: Optional[str] = None):
         if cwd and os.path.isdir(cwd):  # relative --output_dir and --data_dir mean what they mean to the driver
             os.chdir(cwd)
+        plugins.load()  # the driver's ($ICRL_PLUGINS, set by ray_launcher) and the installed ones
         self.backend = None
         self.key = None
         self.lock = threading.Lock()

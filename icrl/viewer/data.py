@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import numpy as np
 
 from ..analysis.diagnostics import (default_window, labels_of, load_states, mode_of, run_identity, step_table,
                                     window_table)
 from ..analysis.failures import run_failures
-from ..records import RunState
+from ..records.read import TypedRun
+from ..records.typed import fits
 
 DIAGNOSTIC_CURVES = ("reward_rate", "accuracy", "entropy_norm", "coverage", "frequency_bias",
                      "context_positive_share", "cumulative_regret", "history_frequency_bias")
@@ -116,7 +117,7 @@ def _number(value, digits: int = 4) -> Optional[float]:
     return round(float(value), digits)
 
 
-def run_payload(state: RunState, root: Path, strings: StringTable) -> dict:
+def run_payload(state: TypedRun, root: Path, strings: StringTable) -> dict:
     """One run: identity, train steps, test steps, test set and diagnostic curves."""
     config = state.config or {}
     ident = run_identity(state, root)
@@ -127,25 +128,25 @@ def run_payload(state: RunState, root: Path, strings: StringTable) -> dict:
         **{k: ident[k] for k in ("run_id", "model", "task", "method", "label")},
         "seed": ident["seed"], "mode": mode, "labels": labels, "finished": state.finished,
         "damage": state.damage or None,
-        "train": {"prompt": [strings.index(r.get("prompt")) for r in train],
-                  "answer": [strings.index(r.get("answer")) for r in train],
-                  "prediction": [-1 if r.get("prediction") is None else strings.index(r["prediction"]) for r in train],
+        "train": {"prompt": [strings.index(r.prompt) for r in train],
+                  "answer": [strings.index(r.answer) for r in train],
+                  "prediction": [-1 if r.prediction is None else strings.index(r.prediction) for r in train],
                   # the shown feedback: 0 or 1, 0.5 for a partly right answer (--reward coarse_credit)
-                  "reward": [-1 if r.get("feedback") is None else _feedback(r["feedback"]) for r in train],
-                  "correct": [-1 if r.get("accuracy") is None else int(r["accuracy"]) for r in train],
-                  "context": [encode_context(r.get("context") or []) for r in train],
+                  "reward": [-1 if r.feedback is None else _feedback(r.feedback) for r in train],
+                  "correct": [-1 if r.accuracy is None else int(r.accuracy) for r in train],
+                  "context": [encode_context(r.context) for r in train],
                   **beyond_the_paper(train, strings)},
     }
     test_set = config.get("test_set") or {}
     payload["test_set"] = {"prompt": [strings.index(p) for p in test_set.get("prompts") or []],
                            "answer": [strings.index(a) for a in test_set.get("answers") or []]}
-    payload["test"] = [{"step": r["step"], "accuracy": _number(r.get("accuracy")),
-                        "context": encode_context(r.get("context") or []),
+    payload["test"] = [{"step": r.step, "accuracy": _number(r.accuracy),
+                        "context": encode_context(r.context or []),
                         # a query-aware strategy (knn_*): each test input's own context
-                        **({"contexts": [encode_context(c) for c in r["contexts"]]} if r.get("contexts") else {}),
-                        "prediction": [strings.index(p) for p in r.get("predictions") or []],
+                        **({"contexts": [encode_context(c) for c in r.contexts]} if r.contexts else {}),
+                        "prediction": [strings.index(p) for p in r.predictions],
                         # --reasoning: what the model wrote before each test answer
-                        **({"reasoning": [strings.index(x) for x in r["reasoning"]]} if r.get("reasoning") else {})}
+                        **({"reasoning": [strings.index(x) for x in r.reasoning]} if r.reasoning else {})}
                        for r in state.test]
     payload["curves"] = curves(state)
     payload["failures"] = ({k: _number(v) for k, v in run_failures(train, labels_of(state)).items()}
@@ -159,16 +160,23 @@ def beyond_the_paper(train, strings: StringTable) -> dict:
     the guide written at a step (the reflection strategy), a judge's verdict (--reward judge),
     and the episodes curated retrieval stopped retrieving at a step."""
     out = {}
-    if any(r.get("reasoning") is not None for r in train):
-        out["reasoning"] = [-1 if r.get("reasoning") is None else strings.index(r["reasoning"]) for r in train]
-        out["reasoning_tokens"] = [r.get("reasoning_tokens") for r in train]
-    if any(r.get("reflection") is not None for r in train):
-        out["guide"] = [-1 if r.get("reflection") is None else strings.index(r["reflection"]) for r in train]
-    if any(r.get("judge") is not None for r in train):
-        out["judge"] = [r.get("judge") for r in train]
-    if any((r.get("metrics") or {}).get("pruned") for r in train):
-        out["pruned"] = [encode_context((r.get("metrics") or {}).get("pruned") or []) for r in train]
+    if any(r.reasoning is not None for r in train):
+        out["reasoning"] = [-1 if r.reasoning is None else strings.index(r.reasoning) for r in train]
+        out["reasoning_tokens"] = [r.reasoning_tokens for r in train]
+    if any(r.reflection is not None for r in train):
+        out["guide"] = [-1 if r.reflection is None else strings.index(r.reflection) for r in train]
+    if any(r.judge is not None for r in train):
+        out["judge"] = [r.judge for r in train]
+    if any(_pruned(r) for r in train):
+        out["pruned"] = [encode_context(_pruned(r)) for r in train]
     return out
+
+
+def _pruned(line) -> list:
+    """The episodes curated retrieval stopped retrieving at a training step (its metrics, which
+    the schema leaves open: anything but a list of steps is none)."""
+    pruned = line.metrics.get("pruned")
+    return pruned if fits(pruned, List[int]) else []
 
 
 def _feedback(value) -> float:
@@ -176,7 +184,7 @@ def _feedback(value) -> float:
     return int(value) if value.is_integer() else value
 
 
-def curves(state: RunState) -> dict:
+def curves(state: TypedRun) -> dict:
     """Diagnostic curves over windows of steps (empty without training predictions): the
     windows of diagnostics.csv and diagnostics.png (``default_window``), so that the viewer and
     the figure show the same points for the same run."""

@@ -4,7 +4,8 @@
   find_max_examples_given_max_window.py ...``) in a code block or an inline code span of
   README.md or docs/*.md uses only flags that the script's own parser has (the parser is
   imported, no model is loaded); ``run_sweep.py`` also takes every ``run_experiment.py`` flag,
-  and its ``--grid`` names must be ``run_experiment.py`` flags.
+  and its ``--grid`` names must be ``run_experiment.py`` flags. A command with ``--plugin`` also
+  takes the flags the plugins under tests/data/plugins declare (read from ``--help`` with them).
 - Every ``make TARGET`` names a target of the Makefile.
 - Every relative link points to an existing file and, with ``#anchor``, to a heading of it.
 - Every pointer in the package's messages, help texts and docstrings, the scripts, the Makefile,
@@ -16,9 +17,13 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
+import os
 import re
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -148,9 +153,24 @@ def option_names(parser: argparse.ArgumentParser) -> set[str]:
     return {s for action in parser._actions for s in action.option_strings}
 
 
+@functools.lru_cache(maxsize=None)
+def plugin_flags() -> frozenset:
+    """The flags the plugins under tests/data/plugins add to run_experiment.py (a plugin loads
+    before the parser is built, so in a process of its own)."""
+    plugins = ":".join(str(p) for p in sorted((REPO / "tests" / "data" / "plugins").iterdir())
+                       if p.suffix == ".py" or (p / "__init__.py").is_file())
+    helped = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "--help"], cwd=REPO, text=True,
+                            capture_output=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "ICRL_PLUGINS": plugins})
+    assert helped.returncode == 0, helped.stderr
+    return frozenset(re.findall(r"(?<![\w-])--[A-Za-z][\w-]*", helped.stdout))
+
+
 def bad_flags(script: str, words: list[str]) -> list[str]:
     """The flags in ``words`` that the script's parser does not know (exact names only)."""
     known = option_names(load_parser(script))
+    if "--plugin" in words:
+        known |= plugin_flags()
     if script == "run_sweep.py":
         experiment = option_names(load_parser("run_experiment.py"))
         known |= experiment
@@ -283,7 +303,7 @@ def test_flags_in_prose_exist():
     """An inline code span that starts with a flag (`--icrl --context_p_keep 0.1`, a table of
     methods) uses flags of this project's scripts; spans that start with another command
     (`pip install --no-deps`, `ray start --head`) are that command's business."""
-    known = set().union(*(option_names(load_parser(script)) for script in PARSERS))
+    known = set().union(*(option_names(load_parser(script)) for script in PARSERS), plugin_flags())
     wrong = []
     for path in DOCS:
         for number, span in inline_spans(path.read_text(encoding="utf-8")):

@@ -234,12 +234,14 @@ def write_long_run(root: Path, steps: int = 10_000, window: int = 40, test_k: in
             f.write(json.dumps({"step": t, "example_id": t, "prompt": f"Query: training question {t} "
                                 f"{'about something ' * rng.randrange(2, 8)}{answer}?", "prediction": prediction,
                                 "feedback": int(prediction == answer), "answer": answer,
-                                "accuracy": int(prediction == answer), "context": list(range(max(0, t - window), t))}) + "\n")
+                                "accuracy": int(prediction == answer), "context_size": min(t, window),
+                                "context": list(range(max(0, t - window), t)), "metrics": {}}) + "\n")
     with open(run_dir / "test.jsonl", "w") as f:
         for t in test_steps:
             predictions = [a if rng.random() < 0.4 else labels[0] for a in test_answers]
             f.write(json.dumps({"step": t, "accuracy": sum(p == a for p, a in zip(predictions, test_answers)) / test_k,
-                                "predictions": predictions, "context": list(range(max(0, t - window), t))}) + "\n")
+                                "per_class_accuracy": {}, "predictions": predictions, "context_size": min(t, window),
+                                "context": list(range(max(0, t - window), t))}) + "\n")
     return root
 
 
@@ -329,6 +331,7 @@ def test_reasoning_guides_verdicts_pruning_and_failure_metrics_are_shown(driver,
     from helpers import TOY
     from icrl.analysis.failures import run_failures
     from icrl.cli.run import main as run
+    from icrl.records.schema import TrainLine
 
     data = tmp_path / "data"
     common = [*TOY, "--icrl", "--max_context_examples", "3", "--train_k", "24", "--test_every", "12", "--test_k", "3",
@@ -364,7 +367,7 @@ def test_reasoning_guides_verdicts_pruning_and_failure_metrics_are_shown(driver,
     guide = by_strategy["reflection"].find_element(By.CSS_SELECTOR, ".guide")
     assert "written at step 10" in guide.find_element(By.TAG_NAME, "summary").text
     assert guide.find_element(By.TAG_NAME, "pre").text == reflected[10]["reflection"].strip()
-    failures = run_failures(reasoned, ["billing", "refund", "delivery", "account"])
+    failures = run_failures([TrainLine.from_json(r) for r in reasoned], ["billing", "refund", "delivery", "account"])
     line = by_strategy["random_unbiased"].find_element(By.CSS_SELECTOR, ".failures").text
     assert f"labels never predicted: {failures['greediness']:.3f}" in line
     assert f"knowing-doing gap: {failures['knowing_doing_gap']:.3f}" in line

@@ -8,7 +8,8 @@ import pytest
 
 from icrl.analysis import diagnostics as dg
 from icrl.errors import UsageError
-from icrl.records import inspect_run
+from icrl.records.read import read_run
+from icrl.records.schema import TestLine, TrainLine
 
 LABELS = ["a", "b", "c", "d"]
 
@@ -26,11 +27,11 @@ def write_run(path, steps, mode="icrl", strategy="random_biased_end", p_keep=1.0
     with open(path / "train.jsonl", "w") as f:
         for t, (prediction, answer, context) in enumerate(steps):
             correct = None if mode == "icl" else int(prediction == answer)
-            f.write(json.dumps({"step": t, "prediction": prediction, "answer": answer, "feedback": correct,
-                                "accuracy": correct, "context": context}) + "\n")
+            line = TrainLine(t, t, f"question {t}", prediction, correct, answer, correct, len(context), context, {})
+            f.write(json.dumps(line.as_json()) + "\n")
     with open(path / "test.jsonl", "w") as f:
         for t, predictions in sorted(tests.items()):
-            f.write(json.dumps({"step": t, "accuracy": 0.0, "predictions": predictions}) + "\n")
+            f.write(json.dumps(TestLine(t, 0.0, {}, predictions, 0).as_json()) + "\n")
     return path
 
 
@@ -40,7 +41,7 @@ COLLAPSE = [("a", "a", []), ("b", "b", [0]), ("a", "c", [0, 1]), ("a", "d", [0, 
 
 
 def test_step_table_frequency_bias_and_positives(tmp_path):
-    state = inspect_run(write_run(tmp_path / "run", COLLAPSE))
+    state = read_run(write_run(tmp_path / "run", COLLAPSE))
     steps = dg.step_table(state)
     assert steps["correct"].tolist() == [1, 1, 0, 0, 0, 0]
     # step 0 has no context; step 1: context [a] -> b is not a; step 2: [a, b] tie -> a counts;
@@ -52,7 +53,7 @@ def test_step_table_frequency_bias_and_positives(tmp_path):
 
 
 def test_window_table_entropy_coverage_regret(tmp_path):
-    state = inspect_run(write_run(tmp_path / "run", COLLAPSE))
+    state = read_run(write_run(tmp_path / "run", COLLAPSE))
     windows = dg.window_table(state, window=3)
     assert windows["window_start"].tolist() == [0, 3] and windows["window_end"].tolist() == [2, 5]
     first, second = windows.iloc[0], windows.iloc[1]
@@ -67,13 +68,13 @@ def test_window_table_entropy_coverage_regret(tmp_path):
 
 def test_icl_context_shows_gold_answers(tmp_path):
     steps = [(None, "b", []), (None, "b", [0]), (None, "c", [0, 1])]
-    state = inspect_run(write_run(tmp_path / "icl", steps, mode="icl", strategy="random_unbiased"))
+    state = read_run(write_run(tmp_path / "icl", steps, mode="icl", strategy="random_unbiased"))
     table = dg.step_table(state)
     assert table["frequency_match"].isna().all() and table["reward"].isna().all()
 
 
 def test_per_class_accuracy(tmp_path):
-    state = inspect_run(write_run(tmp_path / "run", COLLAPSE, tests={5: ["a", "a", "b", "c"]},
+    state = read_run(write_run(tmp_path / "run", COLLAPSE, tests={5: ["a", "a", "b", "c"]},
                                   test_answers=["a", "b", "b", "d"]))
     table = dg.per_class_table(state)
     assert table.set_index("gold_label")["accuracy"].to_dict() == {"a": 1.0, "b": 0.5, "d": 0.0}

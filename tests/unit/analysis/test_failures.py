@@ -8,6 +8,7 @@ import math
 import pytest
 
 from icrl.analysis.failures import collapse, concluded_label, label_mentions, run_failures, step_failures
+from icrl.records.schema import TrainLine
 
 LABELS = ["card_arrival", "card", "refund", "exchange rate"]
 
@@ -31,7 +32,8 @@ def test_mentions_are_whole_words_and_a_longer_label_wins_at_the_same_end():
 
 
 def record(step, prediction, accuracy, reasoning=None, **extra):
-    return {"step": step, "prediction": prediction, "accuracy": accuracy, "reasoning": reasoning, **extra}
+    return TrainLine(step, step, "a question", prediction, accuracy, "card", accuracy, 0, [], {}, reasoning=reasoning,
+                     **extra)
 
 
 def test_history_frequency_and_knowing_doing_per_step():

@@ -14,6 +14,7 @@ from icrl.analysis.figures_failures import failure_rows, fig_failures
 from icrl.analysis.results import Results
 from icrl.cli.run import main
 from icrl.records import find_runs, read_json, read_jsonl
+from icrl.records.schema import TrainLine
 
 
 @pytest.fixture(scope="module")
@@ -33,8 +34,8 @@ def test_each_bar_is_the_mean_over_seeds_of_the_run_metrics(data):
     assert len(rows) == 2 and set(rows["n"]) == {2}
     for _, row in rows.iterrows():
         runs = [d for d in find_runs(data) if ("/summary/" in d.as_posix()) == row["label"].startswith("summary")]
-        per_run = [run_failures(read_jsonl(d / "train.jsonl"), read_json(d / "config.json")["dataset"]["labels"])
-                   for d in runs]
+        per_run = [run_failures([TrainLine.from_json(r) for r in read_jsonl(d / "train.jsonl")],
+                                read_json(d / "config.json")["dataset"]["labels"]) for d in runs]
         for metric in ("greediness", "history_frequency_bias", "early_collapse"):
             assert row[metric] == pytest.approx(sum(m[metric] for m in per_run) / 2, nan_ok=True)
         reasoned = row["label"].startswith("summary")

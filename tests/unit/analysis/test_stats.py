@@ -9,6 +9,7 @@ from scipy import stats as sps
 
 from icrl.analysis import stats
 from icrl.errors import UsageError
+from icrl.records.schema import TestLine, TrainLine
 
 
 def test_mcnemar_exact_textbook():
@@ -105,19 +106,20 @@ def _run(path, ids, answers, predictions, step=5):
     config = {"resolved": {"mode": "icrl", "steps": 6, "test_steps": [step]},
               "train_example_ids": None, "test_set": {"ids": ids, "answers": answers}}
     (path / "config.json").write_text(json.dumps(config))
-    (path / "test.jsonl").write_text(json.dumps({"step": step, "accuracy": 0.5, "predictions": predictions}) + "\n")
-    (path / "train.jsonl").write_text("".join(json.dumps({"step": t}) + "\n" for t in range(6)))
+    (path / "test.jsonl").write_text(json.dumps(TestLine(step, 0.5, {}, predictions, 0).as_json()) + "\n")
+    (path / "train.jsonl").write_text("".join(json.dumps(TrainLine(t, t, "Q", "p", 1, "p", 1, 0, [], {}).as_json())
+                                              + "\n" for t in range(6)))
     return path
 
 
 def test_paired_outcomes_match_items_by_id(tmp_path):
-    a = _run(tmp_path / "a", ["x", "y", "z"], ["p", "q", "p"], ["p", "p", "p"])
-    b = _run(tmp_path / "b", ["z", "x", "w"], ["p", "p", "q"], ["q", "p", "q"])
+    a = _run(tmp_path / "a", [24, 25, 26], ["p", "q", "p"], ["p", "p", "p"])
+    b = _run(tmp_path / "b", [26, 24, 23], ["p", "p", "q"], ["q", "p", "q"])
     out_a, out_b, ids = stats.paired_outcomes(a, b)
-    assert ids == ["x", "z"]
+    assert ids == ["24", "26"]
     assert out_a.tolist() == [1, 1] and out_b.tolist() == [1, 0]
     with pytest.raises(UsageError, match="no test record at step 3"):
         stats.paired_outcomes(a, b, step=3)
-    c = _run(tmp_path / "c", ["v"], ["p"], ["p"])
+    c = _run(tmp_path / "c", [22], ["p"], ["p"])
     with pytest.raises(UsageError, match="share no test items"):
         stats.paired_outcomes(a, c)

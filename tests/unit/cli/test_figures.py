@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from helpers import files_under, one_error_line
+import pytest
+
+from helpers import BAD_FIELDS, corrupt_field, files_under, one_error_line, refused_field
 
 
 def test_a_plots_refusal_leaves_no_empty_folder(in_tmp_path, tmp_path, capsys):
@@ -18,3 +20,31 @@ def test_a_plots_refusal_leaves_no_empty_folder(in_tmp_path, tmp_path, capsys):
     assert plots_main(["--data_dir", "empty", "--out_dir", "a/b/figures"]) == 2
     assert "--out_dir" in one_error_line(capsys)  # checked before any run is read
 
+
+
+@pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)
+def test_a_wrong_record_field_is_one_line_and_nothing_is_drawn(finished, tmp_path, capsys, name, line, field, value):
+    """Every line is parsed before summary.csv or a figure is written (records.read)."""
+    from icrl.cli.figures import main as plots_main
+
+    out, run_dir, _ = finished
+    corrupt_field(run_dir, name, line, field, value)
+    assert plots_main(["--data_dir", str(out), "--out_dir", str(tmp_path / "plots")]) == 2
+    refused_field(capsys, run_dir, name, line, field)
+    assert not (tmp_path / "plots").exists()
+
+
+def test_the_script_refuses_a_wrong_field_in_one_line_without_a_traceback(finished, tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import REPO, SUBPROCESS_ENV
+
+    out, run_dir, _ = finished
+    corrupt_field(run_dir, "train.jsonl", 3, "feedback", "yes")
+    done = subprocess.run([sys.executable, str(REPO / "run_draw_plots.py"), "--data_dir", str(out), "--out_dir",
+                           str(tmp_path / "plots")], capture_output=True, text=True, env=SUBPROCESS_ENV, timeout=300)
+    assert done.returncode == 2 and done.stdout == "", done.stdout
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert f"{run_dir / 'train.jsonl'} line 3: field 'feedback' is 'yes', expected a number or null" in done.stderr
+    assert not (tmp_path / "plots").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import TOY, one_error_line
+from helpers import BAD_FIELDS, TOY, corrupt_field, files_under, one_error_line, refused_field
 from icrl.cli.report import main
 from icrl.cli.run import main as run
 
@@ -42,3 +42,13 @@ def test_a_refusal_is_one_line_and_writes_nothing(argv, needle, runs, tmp_path, 
     assert main([*argv, "--out", str(tmp_path / "r.html")]) == 2
     assert needle in one_error_line(capsys)
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)
+def test_a_wrong_record_field_is_one_line_and_no_report(finished, capsys, name, line, field, value):
+    out, run_dir, _ = finished
+    corrupt_field(run_dir, name, line, field, value)
+    before = files_under(out)
+    assert main([str(out)]) == 2  # the report and its viewer pages go into the data folder
+    refused_field(capsys, run_dir, name, line, field)
+    assert files_under(out) == before

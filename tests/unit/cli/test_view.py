@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers import one_error_line
+from helpers import BAD_FIELDS, corrupt_field, files_under, one_error_line, refused_field
 from icrl.cli.view import file_size, main
 
 
@@ -34,3 +34,16 @@ def test_a_refusal_is_one_error_line(argv, tmp_path, capsys):
 def test_a_folder_without_runs_is_refused(tmp_path, capsys):
     assert main([str(tmp_path)]) == 2
     assert "no runs under" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)
+def test_a_wrong_record_field_is_one_line_and_no_page(finished, tmp_path, capsys, name, line, field, value):
+    out, run_dir, _ = finished
+    corrupt_field(run_dir, name, line, field, value)
+    before = files_under(out)
+    assert main([str(out), "--out", str(tmp_path / "v.html")]) == 2
+    refused_field(capsys, run_dir, name, line, field)
+    assert not (tmp_path / "v.html").exists() and files_under(out) == before
+    assert main([str(out)]) == 2  # the default page, in the data folder: not written either
+    refused_field(capsys, run_dir, name, line, field)
+    assert files_under(out) == before

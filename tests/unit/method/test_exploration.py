@@ -4,6 +4,7 @@ and the toy task; each test fails where a flag is accepted and ignored."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -212,6 +213,7 @@ def test_schema_and_results_table_name_the_new_fields(tmp_path):
     """Every flag at once (and the graded reward): records.schema names each field written, and
     the results table shows the flags as columns and labels, filed under none of the paper's methods."""
     from icrl.analysis.results import Results
+    from icrl.config import RunSpec
     from icrl.records import schema
 
     words = argv(tmp_path, *ALL, "--reward", "coarse_credit")  # the toy task has a hierarchy
@@ -219,10 +221,10 @@ def test_schema_and_results_table_name_the_new_fields(tmp_path):
     experiment.run()
     config = json.loads((experiment.out_dir / "config.json").read_text())
     got = records(experiment.out_dir)
-    for record, typed in [(config["args"], schema.RunArgs), (config["runtime_args"], schema.RuntimeArgs)]:
-        keys = set(record)
-        assert typed.__required_keys__ <= keys
-        assert keys <= typed.__required_keys__ | typed.__optional_keys__
+    assert set(config["args"]) <= {f.name for f in dataclasses.fields(RunSpec)}
+    keys = set(config["runtime_args"])
+    assert schema.RuntimeArgs.__required_keys__ <= keys
+    assert keys <= schema.RuntimeArgs.__required_keys__ | schema.RuntimeArgs.__optional_keys__
     for record, typed in [*[(r, schema.TrainLine) for r in got["train"]], *[(r, schema.TestLine) for r in got["test"]]]:
         assert typed.from_json({**record, "time_s": 0.0}).as_json() == {**record, "time_s": 0.0}
     assert {"explored", "reset", "reward"} <= set(got["train"][0]) and "reward" in got["test"][0]

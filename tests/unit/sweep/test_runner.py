@@ -336,3 +336,22 @@ def test_a_summary_that_cannot_be_written_is_one_line_naming_it_before_any_run(t
     assert code == 2 and err.startswith(f"error: cannot write the summary {summary} ") and "\n" not in err, err
     assert ".summar" not in err and ".icrl" not in err  # no temporary file's name
     assert not (tmp_path / "out").exists()  # said before any run
+
+
+def test_an_epilogue_that_meets_a_wrong_record_is_one_error_line(tmp_path, monkeypatch, capsys):
+    """The benchmark score after an icrl_bench sweep reads every run under --output_dir through the
+    schema (records.read): a wrong field there ends the sweep with its one line and exit 2."""
+    from icrl.records import DamagedRecords
+
+    def refuse(name, output_dirs, run_dirs):
+        raise DamagedRecords(f"{tmp_path}/other/train.jsonl line 2: field 'feedback' is 'yes', expected a number")
+
+    monkeypatch.setattr(runner, "preset_epilogue", refuse)
+    code = runner.main(["--grid", "seed=1", "--task_name", TOY_TASK, "--backend", "fake", "--icrl",
+                        "--context_strategy_name", "random_unbiased", "--max_context_examples", "2", "--train_k", "3",
+                        "--training_seed", "1", "--test_seed", "1", "--no-progress",
+                        "--output_dir", str(tmp_path / "out")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "Traceback" not in err
+    said = f"error: {tmp_path}/other/train.jsonl line 2: field 'feedback' is 'yes', expected a number"
+    assert err.splitlines()[-1] == said

@@ -1,0 +1,322 @@
+"""Plugins: methods from the researcher's own files, loaded before any command line is built.
+
+A plugin is a Python file, a package folder or an importable module that registers parts
+through :mod:`icrl.plugin` (a strategy, a reward, a figure, a backend) when it is imported.
+Three ways in, read in this order, each plugin loaded once per process:
+
+- ``--plugin FILE_OR_MODULE`` on any script's command line (repeatable);
+- the environment variable ``ICRL_PLUGINS``: the same, separated by ``:``;
+- installed packages: the entry points of the group ``icrl.plugins`` (a module, or
+  ``module:attribute``, whose module is imported).
+
+``start(argv, "module:main")`` is what a script calls first: it loads the plugins, then
+imports the script's command line (whose parser, choices and validation then know what the
+plugins registered), and says bad input in one line, exit 2, before anything is written. A
+plugin must be loaded before ``icrl.config`` builds the run configuration from the declared
+parameters: ``load`` refuses one that comes later.
+
+Each plugin is a :class:`Plugin`: its module name, its source (the file, or the package's
+folder) and the sha256 of that source. Every registry asks :func:`registered` whose a name
+is (the plugin being imported, or None: icrl itself), so a plugin that registers nothing and
+a name registered twice are refused naming both owners; ``check_recorded`` refuses records
+made with a plugin that is missing or changed; ``culprit`` finds the plugin an error came from.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Optional, Sequence
+
+from ..errors import UsageError
+
+FLAG = "--plugin"
+ENV = "ICRL_PLUGINS"
+GROUP = "icrl.plugins"
+BUILT_IN = "icrl"
+HELP = ("a Python file, package folder or module that registers strategies, rewards, figures or backends "
+        "(repeatable; also $ICRL_PLUGINS, ':'-separated, and installed icrl.plugins entry points; "
+        "docs/development.md, Plugins)")
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """One loaded plugin: ``module`` (its module name), ``source`` (its file, or its package's
+    folder), ``sha256`` (of that source: the file, or every .py file of the package)."""
+
+    module: str
+    source: str
+    sha256: str
+
+    @property
+    def label(self) -> str:
+        return f"plugin {self.module} ({self.source})"
+
+    def record(self) -> dict:
+        """What config.json records of it."""
+        return {"module": self.module, "sha256": self.sha256}
+
+
+_loaded: dict = {}      # source -> Plugin, in load order
+_registrations: dict = {}   # module -> [(undo, what)] of the parts it registered
+_importing: list = []   # the plugin being imported (a stack of one)
+
+
+# -- who registers ---------------------------------------------------------------------------------
+def current() -> Optional[Plugin]:
+    """The plugin being imported now (None: icrl itself)."""
+    return _importing[-1] if _importing else None
+
+
+def registered(what: str, undo: Callable[[], None]) -> Optional[Plugin]:
+    """Called by every registry once it has registered ``what`` (e.g. "the reward 'x'"): its
+    owner, the plugin being imported (None: icrl itself); ``undo`` takes it out again (``unload``)."""
+    plugin = current()
+    if plugin is not None:
+        _registrations.setdefault(plugin.module, []).append((undo, what))
+    return plugin
+
+
+def owner_text(owner: Optional[Plugin]) -> str:
+    return f"{BUILT_IN} (built in)" if owner is None else owner.label
+
+
+def collision(what: str, old: Optional[Plugin], new: Optional[Plugin]) -> UsageError:
+    """The one-line refusal of a name registered twice, naming both owners."""
+    return UsageError(f"{what} is registered already by {owner_text(old)}; {owner_text(new)} registers it "
+                      f"again: rename it in {'one of them' if old and new else 'the plugin'}")
+
+
+def loaded() -> tuple:
+    """The plugins loaded in this process, in load order."""
+    return tuple(_loaded.values())
+
+
+def environment_value() -> str:
+    """ICRL_PLUGINS naming every loaded plugin (for processes started from this one)."""
+    return ":".join(p.source for p in _loaded.values())
+
+
+# -- what is asked for -----------------------------------------------------------------------------
+def from_argv(argv: Sequence[str]) -> list:
+    """The values of ``--plugin`` in a command line (``--plugin X`` or ``--plugin=X``), as
+    (where it was given, value)."""
+    words, found = list(argv), []
+    for i, word in enumerate(words):  # after "--" too: run_sweep.py's run flags
+        if word == FLAG:
+            if i + 1 >= len(words) or words[i + 1].startswith("--"):
+                raise UsageError(f"{FLAG} needs a file, package folder or module name")
+            found.append((FLAG, words[i + 1]))
+        elif word.startswith(FLAG + "="):
+            found.append((FLAG, word[len(FLAG) + 1:]))
+    return found
+
+
+def from_environment(environ: Mapping[str, str]) -> list:
+    return [(ENV, part) for part in environ.get(ENV, "").split(":") if part.strip()]
+
+
+def from_entry_points() -> list:
+    """The modules the installed packages name in the entry-point group ``icrl.plugins``."""
+    return [(f"the entry point {ep.name} ({GROUP}, {ep.value})", ep.value.split(":")[0].strip())
+            for ep in importlib.metadata.entry_points(group=GROUP)]
+
+
+def requested(argv: Sequence[str] = (), environ: Optional[Mapping[str, str]] = None) -> list:
+    """Every plugin asked for, as (where it was given, file or module): the command line's, the
+    environment's, the installed ones."""
+    environ = os.environ if environ is None else environ
+    return [*from_argv(argv), *from_environment(environ), *from_entry_points()]
+
+
+# -- where a plugin's source is --------------------------------------------------------------------
+def _is_path(spec: str) -> bool:
+    return os.sep in spec or "/" in spec or spec.endswith(".py") or os.path.exists(spec)
+
+
+def locate(spec: str, given: str = FLAG) -> tuple[str, Path, bool, bool]:
+    """(module name, source, is a package, given as a path) of a plugin given as a path or a
+    module name (``given``: where, for the error)."""
+    if _is_path(spec):
+        path = Path(spec).expanduser().resolve()
+        if not path.exists():
+            raise UsageError(f"{given} {spec!r}: no such file or folder; give a .py file, a package folder or an "
+                             f"importable module name")
+        if path.is_dir():
+            if not (path / "__init__.py").is_file():
+                raise UsageError(f"{given} {spec!r}: a folder without __init__.py is no package; give the "
+                                 f"plugin's .py file or its package folder")
+            return path.name, path, True, True
+        if path.suffix != ".py":
+            raise UsageError(f"{given} {spec!r}: not a Python file (.py)")
+        return path.stem, path, False, True
+    try:
+        found = importlib.util.find_spec(spec)
+    except (ImportError, ValueError) as exc:
+        found, why = None, str(exc)
+    else:
+        why = "no such module"
+    if found is None or found.origin is None:
+        raise UsageError(f"{given} {spec!r}: neither a file nor an importable module ({why})")
+    if found.submodule_search_locations:
+        return spec, Path(found.origin).parent.resolve(), True, False
+    return spec, Path(found.origin).resolve(), False, False
+
+
+def source_hash(source: Path, package: bool) -> str:
+    """sha256 of a plugin's source: its file, or its package's .py files (names and bytes)."""
+    digest = hashlib.sha256()
+    if not package:
+        digest.update(source.read_bytes())
+        return digest.hexdigest()
+    for path in sorted(p for p in source.rglob("*.py") if "__pycache__" not in p.parts):
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+# -- loading ---------------------------------------------------------------------------------------
+def _import(name: str, source: Path, package: bool, by_path: bool) -> None:
+    if not by_path:
+        importlib.import_module(name)
+        return
+    other = _module_elsewhere(name, source, package)
+    if other is not None:
+        raise UsageError(f"a module named {name} exists already ({other}); rename the plugin")
+    spec = importlib.util.spec_from_file_location(
+        name, source / "__init__.py" if package else source,
+        submodule_search_locations=[str(source)] if package else None)
+    if spec is None or spec.loader is None:
+        raise UsageError(f"{source} cannot be imported as a module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+
+
+def _module_elsewhere(name: str, source: Path, package: bool) -> Optional[str]:
+    """Where another module of this name is (imported or importable), which the plugin would hide."""
+    held = sys.modules.get(name)
+    if held is not None:
+        return getattr(held, "__file__", None) or "built in"
+    try:
+        found = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    if found is None:
+        return None
+    where = Path(found.origin).resolve() if found.origin not in (None, "built-in", "frozen") else None
+    mine = source / "__init__.py" if package else source
+    return None if where == mine else str(where or found.origin or "built in")
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        return f"syntax error in {exc.filename} line {exc.lineno}: {exc.msg}"
+    if isinstance(exc, UsageError):
+        return str(exc)
+    return f"cannot import it: {type(exc).__name__}: {exc}"
+
+
+def load_one(spec: str, given: str = FLAG) -> Optional[Plugin]:
+    """Import one plugin (None when that source is loaded already); bad input is a one-line
+    UsageError (``given``: where it was asked for)."""
+    name, source, package, by_path = locate(spec, given)
+    if str(source) in _loaded:
+        return None
+    same = next((p for p in _loaded.values() if p.module == name), None)
+    if same is not None:
+        raise UsageError(f"two plugins are named {name}: {same.source} and {source}; rename one")
+    plugin = Plugin(name, str(source), source_hash(source, package))
+    if "icrl.config" in sys.modules:
+        raise UsageError(f"{plugin.label} comes after the run configuration was built: give it to the script "
+                         f"({FLAG} or {ENV}), which loads plugins before anything else")
+    importlib.import_module("icrl.plugin")  # icrl's own parts first: they are icrl's, not the plugin's
+    _importing.append(plugin)
+    try:
+        _import(name, source, package, by_path)
+    except Exception as exc:  # noqa: BLE001 - any failure of the plugin's own code: one line naming it
+        unload(plugin)
+        why = " ".join(_why(exc).split())
+        raise UsageError(why if why.startswith(plugin.label) or f"; {plugin.label}" in why
+                         else f"{plugin.label}: {why}") from None
+    finally:
+        _importing.pop()
+    if not _registrations.get(name):
+        raise UsageError(f"{plugin.label} registers nothing: a plugin registers a strategy, reward, figure or "
+                         f"backend through icrl.plugin (docs/development.md, Plugins)")
+    _loaded[str(source)] = plugin
+    return plugin
+
+
+def load(argv: Sequence[str] = (), environ: Optional[Mapping[str, str]] = None) -> tuple:
+    """Load every plugin asked for (``requested``) not loaded yet; returns all loaded ones."""
+    for given, spec in requested(argv, environ):
+        load_one(spec, given)
+    return loaded()
+
+
+def unload(plugin: Plugin) -> None:
+    """Take what ``plugin`` registered out of the registries again (a failed load)."""
+    for undo, _ in reversed(_registrations.pop(plugin.module, [])):
+        undo()
+    _loaded.pop(plugin.source, None)
+
+
+def start(argv: Sequence[str], target: str):
+    """A script's first step: load the plugins, then import ``target`` ("module:function", the
+    script's ``main``) and return it; bad input is one line on stderr and exit code 2."""
+    module_name, _, attribute = target.partition(":")
+    try:
+        load(argv)
+        return getattr(importlib.import_module(module_name), attribute)
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+# -- records made with plugins ---------------------------------------------------------------------
+def check_recorded(recorded, where) -> None:
+    """Records made with plugins (config.json "plugins") need each of them loaded, unchanged."""
+    if recorded is None:
+        return
+    if not isinstance(recorded, list) or not all(isinstance(r, dict) and isinstance(r.get("module"), str)
+                                                  for r in recorded):
+        raise UsageError(f'{where}: "plugins" is not a list of plugins (module, sha256); restore config.json')
+    now = {p.module: p for p in _loaded.values()}
+    for entry in recorded:
+        plugin = now.get(entry["module"])
+        if plugin is None:
+            raise UsageError(f"{where} was made with plugin {entry['module']}, which is not loaded: give it with "
+                             f"{FLAG} (or {ENV})")
+        if plugin.sha256 != entry.get("sha256"):
+            raise UsageError(f"{where} was made with {plugin.label} as it was before it changed (sha256 "
+                             f"{str(entry.get('sha256'))[:12]} then, {plugin.sha256[:12]} now): restore its source, "
+                             f"or pass --overwrite to start the run again")
+
+
+def record_of(plugins: Sequence[Optional[Plugin]]) -> list:
+    """config.json "plugins" of a run whose parts come from ``plugins`` (None: built in), each
+    once, by module name."""
+    return [p.record() for p in sorted(set(p for p in plugins if p is not None), key=lambda p: p.module)]
+
+
+def culprit(exc: BaseException) -> Optional[tuple]:
+    """(plugin, function) where ``exc`` was raised, when the innermost frame of a loaded plugin's
+    source is in its traceback; else None."""
+    found = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        path = Path(frame.filename).resolve()
+        for plugin in _loaded.values():
+            if str(path) == plugin.source or str(path).startswith(plugin.source + os.sep):
+                found = (plugin, frame.name)
+    return found

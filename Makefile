@@ -19,7 +19,7 @@ ICRL_TOKENIZERS_DIR ?= $(shell test -d ../shared/tokenizers && cd ../shared/toke
 # and config and banking77's raw files (10 MB, under data/, which git ignores).
 GPU_ASSETS := data/gpu-assets
 
-.PHONY: setup setup-vllm lock test test-fast demo bench gpu-assets clean
+.PHONY: setup setup-vllm lock lint test test-fast demo bench gpu-assets clean
 
 setup: $(STAMP)
 
@@ -53,7 +53,12 @@ lock:
 		-o $(VLLM_LOCK) pyproject.toml
 	.venv-lock/bin/python requirements/finish_locks.py $(BASE_LOCK) $(VLLM_LOCK)
 
-test: $(STAMP)
+# The linter and the type checker on the package (their settings: pyproject.toml).
+lint: $(STAMP)
+	$(BIN)/ruff check icrl
+	$(BIN)/mypy icrl
+
+test: lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=25
 
 # The fast tests: pure logic on the fake backend, no model, no large tokenizer (under a minute).
@@ -97,4 +102,4 @@ gpu-assets:
 	cp -r "$(ICRL_DATA_DIR)/banking77" $(GPU_ASSETS)/datasets/
 
 clean:
-	rm -rf $(VENV) .venv-lock .pytest_cache
+	rm -rf $(VENV) .venv-lock .pytest_cache .mypy_cache .ruff_cache

@@ -32,7 +32,7 @@ if not os.environ.get("ICRL_TOKENIZERS_DIR") and (REPO.parent / "shared" / "toke
 from icrl.tasks import load_task  # noqa: E402
 from icrl.analysis.counting import Replay, SegmentEncoder, count_run  # noqa: E402
 from icrl.analysis.synthetic import synthesize_run  # noqa: E402
-from icrl.analysis.tokens import Tokenizers  # noqa: E402
+from icrl.analysis.tokens import TokenizerCache  # noqa: E402
 from icrl.records import read_json, read_jsonl  # noqa: E402
 
 
@@ -55,7 +55,7 @@ def main() -> None:
     data_dir = args.data_dir or os.environ.get("ICRL_DATA_DIR") or str(REPO.parent / "shared" / "datasets")
     task = load_task(args.task, data_dir)
     out = Path(args.out or tempfile.mkdtemp(prefix="icrl-count-bench-"))
-    tokenizers = Tokenizers()
+    tokenizers = TokenizerCache()
     tic = time.perf_counter()
     chat = tokenizers.chat(args.tokenizer)
     print(f"tokenizer {args.tokenizer} loaded in {time.perf_counter() - tic:.1f} s")

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field, fields
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .backends.embedded import DEFAULT_MODEL
 from .errors import UsageError
@@ -235,13 +235,21 @@ def _annotation(param):
     return Optional[param.type] if param.default is None else param.type
 
 
-RunSpec = dataclasses.make_dataclass(
-    "RunSpec", [(d.param.name, _annotation(d.param), declared_field(d.param, d.group, d.owners))
-                for d in declared_params()],
-    bases=(_Spec,), frozen=True, namespace={
-        "__doc__": "What a run computes (config.json \"args\"): the published path's parts, then ours, then the "
-                   "parameters the parts of the method declare.",
-        "__module__": __name__})
+if TYPE_CHECKING:
+    class RunSpec(_Spec):
+        """For the type checker: _Spec's fields typed; the declared parameters, known only at import, Any."""
+
+        def __init__(self, **values: Any) -> None: ...
+
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    RunSpec = dataclasses.make_dataclass(
+        "RunSpec", [(d.param.name, _annotation(d.param), declared_field(d.param, d.group, d.owners))
+                    for d in declared_params()],
+        bases=(_Spec,), frozen=True, namespace={
+            "__doc__": "What a run computes (config.json \"args\"): the published path's parts, then ours, then the "
+                       "parameters the parts of the method declare.",
+            "__module__": __name__})
 
 
 @dataclass(frozen=True)

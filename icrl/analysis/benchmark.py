@@ -1,6 +1,6 @@
 """The benchmark score of a model: one number for how much it learns from rewards in context.
 
-The ``icrl_bench`` preset (icrl/sweep/presets.py, docs/tools.md "The benchmark score") runs, per
+The ``icrl_bench`` preset (icrl/cli/presets.py, docs/tools.md "The benchmark score") runs, per
 model, a fixed suite: every task of ``BENCH_TASKS`` with zero-shot, supervised ICL (gold labels
 in context: the paper's upper bound) and explorative ICRL (the paper's best method), on the
 same test items, for each seed. Per task the three final test accuracies (mean over seeds) give
@@ -32,8 +32,9 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from ..sweep.presets import BENCH_TASKS
-
+# The suite (the icrl_bench preset runs it): its tasks and seeds.
+BENCH_TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine")  # nlu: its raw file is often unavailable
+BENCH_SEEDS = (100, 101, 102)
 ROLES = ("zero-shot", "ICL", "explorative")  # method names in Results.runs["method"]
 REPLICATES = 2000
 CONFIDENCE = 0.95
@@ -179,7 +180,10 @@ def bench_scores(results, tasks: Sequence[str] = BENCH_TASKS, replicates: int = 
     predictions = predictions[predictions["run_id"].isin(runs["run_id"])]
     scores = []
     for model, mine in runs.groupby("model", sort=True):
-        parts, matrices, missing, notes = [], [], [], []
+        parts: list = []
+        matrices: list = []
+        missing: list = []
+        notes: list[str] = []
         for task in tasks:
             here = mine[mine["task"] == task]
             shared = _shared_test_set(here)

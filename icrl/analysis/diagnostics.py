@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
@@ -65,7 +66,9 @@ def mode_of(state: TypedRun) -> str:
 def step_table(state: TypedRun) -> pd.DataFrame:
     """One row per training step of a run (see the module docstring); empty for zero-shot."""
     icl = mode_of(state) == "icl"
-    shown, rewards, rows = [], [], []
+    shown: list = []
+    rewards: list = []
+    rows: list = []
     positives = 0
     for record in state.train:
         context = record.context
@@ -169,7 +172,7 @@ def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[TypedRun]
     dirs = [d for d in find_runs(root) if keep is None or d.resolve() in keep]
     states = [s for s in (read_run(d) for d in dirs) if s.config is not None]
     for state in states:  # made with a plugin: it is loaded, unchanged
-        check_recorded(state.config.get("plugins"), state.directory)
+        check_recorded((state.config or {}).get("plugins"), state.directory)
     return states
 
 
@@ -217,7 +220,7 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
     for row, ((model, task), group) in enumerate(groups):
         for col, (metric, title) in enumerate(PANELS):
             ax = axes[row][col]
-            for run_id, run in group.groupby("run_id", sort=True):
+            for _, run in group.groupby("run_id", sort=True):
                 name = run["label"].iloc[0] + (f" seed {run['seed'].iloc[0]}" if group["seed"].nunique() > 1 else "")
                 ax.plot(run["window_end"], run[metric], marker="o" if len(run) < 30 else None, ms=3, label=name)
             ax.set_title(f"{model} / {task}\n{title}" if col == 0 else title, fontsize=9)
@@ -234,7 +237,12 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
     return path
 
 
-def write_diagnostics(data_dir, out_dir, window: Optional[int] = None, run_dirs: Optional[Iterable] = None) -> list[Path]:
+def _write_csv(frame, f) -> None:
+    frame.to_csv(f, index=False)
+
+
+def write_diagnostics(data_dir, out_dir, window: Optional[int] = None,
+                      run_dirs: Optional[Iterable] = None) -> list[Path]:
     """diagnostics.csv, diagnostics_per_class.csv and diagnostics.png for every run under
     ``data_dir`` (or those in ``run_dirs``), written into ``out_dir``; returns the paths
     written (no figure without an ICRL run)."""
@@ -243,7 +251,7 @@ def write_diagnostics(data_dir, out_dir, window: Optional[int] = None, run_dirs:
     windows, classes, failures = diagnostics(data_dir, window, run_dirs)
     written = []
     for frame, name in ((windows, DIAGNOSTICS_CSV), (classes, PER_CLASS_CSV), (failures, FAILURES_CSV)):
-        write_atomic(out / name, lambda f, frame=frame: frame.to_csv(f, index=False), newline="")
+        write_atomic(out / name, partial(_write_csv, frame), newline="")
         written.append(out / name)
     figure = draw_diagnostics(windows, out / DIAGNOSTICS_PNG)
     return written + ([figure] if figure else [])

@@ -48,6 +48,7 @@ same verdicts.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Callable
 
@@ -70,7 +71,7 @@ _OWN: list[tuple[str, Callable]] = [
     ("failures", fig_failures),
     ("regret", fig_regret),
     ("train_accuracy", fig_train_accuracy),
-    *[(ab.name, (lambda ab: lambda ctx: fig_ablation(ctx, ab))(ab)) for ab in ABLATIONS],
+    *[(ab.name, partial(fig_ablation, ab=ab)) for ab in ABLATIONS],
 ]
 assert tuple(name for name, _ in _OWN) == BUILT_IN, "icrl.analysis.figure_registry.BUILT_IN names these figures"
 

@@ -87,7 +87,8 @@ def _describe(group: pd.DataFrame, column: str) -> str:
         parts.append(f"{FILTER_NAMES[row['strategy_filter']]}")
     else:
         parts.append(row["strategy_base"])
-    if column != "p_keep" and not (group["method"].nunique() == 1 and row["method"] in ("naive", "naive+", "explorative")):
+    one_published = group["method"].nunique() == 1 and row["method"] in ("naive", "naive+", "explorative")
+    if column != "p_keep" and not one_published:
         parts.append(f"$p_\\mathrm{{keep}}$={_fmt_num(row['p_keep'])}")
     if row["family"] == "approximate":
         if column != "max_contexts":

@@ -121,7 +121,8 @@ def _plot_curve(ax, curve: pd.DataFrame, color, label, marker="o", markersize=3.
     if layer is not None:
         zorder, linewidth, markersize = 2 + layer, max(1.0, 1.9 - 0.2 * layer), max(2.6, 4.8 - 0.45 * layer)
     x = curve.index.to_numpy()
-    ax.plot(x, curve["mean"].to_numpy(), color=color, label=label, zorder=zorder, linewidth=linewidth, linestyle=linestyle,
+    ax.plot(x, curve["mean"].to_numpy(), color=color, label=label, zorder=zorder, linewidth=linewidth,
+            linestyle=linestyle,
             marker=marker if len(x) <= 30 else None, markersize=markersize, markeredgewidth=0.6,
             markeredgecolor="white")
     if (curve["max"] - curve["min"]).abs().max() > 0:

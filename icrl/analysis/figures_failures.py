@@ -32,7 +32,7 @@ def failure_rows(ctx: Context) -> pd.DataFrame:
     failures = ctx.results.failures().loc[runs["run_id"]].set_index(runs.index)
     frame = pd.concat([runs[["model", "task", "label", "config_key"]], failures], axis=1)
     rows = []
-    for (model, task, key), group in frame.groupby(["model", "task", "config_key"], sort=True):
+    for (model, task, _), group in frame.groupby(["model", "task", "config_key"], sort=True):
         row = {"model": model, "task": task, "label": group["label"].iloc[0], "n": len(group)}
         for metric, _, _ in BARS:
             row[metric] = pd.to_numeric(group[metric], errors="coerce").mean()

@@ -98,40 +98,9 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
             here = runs[(runs["model"] == model) & (runs["task"] == task)]
             here, description = _comparable(ctx, here, model, task)
             m_ref = _usual_context_length(here[here["method"].isin(METHODS)])
-            drawn = {}
-            for method in METHODS:
-                chosen = here[(here["method"] == method) & (here["paper_method"] == method)]
-                if chosen.empty:
-                    continue
-                chosen, n_configs = _pick_config(chosen, m_ref)
-                if n_configs > 1:
-                    note = (f"{n_configs} configurations of {method} for {model} / {task}; main_results, "
-                            f"regret and train_accuracy show {chosen['label'].iloc[0]} (--filter to choose)")
-                    if note not in ctx.notes:
-                        ctx.notes.append(note)
-                draw_panel(ax, chosen, method)
-                drawn[method] = chosen
-            others = here[here["method"].isin(METHODS) & (here["method"] != here["paper_method"])]
-            for _, group in others.groupby("config_key", sort=True):  # only with --other_runs
-                label = _other_label(group.iloc[0])
-                draw_panel(ax, group, group["method"].iloc[0], label=label, other=True)
-                drawn[label] = group
-            for label, group in _learners(ctx, runs, here, task):  # only with --other_runs
-                draw_panel(ax, group, group["learner"].iloc[0], label=label, other=True)
+            drawn = _draw_methods(ctx, ax, runs, here, model, task, m_ref, draw_panel)
             if baselines:
-                zero_ref = _zero_shot_reference(ctx, here, m_ref)
-                _baseline(ax, zero_ref[0] if zero_ref else None, "zero-shot")
-                zero = here[here["method"] == "zero-shot"]
-                zero_acc = zero["final_test_accuracy"].dropna()
-                _baseline(ax, zero_acc.mean() if len(zero_acc) else None, "zero-shot run")
-                icl = here[here["method"] == "ICL"]
-                if len(icl):  # the ICL run with the ICRL runs' context length, else the longest
-                    same = icl[icl["max_context_examples"] == m_ref]
-                    icl = same if len(same) else icl[icl["max_context_examples"] == icl["max_context_examples"].max()]
-                    _baseline(ax, icl["final_test_accuracy"].dropna().mean(), "ICL")
-                if verdicts:
-                    reference = (_pooled(zero), "zero-shot run") if len(zero_acc) else (zero_ref, "naive ICRL at step 0")
-                    _verdicts(ctx, ax, model, task, drawn, *reference, *_reference_runs(here, zero, len(zero_acc), m_ref))
+                _draw_baselines(ctx, ax, here, model, task, m_ref, drawn, verdicts)
             if unit_range:
                 _chance(ax, here)
                 ax.set_ylim(-0.02, 1.02)
@@ -157,6 +126,53 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
         fig.set_size_inches(width, height + 0.13 * sum(lines))
     _legend_below(fig, axes)
     return fig
+
+
+def _draw_methods(ctx: Context, ax, runs: pd.DataFrame, here: pd.DataFrame, model: str, task: str, m_ref,
+                  draw_panel: Callable) -> dict:
+    """Draw each paper method's chosen configuration on ``ax`` (and, with --other_runs, the other
+    settings and the learners); label -> the runs drawn."""
+    drawn: dict = {}
+    for method in METHODS:
+        chosen = here[(here["method"] == method) & (here["paper_method"] == method)]
+        if chosen.empty:
+            continue
+        chosen, n_configs = _pick_config(chosen, m_ref)
+        if n_configs > 1:
+            note = (f"{n_configs} configurations of {method} for {model} / {task}; main_results, "
+                    f"regret and train_accuracy show {chosen['label'].iloc[0]} (--filter to choose)")
+            if note not in ctx.notes:
+                ctx.notes.append(note)
+        draw_panel(ax, chosen, method)
+        drawn[method] = chosen
+    others = here[here["method"].isin(METHODS) & (here["method"] != here["paper_method"])]
+    for _, group in others.groupby("config_key", sort=True):  # only with --other_runs
+        label = _other_label(group.iloc[0])
+        draw_panel(ax, group, group["method"].iloc[0], label=label, other=True)
+        drawn[label] = group
+    for label, group in _learners(ctx, runs, here, task):  # only with --other_runs
+        draw_panel(ax, group, group["learner"].iloc[0], label=label, other=True)
+    return drawn
+
+
+def _draw_baselines(ctx: Context, ax, here: pd.DataFrame, model: str, task: str, m_ref, drawn: dict,
+                    verdicts: bool) -> None:
+    """The zero-shot and ICL lines of a panel; ``verdicts``: whether each drawn method beat zero-shot."""
+    zero_ref = _zero_shot_reference(ctx, here, m_ref)
+    _baseline(ax, zero_ref[0] if zero_ref else None, "zero-shot")
+    zero = here[here["method"] == "zero-shot"]
+    zero_acc = zero["final_test_accuracy"].dropna()
+    _baseline(ax, zero_acc.mean() if len(zero_acc) else None, "zero-shot run")
+    icl = here[here["method"] == "ICL"]
+    if len(icl):  # the ICL run with the ICRL runs' context length, else the longest
+        same = icl[icl["max_context_examples"] == m_ref]
+        icl = same if len(same) else icl[icl["max_context_examples"] == icl["max_context_examples"].max()]
+        _baseline(ax, icl["final_test_accuracy"].dropna().mean(), "ICL")
+    if verdicts:
+        reference = ((_pooled(zero), "zero-shot run") if len(zero_acc)
+                     else (zero_ref, "naive ICRL at step 0"))
+        _verdicts(ctx, ax, model, task, drawn, *reference,
+                  *_reference_runs(here, zero, len(zero_acc), m_ref))
 
 
 def _learners(ctx: Context, runs: pd.DataFrame, here: pd.DataFrame, task: str) -> list:
@@ -304,7 +320,8 @@ def fig_train_accuracy(ctx: Context):
     smoothed = _smoothed_frame(ctx.results.train(), ctx.smooth)
 
     def panel(ax, chosen, method, label=None, other=False):
-        _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method], label or METHOD_NOTES[method],
+        _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method],
+                    label or METHOD_NOTES[method],
                     marker=MARKERS[method], layer=_layer(method, other),
                     linestyle="--" if other else "-")
 

@@ -43,7 +43,8 @@ def compare_runs(results, run_a: str, run_b: str, step: int | str = "last") -> P
 def pair_runs(runs_a: pd.DataFrame, runs_b: pd.DataFrame) -> list[tuple[str, str]]:
     """Pairs (run_dir of A, run_dir of B) on the same test set: each run of A with one run of B
     of its ``test_set`` (the same seeds preferred), each B run used once."""
-    pairs, used = [], set()
+    pairs: list = []
+    used: set = set()
     for _, a in runs_a.iterrows():
         same = runs_b[(runs_b["test_set"] == a["test_set"]) & ~runs_b["run_dir"].isin(used)]
         if same.empty:
@@ -99,7 +100,8 @@ class PairedVerdict(Worded):
 
     def short(self) -> str:
         c = self.comparison
-        verdict = {"above": "beat zero-shot", "below": "below zero-shot", "same": "did not beat zero-shot"}[self.outcome]
+        verdict = {"above": "beat zero-shot", "below": "below zero-shot",
+                   "same": "did not beat zero-shot"}[self.outcome]
         return (f"{self.method} {c.accuracy_a:.3f} vs {c.accuracy_b:.3f}, "
                 f"diff {c.difference.text(signed=True)}, {format_p(c.mcnemar.pvalue)}: {verdict}")
 

@@ -80,10 +80,12 @@ class Results:
             self._states[row["run_id"]] = state
         runs = pd.DataFrame(rows)
         if runs.empty:
-            runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method", "paper_method", "family"])
+            runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method", "paper_method",
+                                         "family"])
         else:
             runs["label"] = runs.apply(run_label, axis=1)
-            runs["config_key"] = [ "|".join(map(str, values)) for values in runs[list(CONFIG_COLUMNS)].itertuples(index=False)]
+            runs["config_key"] = ["|".join(map(str, values))
+                                  for values in runs[list(CONFIG_COLUMNS)].itertuples(index=False)]
             for column in ("p_keep", "temperature", "flip_prob", "flip"):
                 runs[column] = pd.to_numeric(runs[column], errors="coerce")
         runs.index = pd.Index(runs["run_id"].tolist(), dtype=object)
@@ -111,7 +113,7 @@ class Results:
         of the run's test set; see :meth:`predictions` for them next to the gold answers)."""
         if self._test is None:
             frame = self._per_step(TEST, ["step", "accuracy", "context_size"])
-            extra = {"per_class_accuracy": [], "predictions": []}
+            extra: dict = {"per_class_accuracy": [], "predictions": []}
             for run_id in self.runs["run_id"]:
                 for record in self._states[run_id].test:
                     extra["per_class_accuracy"].append(record.per_class_accuracy)
@@ -161,7 +163,8 @@ class Results:
                                                                ("model", "mode")]]
         metrics = ("final_test_accuracy", "best_test_accuracy", "regret")
         failing = ("greediness", "history_frequency_bias", "knowing_doing_gap", "early_collapse")
-        columns = (keys + ["n", "seeds"] + [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high", "n")]
+        columns = (keys + ["n", "seeds"]
+                   + [f"{m}_{s}" for m in metrics for s in ("mean", "std", "ci_low", "ci_high", "n")]
                    + ["detectable_difference"] + [f"{m}_mean" for m in failing])
         if runs.empty:
             return pd.DataFrame(columns=columns)

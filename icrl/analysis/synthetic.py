@@ -62,11 +62,20 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
         "exemplars": []})
     strat = make_strategy(strategy, max_examples, p_keep, max_contexts, sampling_method,
                           published_quirks=bool(extra_args.get("published_tokenization")))
+    chance = p_correct if callable(p_correct) else (lambda t: p_correct)
+    train_lines, test_lines = _play(task, train, test_examples, set(test_steps), strat, icrl, chance, rng, seed)
+    records.rewrite_train(train_lines)
+    records.rewrite_test(test_lines)
+    records.refresh_results(train_lines, test_lines, n_steps, mode)
+    return records.directory
+
+
+def _play(task, train, test_examples, tests: set, strat, icrl: bool, chance, rng, seed: int) -> tuple[list, list]:
+    """The run's train and test lines: each step's context from ``strat``, a prediction right with
+    probability ``chance(step)`` (none in a supervised ICL run), a test at each step of ``tests``."""
     history: list[Episode] = []
-    tests = set(test_steps)
     test_answers = [task.answer(e) for e in test_examples]
     train_lines, test_lines = [], []
-    chance = p_correct if callable(p_correct) else (lambda t: p_correct)
     for t, example in enumerate(train):
         context = strat.select(history, np.random.default_rng(seed + t))
         ids = [e.step for e in context]
@@ -84,7 +93,4 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
         train_lines.append(TrainLine(t, example.id, episode.prompt, prediction, accuracy, answer, accuracy, len(ids),
                                      ids, strat.metrics()).as_json())
         history.append(episode)
-    records.rewrite_train(train_lines)
-    records.rewrite_test(test_lines)
-    records.refresh_results(train_lines, test_lines, n_steps, mode)
-    return records.directory
+    return train_lines, test_lines

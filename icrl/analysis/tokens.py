@@ -30,7 +30,7 @@ _FINGERPRINT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens
                       "vocab.json", "merges.txt", "added_tokens.json", "chat_template.jinja", "chat_template.json")
 
 
-class Tokenizers:
+class TokenizerCache:
     """Loads each model's tokenizer once, and fingerprints its files without loading it."""
 
     def __init__(self, override: Optional[str] = None):
@@ -124,17 +124,38 @@ class CountOptions:
     explorative_p_keep: float = 0.1
 
 
+def _check_csv(csv: str) -> None:
+    """Refuse, before any counting, a --csv path that cannot be written."""
+    folder = Path(csv).parent
+    if Path(csv).is_dir():
+        raise UsageError(f"--csv {csv!r} is a folder; give a file name, e.g. {str(Path(csv) / 'tokens.csv')!r}")
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise UsageError(f"--csv {csv!r}: the folder {str(folder)!r} does not exist or is not writable")
+
+
+def _row(run, label: str, summary: dict, tokenizer: str) -> dict:
+    """One run's row of the table, from its counts (``summary``)."""
+    return {"model": run["model"], "task": run["task"], "run": label, "method": run["method"],
+            "strategy": run["strategy"], "mode": run["mode"], "steps": summary["steps"],
+            "test_set": run["test_set"],
+            "calls": summary["calls"], "processed_tokens": summary["processed_tokens"],
+            "processed_tokens_as_run": summary["processed_tokens_as_run"],
+            "train_prompt_tokens": summary["train_prompt_tokens"],
+            "test_prompt_tokens": summary["test_prompt_tokens"], "prompt_tokens": summary["prompt_tokens"],
+            "uncached_tokens": summary["uncached_tokens"],
+            "reasoning_tokens": summary.get("train_reasoning_tokens", 0) + summary.get("test_reasoning_tokens", 0),
+            "train_reasoning_tokens": summary.get("train_reasoning_tokens", 0),
+            "test_reasoning_tokens": summary.get("test_reasoning_tokens", 0),
+            **{column: summary.get(column, 0) for column in _call_columns()},
+            "tokenizer": tokenizer, "run_id": run["run_id"]}
+
+
 def count_tokens(args: CountOptions) -> int:
     """Count (or read from each run's cache) and print the table; 0 when done."""
     import pandas as pd
 
     if args.csv:
-        folder = Path(args.csv).parent
-        if Path(args.csv).is_dir():
-            raise UsageError(f"--csv {args.csv!r} is a folder; give a file name, e.g. "
-                             f"{str(Path(args.csv) / 'tokens.csv')!r}")
-        if not folder.is_dir() or not os.access(folder, os.W_OK) or Path(args.csv).is_dir():
-            raise UsageError(f"--csv {args.csv!r}: the folder {str(folder)!r} does not exist or is not writable")
+        _check_csv(args.csv)
     results = Results(args.data_dir, explorative_p_keep=args.explorative_p_keep)
     for note in results.notes:
         print(f"note: {note}")
@@ -145,7 +166,7 @@ def count_tokens(args: CountOptions) -> int:
         runs = runs[runs["learner"].isna()]
     if runs.empty:
         raise UsageError(f"no finished run under {args.data_dir!r} matches the filters")
-    tokenizers = Tokenizers(args.tokenizer)
+    tokenizers = TokenizerCache(args.tokenizer)
     rows, counted_now, total_s, total_tokens = [], 0, 0.0, 0
     tic = time.perf_counter()
     labels = distinct_labels(runs) if len(runs) else {}
@@ -164,19 +185,7 @@ def count_tokens(args: CountOptions) -> int:
             print(f"counted {run['run_id']}: {summary['calls']:,} calls, {summary['prompt_tokens']:,} tokens in "
                   f"{summary['seconds']:.2f} s ({summary['prompt_tokens'] / max(summary['seconds'], 1e-9):,.0f} "
                   f"tokens/s, {summary['tokenization']})")
-        rows.append({"model": run["model"], "task": run["task"], "run": labels[index], "method": run["method"],
-                     "strategy": run["strategy"], "mode": run["mode"], "steps": summary["steps"],
-                     "test_set": run["test_set"],
-                     "calls": summary["calls"], "processed_tokens": summary["processed_tokens"],
-                     "processed_tokens_as_run": summary["processed_tokens_as_run"],
-                     "train_prompt_tokens": summary["train_prompt_tokens"],
-                     "test_prompt_tokens": summary["test_prompt_tokens"], "prompt_tokens": summary["prompt_tokens"],
-                     "uncached_tokens": summary["uncached_tokens"],
-                     "reasoning_tokens": summary.get("train_reasoning_tokens", 0) + summary.get("test_reasoning_tokens", 0),
-                     "train_reasoning_tokens": summary.get("train_reasoning_tokens", 0),
-                     "test_reasoning_tokens": summary.get("test_reasoning_tokens", 0),
-                     **{column: summary.get(column, 0) for column in _call_columns()},
-                     "tokenizer": name, "run_id": run["run_id"]})
+        rows.append(_row(run, labels[index], summary, name))
     table = pd.DataFrame(rows)
     for column in ("processed_tokens", "processed_tokens_as_run"):
         table[column] = table[column].astype("Int64")  # blank for zero-shot runs
@@ -211,7 +220,8 @@ def _add_ratios(table):
     none."""
     import pandas as pd
 
-    table["cached_pct"] = 100 * (1 - table["uncached_tokens"] / table["prompt_tokens"].where(table["prompt_tokens"] > 0))
+    prompt_tokens = table["prompt_tokens"].where(table["prompt_tokens"] > 0)
+    table["cached_pct"] = 100 * (1 - table["uncached_tokens"] / prompt_tokens)
     processed = pd.to_numeric(table["processed_tokens"], errors="coerce").astype(float)
     ratios = []
     for _, group in table.groupby(LIKE, sort=False, dropna=False):

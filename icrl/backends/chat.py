@@ -56,7 +56,7 @@ def local_model_dir(model_name: str, hf_token: Optional[str] = None, weights: bo
     try:
         return Path(snapshot_download(model_name, allow_patterns=patterns,
                                       token=hf_token or os.environ.get("HF_TOKEN")))
-    except Exception as exc:  # network, gating, missing repo: all user-facing
+    except Exception as exc:  # noqa: BLE001 - network, gating, missing repo: all user-facing
         raise UsageError(
             f"cannot get {model_name!r} from the Hugging Face hub ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else ''}); check the name, pass --hf_token for "
@@ -121,7 +121,7 @@ class ChatTokenizer:
         messages = [{"role": "system", "content": _SENTINEL}, {"role": "user", "content": "hi"}]
         try:
             text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-        except Exception:  # templates that reject a system role raise (e.g. Gemma)
+        except Exception:  # noqa: BLE001 - templates that reject a system role raise (e.g. Gemma)
             return False
         return _SENTINEL in text
 
@@ -138,7 +138,7 @@ class ChatTokenizer:
             for token_id in self.encode(tail):
                 if token_id in special:
                     return self.tokenizer.convert_ids_to_tokens(token_id)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a template that cannot render: fall back to eos_token_id
             pass
         eos = generation.get("eos_token_id")
         if isinstance(eos, list):

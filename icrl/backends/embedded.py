@@ -59,7 +59,7 @@ def converted_dir(model_name: str) -> Path:
     target = cache_root() / "models" / model_name
     if _complete(target):
         return target
-    from ..records.lock import DirectoryLock
+    from ..infra.lock import DirectoryLock
 
     with DirectoryLock(target.parent, f".lock-{model_name}").acquire(wait=True):
         for leftover in target.parent.glob(f".{model_name}-*"):

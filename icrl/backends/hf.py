@@ -11,20 +11,21 @@ keeps its own stored prefix, so interleaved runs reuse their contexts as they do
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional
 
 import numpy as np
 
 from ..errors import UsageError
 from . import ChatBackend, check_prompt_lengths, common_prefix_length
 from .chat import ChatTokenizer, apply_rope_length, load_hf_tokenizer, local_model_dir
-from .constrained import LabelTrie, choose, prompt_rngs
+from .constrained import LabelTrie, prompt_rngs
+from .hf_cache import batch_cache, packed_cache, register_cpu_attention, row_buffers
+from .hf_decode import decode_rows, sample
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,7 @@ class TransformersBackend(ChatBackend):
         import torch
 
         if self.device == "cpu" and self.model.config._attn_implementation == "sdpa":
-            self.model.set_attn_implementation(_register_cpu_attention())
+            self.model.set_attn_implementation(register_cpu_attention())
         self.batch_size = batch_size
         self.prefix_reuse = prefix_reuse
         self.prefill_chunk = prefill_chunk
@@ -147,7 +148,8 @@ class TransformersBackend(ChatBackend):
         buffers = None
         if shared:
             longest = max(len(x) for x in ids)
-            buffers = self._row_buffers(min(self.batch_size, len(prompts)), longest - shared + trie.max_depth)
+            rows = min(self.batch_size, len(prompts))
+            buffers = row_buffers(self._prefix_cache, rows, longest - shared + trie.max_depth)
         # Similar suffix lengths share a batch (less padding); results do not depend on order.
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), self.batch_size):
@@ -158,7 +160,7 @@ class TransformersBackend(ChatBackend):
                 out[i] = label
             if progress is not None:
                 progress(len(batch))
-        return out  # type: ignore[return-value]
+        return out
 
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
         """Free text after each prompt (``icrl.backends.Reasoner``): at most ``max_tokens``
@@ -184,13 +186,15 @@ class TransformersBackend(ChatBackend):
         longest = max(len(x) for x in ids)
         buffers = None
         if shared:
-            buffers = self._row_buffers(min(self.batch_size, len(prompts)), longest - shared + max_tokens + 1)
+            rows = min(self.batch_size, len(prompts))
+            buffers = row_buffers(self._prefix_cache, rows, longest - shared + max_tokens + 1)
         out: list = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
         for start in range(0, len(order), self.batch_size):
             batch = order[start:start + self.batch_size]
-            texts = self._sample([ids[i][shared:] for i in batch], shared, max_tokens, temperature,
-                                 [rngs[i] for i in batch], buffers, tuple(stop))
+            cache = batch_cache(buffers, len(batch), shared) if shared else None
+            texts = sample(self._forward, self.chat, [ids[i][shared:] for i in batch], shared, max_tokens,
+                           temperature, [rngs[i] for i in batch], cache, tuple(stop))
             for i, generated in zip(batch, texts):
                 out[i] = Generated(*generated)
         return out
@@ -225,15 +229,14 @@ class TransformersBackend(ChatBackend):
             cache = self._prefix_cache if shared else None
             rows += [(c, j, x[shared:], shared, cache, trie) for j, x in enumerate(ids)]
         rngs = [prompt_rngs(call.seed, len(call.prompts)) for call in calls]
-        out = [[None] * len(call.prompts) for call in calls]
+        out: list[list[Optional[str]]] = [[None] * len(call.prompts) for call in calls]
         rows.sort(key=lambda r: (len(r[2]), r[3]))
         for start in range(0, len(rows), self.batch_size):
             batch = rows[start:start + self.batch_size]
             room = max(len(r[2]) for r in batch) + max(r[5].max_depth for r in batch)
-            cache = self._packed_cache([r[4] for r in batch], [r[3] for r in batch], room)
-            results = self._decode_rows([r[2] for r in batch], [r[3] for r in batch], [r[5] for r in batch],
-                                        [calls[r[0]].temperature for r in batch],
-                                        [rngs[r[0]][r[1]] for r in batch], cache)
+            cache = packed_cache([r[4] for r in batch], [r[3] for r in batch], room)
+            results = decode_rows(self._forward, [r[2] for r in batch], [r[3] for r in batch], [r[5] for r in batch],
+                                  [calls[r[0]].temperature for r in batch], [rngs[r[0]][r[1]] for r in batch], cache)
             for r, label in zip(batch, results):
                 out[r[0]][r[1]] = label
         return out
@@ -325,158 +328,12 @@ class TransformersBackend(ChatBackend):
                 np.arange(start, n)[None, :], self._prefix_cache)
             self._prefix_tokens = tokens[:n]
 
-    def _row_buffers(self, rows: int, room: int) -> list:
-        """Per layer, key and value buffers of `rows` copies of the stored prefix followed by
-        `room` free positions (the stored batch-1 cache is left untouched)."""
-        buffers = []
-        for layer in self._prefix_cache.layers:
-            pair = []
-            for states in (layer.keys, layer.values):
-                _, heads, length, dim = states.shape
-                buffer = states.new_empty((rows, heads, length + room, dim))
-                buffer[:, :, :length] = states
-                pair.append(buffer)
-            buffers.append(tuple(pair))
-        return buffers
-
-    def _batch_cache(self, batch: int, shared: int, buffers):
-        """A cache for `batch` rows that starts with the stored prefix and writes new tokens in
-        place into `buffers`: unlike concatenation, no step copies the prefix again."""
-        from transformers.cache_utils import Cache
-
-        layer = _buffer_layer_class()
-        return Cache(layers=[layer(keys[:batch], values[:batch], shared) for keys, values in buffers])
-
-    def _packed_cache(self, caches, lengths, room: int):
-        """A cache whose row r holds the first ``lengths[r]`` positions of ``caches[r]`` (a run's
-        stored prefix; None when 0), zeros up to the longest, then ``room`` free positions; the
-        zeros are masked out. None when no row has a prefix."""
-        from transformers.cache_utils import Cache
-
-        longest = max(lengths)
-        if longest == 0:
-            return None
-        source = next(c for c in caches if c is not None)
-        layers = []
-        for index, template in enumerate(source.layers):
-            pair = []
-            for name in ("keys", "values"):
-                states = getattr(template, name)
-                _, heads, _, dim = states.shape
-                buffer = states.new_zeros((len(caches), heads, longest + room, dim))
-                for row, (cache, length) in enumerate(zip(caches, lengths)):
-                    if length:
-                        buffer[row, :, :length] = getattr(cache.layers[index], name)[0, :, :length]
-                pair.append(buffer)
-            layers.append(_buffer_layer_class()(pair[0], pair[1], longest))
-        return Cache(layers=layers)
-
     def _decode(self, suffixes, shared, trie, temperature, rngs, buffers=None) -> list[str]:
         """Run left-padded suffixes on the shared prefix, then walk the label trie."""
         batch = len(suffixes)
-        cache = self._batch_cache(batch, shared, buffers) if shared else None
-        return self._decode_rows(suffixes, [shared] * batch, [trie] * batch, [temperature] * batch, rngs, cache)
-
-    def _decode_rows(self, suffixes, shared, tries, temperatures, rngs, cache) -> list[str]:
-        """Run left-padded suffixes, row r after its own prefix of ``shared[r]`` positions in
-        ``cache`` (prefixes shorter than the longest are padded, masked), then walk each row's
-        label trie.
-
-        Tokens forced by the trie (one option) are queued and only fed to the model when a
-        later step needs a real choice, so most labels cost one or two forward passes.
-        """
-        batch = len(suffixes)
-        width = max(len(s) for s in suffixes)
-        lengths = np.asarray(shared, dtype=np.int64)
-        longest = int(lengths.max())
-        input_ids = np.zeros((batch, width), dtype=np.int64)
-        mask = np.zeros((batch, longest + width), dtype=np.int64)
-        for row, s in enumerate(suffixes):
-            mask[row, :lengths[row]] = 1
-            input_ids[row, width - len(s):] = s
-            mask[row, longest + width - len(s):] = 1
-        position = lengths[:, None] + np.cumsum(mask[:, longest:], axis=1) - 1
-        position = np.maximum(position, 0)
-        next_pos = position[:, -1] + 1
-        logits, cache = self._forward(input_ids, mask, position, cache)
-        nodes = [trie.root for trie in tries]
-        results: list[Optional[str]] = [None] * batch
-        pending: list[tuple[np.ndarray, np.ndarray]] = []  # queued (tokens, mask) columns
-        while any(r is None for r in results):
-            options = [tries[i].options(nodes[i]) if results[i] is None else None for i in range(batch)]
-            if pending and any(o is not None and len(o) > 1 for o in options):
-                cols = np.stack([c[0] for c in pending], axis=1)
-                cmask = np.stack([c[1] for c in pending], axis=1)
-                pos = next_pos[:, None] + np.cumsum(cmask, axis=1) - 1
-                mask = np.concatenate([mask, cmask], axis=1)
-                logits, cache = self._forward(cols, mask, np.maximum(pos, 0), cache)
-                next_pos = next_pos + cmask.sum(axis=1)
-                pending = []
-            col = np.zeros(batch, dtype=np.int64)
-            col_mask = np.zeros(batch, dtype=np.int64)
-            for i in range(batch):
-                if options[i] is None:
-                    continue
-                token = options[i][0] if len(options[i]) == 1 else choose(logits[i], options[i], temperatures[i], rngs[i])
-                nodes[i], results[i] = tries[i].advance(nodes[i], token)
-                col[i], col_mask[i] = token, 1
-            pending.append((col, col_mask))
-        return results  # type: ignore[return-value]
-
-    def _sample(self, suffixes, shared, max_tokens, temperature, rngs, buffers, stop) -> list[tuple[str, int]]:
-        """Sample free text after left-padded suffixes on the shared prefix, a token per step for
-        every row still writing; (text up to the first stop string, tokens written) per row."""
-        batch = len(suffixes)
-        width = max(len(s) for s in suffixes)
-        input_ids = np.zeros((batch, width), dtype=np.int64)
-        mask = np.zeros((batch, shared + width), dtype=np.int64)
-        mask[:, :shared] = 1
-        for row, s in enumerate(suffixes):
-            input_ids[row, width - len(s):] = s
-            mask[row, shared + width - len(s):] = 1
-        position = np.maximum(shared + np.cumsum(mask[:, shared:], axis=1) - 1, 0)
-        next_pos = position[:, -1] + 1
-        cache = self._batch_cache(batch, shared, buffers) if shared else None
-        logits, cache = self._forward(input_ids, mask, position, cache)
-        written: list[list[int]] = [[] for _ in range(batch)]
-        texts = [""] * batch
-        done = [False] * batch
-        for _ in range(max_tokens):
-            col = np.zeros(batch, dtype=np.int64)
-            col_mask = np.zeros(batch, dtype=np.int64)
-            for i in range(batch):
-                if done[i]:
-                    continue
-                token = _sample_token(logits[i], temperature, rngs[i])
-                if token == self.chat.eot_token_id:
-                    done[i] = True
-                    continue
-                written[i].append(token)
-                texts[i] = self.chat.decode(written[i])
-                cut = min((texts[i].find(s) for s in stop if s and s in texts[i]), default=-1)
-                if cut >= 0:
-                    texts[i], done[i] = texts[i][:cut], True
-                    continue
-                col[i], col_mask[i] = token, 1
-            if all(done) or not col_mask.any():
-                break
-            mask = np.concatenate([mask, col_mask[:, None]], axis=1)
-            logits, cache = self._forward(col[:, None], mask, next_pos[:, None], cache)
-            next_pos = next_pos + col_mask
-        return [(texts[i], len(written[i])) for i in range(batch)]
-
-
-def _sample_token(logits: np.ndarray, temperature: float, rng: np.random.Generator) -> int:
-    """One token from the whole vocabulary: the most likely at temperature 0 (one draw made all
-    the same, so streams stay aligned), else by inverse CDF of softmax(logits / temperature)."""
-    u = rng.random()
-    scores = np.asarray(logits, dtype=np.float64)
-    if temperature <= 0:
-        return int(np.argmax(scores))
-    z = scores / temperature
-    z -= z.max()
-    cdf = np.cumsum(np.exp(z))
-    return int(min(np.searchsorted(cdf, u * cdf[-1], side="right"), len(cdf) - 1))
+        cache = batch_cache(buffers, batch, shared) if shared else None
+        return decode_rows(self._forward, suffixes, [shared] * batch, [trie] * batch, [temperature] * batch, rngs,
+                           cache)
 
 
 class Choice:
@@ -508,65 +365,3 @@ class Choice:
                      "packed" if self.chosen else "call by call", median[self.chosen], median[not self.chosen])
 
 
-@functools.lru_cache(maxsize=None)
-def _buffer_layer_class():
-    """Defined on first use: transformers is imported only when a backend is loaded."""
-    from transformers.cache_utils import DynamicLayer
-
-    class BufferLayer(DynamicLayer):
-        """A cache layer over preallocated key/value buffers (rows, heads, capacity, dim) whose
-        first `length` positions are filled: `update` writes the new states after them."""
-
-        def __init__(self, keys, values, length: int):
-            super().__init__()
-            self._buffers, self._length = (keys, values), length
-            self.dtype, self.device = keys.dtype, keys.device
-            self.keys, self.values = keys[:, :, :length], values[:, :, :length]
-            self.is_initialized = True
-
-        def update(self, key_states, value_states, *args, **kwargs):
-            keys, values = self._buffers
-            end = self._length + key_states.shape[-2]
-            if end > keys.shape[-2]:
-                raise RuntimeError(f"batch cache overflow: {end} > {keys.shape[-2]} positions")
-            keys[:, :, self._length:end] = key_states
-            values[:, :, self._length:end] = value_states
-            self._length = end
-            self.keys, self.values = keys[:, :, :end], values[:, :, :end]
-            return self.keys, self.values
-
-    return BufferLayer
-
-
-CPU_ATTENTION = "icrl_sdpa_gqa"
-
-
-@functools.lru_cache(maxsize=None)
-def _register_cpu_attention() -> str:
-    """Register transformers' `sdpa` attention, except that with a mask the kernel handles
-    grouped-query heads itself (enable_gqa).
-
-    With a mask (padding, a shared prefix) transformers' `sdpa` copies every key/value head
-    once per query head, because CUDA kernels would otherwise fall back to slow paths. On CPU
-    that copy of the whole prefix, at every step, costs more than the attention itself, and
-    the CPU kernel gives the same results without it.
-    """
-    import torch
-    from transformers import AttentionInterface, AttentionMaskInterface
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-    from transformers.masking_utils import sdpa_mask
-
-    def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
-        if (attention_mask is None or query.shape[2] == 1 or query.shape[1] == key.shape[1]
-                or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None):
-            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                          scaling=scaling, **kwargs)
-        if attention_mask.ndim == 4:
-            attention_mask = attention_mask[:, :, :, :key.shape[-2]]
-        out = torch.nn.functional.scaled_dot_product_attention(
-            query, key, value, attn_mask=attention_mask, dropout_p=dropout, scale=scaling, enable_gqa=True)
-        return out.transpose(1, 2).contiguous(), None
-
-    AttentionInterface.register(CPU_ATTENTION, attention)
-    AttentionMaskInterface.register(CPU_ATTENTION, sdpa_mask)
-    return CPU_ATTENTION

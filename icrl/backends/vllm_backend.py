@@ -38,6 +38,7 @@ from typing import Optional, Sequence
 from ..errors import UsageError
 from . import ChatBackend, check_prompt_lengths, rope, shared_prefix_length
 from .chat import load_chat_tokenizer, local_model_dir
+from .choices import choices, parse_output, sampling_kwargs
 
 log = logging.getLogger(__name__)
 
@@ -58,33 +59,6 @@ MIN_SHARED_PREFIX = 32
 # and a cold 64-prompt test step 9.4x slower than a warm one; 32 (the smallest size the CPU
 # attention kernels prefer) cuts it to ~64 tokens and the ratio to 3.5x (bench/engines.py).
 CPU_BLOCK_SIZE = 32
-
-
-def choices(labels: Sequence[str]) -> list[str]:
-    """What the model may write after the prefix: a space, then one label."""
-    return [" " + label for label in labels]
-
-
-def parse_output(text: str, labels: Sequence[str]) -> str:
-    """Map a generated text back to its label (structured outputs guarantee a match)."""
-    label = text.strip()
-    if label not in labels:
-        raise RuntimeError(f"vLLM returned {text!r}, which is not one of the {len(labels)} labels")
-    return label
-
-
-def max_label_tokens(labels: Sequence[str]) -> int:
-    """A token budget no tokenization of a choice can exceed: structured outputs accept any
-    tokenization of ` <label>`, not only the canonical one, and a token holds at least one
-    byte; plus one for the end-of-turn token."""
-    return max(len(choice.encode("utf-8")) for choice in choices(labels)) + 1
-
-
-def sampling_kwargs(temperature: float, seed: int, max_tokens: int) -> dict:
-    """Plain SamplingParams arguments; temperature 0 is greedy in vLLM."""
-    if temperature < 0:
-        raise UsageError(f"--temperature must be >= 0, got {temperature}")
-    return {"temperature": float(temperature), "seed": int(seed), "max_tokens": int(max_tokens)}
 
 
 def make_sampling_params(vllm, labels: Sequence[str], temperature: float, seed: int, max_tokens: int,
@@ -115,8 +89,9 @@ def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilizatio
     """Engine arguments that differ between the CPU and the GPU builds of vLLM.
 
     GPU: 90% of the card's memory, CUDA graphs (they pay for themselves over a run), the
-    checkpoint's dtype. CPU: float32 for `--dtype auto`, eager mode (engine start ~1 min instead of ~3 on 2 cores, with no slower steps for a
-    small model), an explicit KV-cache size unless --gpu_memory_utilization is given (there it
+    checkpoint's dtype. CPU: float32 for `--dtype auto`, eager mode (engine start ~1 min instead of ~3 on
+    2 cores, with no slower steps for a small model), an explicit KV-cache size unless
+    --gpu_memory_utilization is given (there it
     means a share of the whole CPU memory node, and 0.9 of it is rarely free), and no chunked
     prefill, so seeded sampling never rewinds a CPU generator (see the module docstring), and
     KV blocks of CPU_BLOCK_SIZE tokens so that a cold test step recomputes little.
@@ -245,7 +220,7 @@ def _free_memory() -> Optional[int]:
         import psutil
 
         return int(psutil.virtual_memory().available)
-    except Exception:
+    except Exception:  # noqa: BLE001 - no psutil or no /proc: the memory is unknown
         return None
 
 
@@ -293,7 +268,7 @@ class VLLMBackend(ChatBackend):
         try:
             with redirect_output(self.engine_log):
                 self.llm = vllm.LLM(**self.args)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any engine start failure: one line with its log
             detail = root_cause(self.engine_log.read_text(errors="replace")) if self.engine_log else str(exc)
             where = f" (engine log: {self.engine_log})" if self.engine_log else ""
             raise UsageError(f"the vLLM engine could not start for {model_name!r}: {detail}{where}") from None

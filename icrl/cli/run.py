@@ -79,6 +79,29 @@ def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="run_experiment.py",
         description="Run one online ICRL (or ICL / zero-shot) experiment. With no arguments: the embedded demo.")
+    _published_flags(p)
+    declared = _declared_groups()
+    beyond = _adder(p.add_argument_group(
+        "beyond the paper (our definitions, off by default: docs/method.md; the published script parses the first "
+        "three and ignores them)"))
+    for param in declared.pop("beyond"):
+        beyond(param.name, **_how(param))
+    _engine_flags(p)
+    agents = _adder(p.add_argument_group("agents that are not LLMs (docs/method.md, \"Beyond the paper\")"))
+    for param in declared.pop("agent"):
+        agents(param.name, **_how(param))
+    for owners, params in declared.items():  # the strategies' own parameters, a group per strategy (or strategies)
+        heading = f"{', '.join(owners)} (--context_strategy_name {' or '.join(owners)})"
+        if len(owners) == 1 and owners[0] in STRATEGIES:
+            heading += f": {STRATEGIES.get(owners[0]).cls.summary}"
+        group = _adder(p.add_argument_group(heading))
+        for param in params:
+            group(param.name, **_how(param))
+    return p
+
+
+def _published_flags(p) -> None:
+    """The published script's flags, in its order (each field's help and default: icrl/config.py)."""
     boolean = {"action": argparse.BooleanOptionalAction}
     pub = _adder(p.add_argument_group("published flags (same names and meaning as the paper's script)"))
     pub("model_name")
@@ -103,12 +126,11 @@ def build_parser() -> argparse.ArgumentParser:
     pub("test_seed", type=int)
     pub("hf_token")
     pub("verbose", **boolean)
-    declared = _declared_groups()
-    beyond = _adder(p.add_argument_group(
-        "beyond the paper (our definitions, off by default: docs/method.md; the published script parses the first "
-        "three and ignores them)"))
-    for param in declared.pop("beyond"):
-        beyond(param.name, **_how(param))
+
+
+def _engine_flags(p) -> None:
+    """Our flags of the run and its backend: where records go, and each backend's options."""
+    boolean = {"action": argparse.BooleanOptionalAction}
     ours = _adder(p.add_argument_group("icrl options"))
     ours("backend", choices=BACKEND_CHOICES)
     ours("data_dir")
@@ -138,17 +160,6 @@ def build_parser() -> argparse.ArgumentParser:
     api("max_concurrency", type=int)
     api("timeout", type=float)
     api("max_retries", type=int)
-    agents = _adder(p.add_argument_group("agents that are not LLMs (docs/method.md, \"Beyond the paper\")"))
-    for param in declared.pop("agent"):
-        agents(param.name, **_how(param))
-    for owners, params in declared.items():  # the strategies' own parameters, a group per strategy (or strategies)
-        heading = f"{', '.join(owners)} (--context_strategy_name {' or '.join(owners)})"
-        if len(owners) == 1 and owners[0] in STRATEGIES:
-            heading += f": {STRATEGIES.get(owners[0]).cls.summary}"
-        group = _adder(p.add_argument_group(heading))
-        for param in params:
-            group(param.name, **_how(param))
-    return p
 
 
 def parse_args(argv: Optional[Sequence[str]]) -> RunConfig:

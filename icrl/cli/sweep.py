@@ -9,7 +9,7 @@ from typing import Optional, Sequence
 
 from ..errors import UsageError
 from .parser import ArgumentParser, add_plugin_flag
-from ..sweep.presets import preset_help
+from .presets import preset_help
 
 
 @dataclass(frozen=True)

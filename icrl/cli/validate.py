@@ -44,7 +44,8 @@ def check_flags(values: Mapping) -> None:
         raise UsageError(f"--max_model_len {values['max_model_len']} is larger than any model's window "
                          f"(at most {MAX_WINDOW}); give the window in tokens, e.g. 8192")
     if values["base_url"] and values["backend"] not in ("openai", "auto"):
-        raise UsageError(f"--base_url is for --backend openai, not {values['backend']}; drop it or use --backend openai")
+        raise UsageError(f"--base_url is for --backend openai, not {values['backend']}; "
+                         "drop it or use --backend openai")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
 

@@ -44,7 +44,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         args = build_parser().parse_args(argv)
         data_dir = Path(args.data_dir)
         if not data_dir.is_dir():
-            raise UsageError(f"{str(data_dir)!r} is not a readable folder: pass a run folder or a folder that holds runs")
+            raise UsageError(f"{str(data_dir)!r} is not a readable folder: "
+                             "pass a run folder or a folder that holds runs")
         out = Path(args.out) if args.out else data_dir / DEFAULT_NAME
         from ..analysis.diagnostics import load_states
 

@@ -22,16 +22,19 @@ def build_parser() -> argparse.ArgumentParser:
         "script prints and its runner uses: one more than the largest n that fits."))
     parser.add_argument("--model_name", required=True,
                         help="Hugging Face id (org/name), local tokenizer directory, or smollm2-135m")
-    parser.add_argument("--task_name", required=True, help="e.g. banking77, clinic150_top10_unsemantic, my/task.toml_top5")
+    parser.add_argument("--task_name", required=True,
+                        help="e.g. banking77, clinic150_top10_unsemantic, my/task.toml_top5")
     parser.add_argument("--max_window_tokens", type=int, default=None,
                         help="window in tokens (default: the model's maximum length)")
     parser.add_argument("--rope_scaling", default=None,
                         help="as run_experiment.py: auto (default; YaRN x4 over 32768 for Qwen2.5), none, "
                              "or TYPE:FACTOR:ORIGINAL_LEN; sets the default window")
     parser.add_argument("--data_dir", default=None,
-                        help="raw dataset folder (default: $ICRL_DATA_DIR, else ../shared/datasets beside the checkout, "
+                        help="raw dataset folder (default: $ICRL_DATA_DIR, else ../shared/datasets beside the "
+                             "checkout, "
                              "else the Hugging Face Hub; README: Data)")
-    parser.add_argument("--hf_token", default=None, help="token for gated models on the hub, never stored (default: $HF_TOKEN)")
+    parser.add_argument("--hf_token", default=None,
+                        help="token for gated models on the hub, never stored (default: $HF_TOKEN)")
     parser.add_argument("--no-icrl", dest="icrl", action="store_false",
                         help="search under the supervised ICL system prompt (as the published search "
                              "does for a --no-icrl run; default: the ICRL system prompt)")
@@ -79,7 +82,7 @@ def _quiet_transformers() -> None:
         from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity_error()
-    except Exception:  # transformers missing: the tokenizer load reports it
+    except Exception:  # noqa: BLE001 - transformers missing: the tokenizer load reports it
         pass
 
 
@@ -90,7 +93,7 @@ def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[
         return load_chat_tokenizer(model_name, hf_token=hf_token, rope_scaling=rope_scaling)
     except UsageError:
         raise
-    except Exception as exc:  # unreadable or incomplete tokenizer files
+    except Exception as exc:  # noqa: BLE001 - unreadable or incomplete tokenizer files
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise UsageError(f"cannot load the tokenizer of {model_name!r} ({type(exc).__name__}: {first})") from None
 

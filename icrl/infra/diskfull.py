@@ -71,7 +71,7 @@ class OneLineFileHandler(logging.FileHandler):
             return
         super().emit(record)
 
-    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+    def handleError(self, record: logging.LogRecord) -> None:
         exc = sys.exc_info()[1]
         if self.failed:
             return

@@ -244,7 +244,7 @@ def load_one(spec: str, given: str = FLAG) -> Optional[Plugin]:
     _importing.append(plugin)
     try:
         _import(name, source, package, by_path)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any failure of the plugin's own code: one line naming it
         unload(plugin)
         why = " ".join(_why(exc).split())
         raise UsageError(why if why.startswith(plugin.label) or f"; {plugin.label}" in why

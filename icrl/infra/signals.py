@@ -11,9 +11,9 @@ request.
 a signal that lands inside Python's import machinery (where an exception can be swallowed)
 is delivered again 50 ms later, and raised by ``check()`` at the latest (the run checks
 before each step, the server backend after each batch of requests), as is one raised where a
-library swallowed it (asyncio's callbacks catch every exception); after a stop, ``ignore_signals()`` keeps a second signal from cutting the
-saving or the exit short; ``say(message)`` puts the message on its own line, after any
-progress bar.
+library swallowed it (asyncio's callbacks catch every exception); after a stop, ``ignore_signals()``
+keeps a second signal from cutting the saving or the exit short; ``say(message)`` puts the message
+on its own line, after any progress bar.
 """
 
 from __future__ import annotations

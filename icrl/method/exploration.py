@@ -59,7 +59,7 @@ class ExplorationMethod:
         """Make ``strategy`` act on the method (most act in the loop instead: nothing here)."""
 
 
-class EpsilonGreedy(ExplorationMethod):
+class EpsilonExploration(ExplorationMethod):
     name = "epsilon_greedy"
     param = Param("p_exploration", None, "epsilon-greedy: with this probability a training step's prediction is a "
                   "uniformly random label, with no model call (test steps always use the model)",
@@ -101,7 +101,7 @@ class ContextUCB(ExplorationMethod):
 
 
 EXPLORATIONS: Registry[ExplorationMethod] = Registry("exploration", "exploration")
-for _method in (EpsilonGreedy(), Reset(), ContextUCB()):
+for _method in (EpsilonExploration(), Reset(), ContextUCB()):
     EXPLORATIONS.register(_method.name, _method)
 
 
@@ -191,7 +191,8 @@ class Exploration:
             if strategy.learns:  # what a learning strategy reports once a step (curated retrieval's pruned)
                 strategy.metrics()
             record = train_recs[t]
-            if not record.get("explored") and record.get("prediction") is not None and record.get("accuracy") is not None:
+            scored = record.get("prediction") is not None and record.get("accuracy") is not None
+            if not record.get("explored") and scored:
                 reward = record["reward"] if "reward" in record else record["accuracy"]
                 strategy.observe_reward(reward, [history[i] for i in record["context"]])
         return strategy

@@ -43,12 +43,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .check import DamagedRecords, RunState, check_test, check_train, inspect_run, plan_of  # noqa: F401
-from .io import (append_jsonl, parse_jsonl, read_json, read_jsonl, remove_leftovers, write_atomic,  # noqa: F401
+from .check import DamagedRecords, RunState, check_test, check_train, inspect_run, plan_of
+from .io import (append_jsonl, parse_jsonl, read_json, read_jsonl, remove_leftovers, write_atomic,
                  write_csv_atomic, write_json_atomic, write_jsonl_atomic)
-from .layout import (CONFIG, FORMAT_VERSION, LOG, MAX_CONTEXT_FILE, OPTIONAL_FOLDER_ARGS, RESULTS, TEST,  # noqa: F401
+from .layout import (CONFIG, FORMAT_VERSION, LOG, MAX_CONTEXT_FILE, OPTIONAL_FOLDER_ARGS, RESULTS, TEST,
                      TRAIN, experiment_dir, find_runs, max_context_path, run_folder)
-from .store import RunRecords  # noqa: F401
+from .store import RunRecords
 
 __all__ = [
     "CONFIG", "FORMAT_VERSION", "LOG", "MAX_CONTEXT_FILE", "OPTIONAL_FOLDER_ARGS", "RESULTS", "TEST", "TRAIN",

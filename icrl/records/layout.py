@@ -32,7 +32,8 @@ def experiment_dir(output_dir, args: dict) -> Path:
         flip += f"_{args['icrl_flip_feedback_prob']}"
     size = args["max_context_examples"]
     first = agent_folder(args) if args.get("agent", "llm") != "llm" else model_folder(args["model_name"])
-    parts = [first, folder_name(task_folder(args["task_name"])), "auto" if size is None else str(size), str(args["icrl"]),
+    parts = [first, folder_name(task_folder(args["task_name"])), "auto" if size is None else str(size),
+             str(args["icrl"]),
              strategy, str(args["context_p_keep"]), str(args["icrl_omit_feedback"]), flip,
              str(args["temperature"]), str(args["training_seed"]), run_folder(args)]
     return inside(output_dir, *parts)

@@ -127,7 +127,7 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
             curves[run_id] = diagnostic_curves(results.state(run_id))
         return curves[run_id]
 
-    data = {"source": str(results.root), "notes": list(results.notes), "configs": [], "panels": [],
+    data: dict = {"source": str(results.root), "notes": list(results.notes), "configs": [], "panels": [],
             "leaderboard": [], "counts": {"runs": int(len(runs))}}
     if runs.empty:
         data["counts"].update(configs=0, models=0, tasks=0)
@@ -138,48 +138,11 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
     groups = sorted(runs.groupby("config_key", sort=False),
                     key=lambda kv: (str(kv[1]["model"].iloc[0]), str(kv[1]["task"].iloc[0]),
                                     ORDER.get(kv[1]["method"].iloc[0], len(ORDER)), str(kv[1]["label"].iloc[0])))
-    # the references of each model and task: zero-shot runs, and the paper's methods' configurations
-    reference = {}
-    for (model, task), here in finished.groupby(["model", "task"], sort=False):
-        paper = {}
-        for method in METHODS:
-            mine = here[here["method"] == method]
-            if len(mine):
-                sizes = mine.groupby("config_key").agg(n=("run_id", "size"), steps=("total_steps", "max"))
-                key = sizes.sort_values(["n", "steps"], ascending=False, kind="stable").index[0]
-                paper[method] = (key, mine[mine["config_key"] == key])
-        reference[(model, task)] = {"zero": here[here["method"] == "zero-shot"], "paper": paper}
+    reference = _references(finished)
     for index, (key, group) in enumerate(groups):
         first = group.iloc[0]
-        model, task = str(first["model"]), str(first["task"])
-        done = group[group["finished"].astype(bool)]
-        refs = reference.get((model, task), {"zero": finished.iloc[:0], "paper": {}})
-        config = {
-            "id": index, "model": model, "task": task, "method": str(first["method"] or first["strategy"]),
-            "label": str(first["label"]), "mode": str(first["mode"]),
-            "steps": _number(first["total_steps"], 0), "test_items": _number(first["num_test"], 0),
-            "chance": _number(1 / first["num_labels"]) if _number(first["num_labels"]) else None,
-            "small_model": bool(model_size(model) < 1e9),
-            "finished": int(len(done)), "n": int(len(group)),
-            "final": _summary(done["final_test_accuracy"]), "best": _summary(done["best_test_accuracy"]),
-            "runs": [{"run_id": str(r.run_id), "seed": _number(r.seed, 0), "training_seed": _number(r.training_seed, 0),
-                      "test_seed": _number(r.test_seed, 0), "final": _number(r.final_test_accuracy),
-                      "best": _number(r.best_test_accuracy), "finished": bool(r.finished),
-                      "damage": r.damage if isinstance(r.damage, str) else None,
-                      "viewer": viewer_links.get(r.run_id)} for r in group.sort_values("seed").itertuples()],
-            "curve": _curve(test, done["run_id"] if len(done) else group["run_id"]),
-            "diagnostics": _diagnostics(curves_of, group["run_id"]),
-            "vs_zero": None, "vs_paper": [],
-        }
-        if len(done) and first["method"] != "zero-shot" and len(refs["zero"]):
-            config["vs_zero"] = outcomes.compare(done, refs["zero"])
-        for method, (paper_key, paper_runs) in refs["paper"].items():
-            if paper_key == key or not len(done) or first["method"] == "zero-shot":
-                continue
-            verdict = outcomes.compare(done, paper_runs)
-            if verdict is not None:
-                config["vs_paper"].append({"method": method, "label": str(paper_runs["label"].iloc[0]), **verdict})
-        data["configs"].append(config)
+        refs = reference.get((str(first["model"]), str(first["task"])), {"zero": finished.iloc[:0], "paper": {}})
+        data["configs"].append(_config(index, key, group, refs, test, outcomes, viewer_links, curves_of))
     for (model, task), configs in _by_panel(data["configs"]).items():
         zero = reference.get((model, task), {}).get("zero")
         zero_acc = zero["final_test_accuracy"].dropna() if zero is not None and len(zero) else pd.Series(dtype=float)
@@ -193,6 +156,55 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
     return data
 
 
+def _references(finished) -> dict:
+    """(model, task) -> its references among the finished runs: the zero-shot runs, and per
+    paper method the configuration with the most runs (then the longest)."""
+    reference = {}
+    for (model, task), here in finished.groupby(["model", "task"], sort=False):
+        paper = {}
+        for method in METHODS:
+            mine = here[here["method"] == method]
+            if len(mine):
+                sizes = mine.groupby("config_key").agg(n=("run_id", "size"), steps=("total_steps", "max"))
+                key = sizes.sort_values(["n", "steps"], ascending=False, kind="stable").index[0]
+                paper[method] = (key, mine[mine["config_key"] == key])
+        reference[(model, task)] = {"zero": here[here["method"] == "zero-shot"], "paper": paper}
+    return reference
+
+
+def _config(index, key, group, refs, test, outcomes, viewer_links, curves_of) -> dict:
+    """One configuration's entry: its runs, curve, diagnostics and verdicts against ``refs``."""
+    first = group.iloc[0]
+    model, task = str(first["model"]), str(first["task"])
+    done = group[group["finished"].astype(bool)]
+    config = {
+        "id": index, "model": model, "task": task, "method": str(first["method"] or first["strategy"]),
+        "label": str(first["label"]), "mode": str(first["mode"]),
+        "steps": _number(first["total_steps"], 0), "test_items": _number(first["num_test"], 0),
+        "chance": _number(1 / first["num_labels"]) if _number(first["num_labels"]) else None,
+        "small_model": bool(model_size(model) < 1e9),
+        "finished": int(len(done)), "n": int(len(group)),
+        "final": _summary(done["final_test_accuracy"]), "best": _summary(done["best_test_accuracy"]),
+        "runs": [{"run_id": str(r.run_id), "seed": _number(r.seed, 0), "training_seed": _number(r.training_seed, 0),
+                  "test_seed": _number(r.test_seed, 0), "final": _number(r.final_test_accuracy),
+                  "best": _number(r.best_test_accuracy), "finished": bool(r.finished),
+                  "damage": r.damage if isinstance(r.damage, str) else None,
+                  "viewer": viewer_links.get(r.run_id)} for r in group.sort_values("seed").itertuples()],
+        "curve": _curve(test, done["run_id"] if len(done) else group["run_id"]),
+        "diagnostics": _diagnostics(curves_of, group["run_id"]),
+        "vs_zero": None, "vs_paper": [],
+    }
+    if len(done) and first["method"] != "zero-shot" and len(refs["zero"]):
+        config["vs_zero"] = outcomes.compare(done, refs["zero"])
+    for method, (paper_key, paper_runs) in refs["paper"].items():
+        if paper_key == key or not len(done) or first["method"] == "zero-shot":
+            continue
+        verdict = outcomes.compare(done, paper_runs)
+        if verdict is not None:
+            config["vs_paper"].append({"method": method, "label": str(paper_runs["label"].iloc[0]), **verdict})
+    return config
+
+
 def _by_panel(configs: list) -> dict:
     panels: dict = {}
     for config in configs:
@@ -202,7 +214,8 @@ def _by_panel(configs: list) -> dict:
 
 def _score_row(score) -> dict:
     return {"model": score.model, "score": _number(score.score), "score_low": _number(score.score_ci[0]),
-            "score_high": _number(score.score_ci[1]), "score_interval": score.interval_text, "gain": _number(score.gain), "gain_low": _number(score.gain_ci[0]),
+            "score_high": _number(score.score_ci[1]), "score_interval": score.interval_text,
+            "gain": _number(score.gain), "gain_low": _number(score.gain_ci[0]),
             "gain_high": _number(score.gain_ci[1]), "gap": _number(score.gap), "gap_low": _number(score.gap_ci[0]),
             "gap_high": _number(score.gap_ci[1]), "stable": score.stable, "missing": score.missing,
             "tasks": [{"task": t.task, "zero": _number(t.accuracy["zero-shot"]), "icl": _number(t.accuracy["ICL"]),

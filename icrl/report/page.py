@@ -4,6 +4,7 @@ fetched), and the episode viewer page of each run it links to (:mod:`icrl.viewer
 from __future__ import annotations
 
 import os
+from functools import partial
 from pathlib import Path
 from typing import Sequence
 
@@ -51,12 +52,17 @@ def render_report(data: dict, title: str) -> str:
                      allow_nan=False)
 
 
+def _write_page(data: dict, title: str, f) -> None:
+    from ..viewer.page import render_page
+
+    f.write(render_page(data, title))
+
+
 def write_viewers(results, out: Path) -> tuple[dict, dict]:
     """Each run's episode viewer at ``<report folder>/viewers/<run id>/viewer.html``, from the
     records ``results`` read. Returns (run id -> its href relative to the report, run id -> its
     diagnostic curves, which the report shows too)."""
     from ..viewer.data import StringTable, run_payload
-    from ..viewer.page import render_page
 
     links, curves = {}, {}
     for run_id, run_dir in zip(results.runs["run_id"], results.runs["run_dir"]):
@@ -65,7 +71,8 @@ def write_viewers(results, out: Path) -> tuple[dict, dict]:
         data = {"source": str(run_dir), "strings": strings.strings, "runs": [payload],
                 "steps": max(len(payload["train"]["prompt"]), 1)}
         page = out.parent / VIEWERS / run_id / "viewer.html"
-        write_atomic(page, lambda f, data=data: f.write(render_page(data, f"ICRL runs: {Path(run_id).name}")))
+        title = f"ICRL runs: {Path(run_id).name}"
+        write_atomic(page, partial(_write_page, data, title))
         links[run_id] = Path(os.path.relpath(page, out.parent)).as_posix()
         curves[run_id] = payload["curves"]
     return links, curves

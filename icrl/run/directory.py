@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import UsageError
-from ..records.lock import DirectoryLock
+from ..infra.lock import DirectoryLock
 from ..records import RunRecords
 
 log = logging.getLogger("icrl")

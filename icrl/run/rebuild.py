@@ -30,7 +30,6 @@ refuse has passed, so a refusal leaves the records (and the log) as they were.
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
 import threading

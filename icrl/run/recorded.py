@@ -169,7 +169,8 @@ def _read_train(path: Path, plan: Plan) -> tuple[list, list, bool]:
         rewrite_train = True
     if len(steps) > plan.steps:
         n = by_step[plan.steps][0]
-        raise DamagedRecords(f"{path} line {n} is step {plan.steps}, but the run plans {plan.steps} steps (config.json): "
+        raise DamagedRecords(f"{path} line {n} is step {plan.steps}, but the run plans {plan.steps} steps "
+                             f"(config.json): "
                              f"restore the files of one run, or delete that line and the ones after it, or pass "
                              f"--overwrite to start again")
     return [by_step[s] for s in steps], notes, rewrite_train

@@ -84,7 +84,8 @@ def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[i
         steps, _ = plan_steps(resolved["mode"], num_train, s.test_every, resolved["max_context_examples"])
     except (KeyError, TypeError):
         return None  # an incomplete plan: the plan check after the data load reports it
-    if not isinstance(before_steps, int) or steps == before_steps or s.train_k == recorded.get("args", {}).get("train_k"):
+    same_train_k = s.train_k == recorded.get("args", {}).get("train_k")
+    if not isinstance(before_steps, int) or steps == before_steps or same_train_k:
         return None  # the same --train_k: its plan is checked against the data (icrl.run.recorded.check_config)
     if steps < before_steps:
         before = recorded.get("args", {}).get("train_k")

@@ -75,7 +75,7 @@ def _count_many(chat, texts: Sequence[str]) -> List[int]:
         return []
     try:
         ids = chat.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
-    except Exception:  # a tokenizer without batch support: count one at a time
+    except Exception:  # noqa: BLE001 - a tokenizer without batch support: count one at a time
         return [chat.count_tokens(text) for text in texts]
     return [len(row) for row in ids]
 

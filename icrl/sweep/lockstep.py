@@ -115,7 +115,7 @@ class LockStep:
             outcome.status = "interrupted"
         except UsageError as exc:
             outcome.status, outcome.error = "failed", str(exc)
-        except Exception as exc:  # a bug or an engine failure: this run fails, the others go on
+        except Exception as exc:  # noqa: BLE001 - a bug or an engine failure: this run fails, the others go on
             outcome.status, outcome.error = "failed", f"{type(exc).__name__}: {exc}"
             outcome.traceback = traceback.format_exc()
         finally:
@@ -162,7 +162,7 @@ class LockStep:
             outputs: list = predict_calls(self.backend, [c for _, c in calls])
         except (KeyboardInterrupt, Interrupted):
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the batch failed: retry its calls one by one
             if len(calls) == 1:
                 outputs = [exc]
             else:
@@ -172,7 +172,7 @@ class LockStep:
                         outputs.append(predict_calls(self.backend, [call])[0])
                     except (KeyboardInterrupt, Interrupted):
                         raise
-                    except Exception as one:
+                    except Exception as one:  # noqa: BLE001 - this call's own failure goes to its run
                         outputs.append(one)
         with self.cond:
             for (key, _), out in zip(calls, outputs):

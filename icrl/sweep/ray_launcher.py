@@ -156,7 +156,7 @@ class Driver:
         while pending:
             ready, _ = self.ray.wait(list(pending), num_returns=len(pending), timeout=min(5.0, wait_s))
             for ref in ready:
-                actor = pending.pop(ref)
+                pending.pop(ref)
                 try:
                     self.ray.get(ref)
                 except Exception as exc:  # noqa: BLE001 - a worker that cannot start: say it in one line
@@ -204,8 +204,8 @@ class Driver:
                     labels = ", ".join(f"#{r.index}" for r in batch)
                     if self.deaths > max_deaths:
                         for run in batch:
-                            outcomes[run.index] = Outcome(status="failed", error=f"Ray workers died {self.deaths} times; "
-                                                                                 f"last: {_line(exc)}")
+                            outcomes[run.index] = Outcome(
+                                status="failed", error=f"Ray workers died {self.deaths} times; last: {_line(exc)}")
                         continue
                     self.say(f"a Ray worker died ({_line(exc)}); its runs {labels} resume on another worker")
                     queue.appendleft(batch)

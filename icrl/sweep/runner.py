@@ -25,13 +25,13 @@ from ..errors import UsageError
 from ..infra import plugins, signals
 from ..infra.signals import HANDLED_SIGNALS, Interrupted, raise_interrupted
 from ..records import write_csv_atomic
-from ..records.io import writable
+from ..infra.atomic import writable
 from ..records.safepaths import check_file_name
 from .grid import default_name, expand, load_toml, parse_grid_option, parse_shard, shard_indices
 from .execution import Run, execute, groups_of, run_all  # noqa: F401  (execute, groups_of: the sweep's API)
 from .lockstep import Outcome
 from .epilogue import preset_epilogue
-from .presets import preset_runs
+from ..cli.presets import preset_runs
 
 SUMMARY_FIELDS = ("run", "status", "final_test_accuracy", "best_test_accuracy", "best_test_step", "regret",
                   "steps_completed", "total_steps", "time_s", "run_dir", "error")
@@ -79,7 +79,8 @@ def summary_rows(runs: Sequence[Run], outcomes: dict) -> list[dict]:
         outcome = outcomes.get(run.index, Outcome())
         s = outcome.summary or {}
         rows.append({"run": run.index, "status": outcome.status,
-                     "final_test_accuracy": s.get("final_test_accuracy"), "best_test_accuracy": s.get("best_test_accuracy"),
+                     "final_test_accuracy": s.get("final_test_accuracy"),
+                     "best_test_accuracy": s.get("best_test_accuracy"),
                      "best_test_step": s.get("best_test_step"), "regret": s.get("regret"),
                      "steps_completed": s.get("steps_completed"), "total_steps": s.get("total_steps"),
                      "time_s": round(outcome.seconds, 1), "run_dir": str(run.out_dir) if run.out_dir else "",

@@ -15,7 +15,6 @@ import json
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from icrl.errors import UsageError
 from icrl.tasks import sources
 from icrl.tasks.taskfile import TaskSpec
 
@@ -78,7 +77,7 @@ def _read_parquet(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str
 
     try:
         table = pq.read_table(file)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for a damaged file
         raise spec.fail(f"cannot read {file} as Parquet ({type(exc).__name__}: {str(exc)[:120]})") from None
     classnames = {}
     meta = (table.schema.metadata or {}).get(b"huggingface")
@@ -116,7 +115,7 @@ def _read_hub(spec: TaskSpec) -> Tuple[Dict[str, Dict[str, list]], Dict[str, Lis
                             f"HF_HUB_OFFLINE=1 if it is in your datasets cache")
     try:
         loaded = datasets.load_dataset(target, spec.config)
-    except Exception as exc:  # offline without a cache, no access, unknown config, ...
+    except Exception as exc:  # noqa: BLE001 - offline without a cache, no access, unknown config, ...
         text = str(exc).strip().splitlines()
         raise spec.fail(f"cannot load the dataset {spec.hub!r}"
                         f"{f' (config {spec.config!r})' if spec.config else ''}: "

@@ -246,12 +246,12 @@ def _load_hub(source: str) -> Splits:
             raise _hub_error(spec, f"{why}; if it is in your datasets cache, set HF_HUB_OFFLINE=1")
     try:
         dataset = datasets.load_dataset(spec.hub_id, spec.hub_config)
-    except Exception as e:  # offline, no cache, no access, a refused loading script, ...
+    except Exception as e:  # noqa: BLE001 - offline, no cache, no access, a refused loading script, ...
         if not _refuses_script(e):
             raise _hub_error(spec, _one_line(e)) from None
         try:
             dataset = _load_parquet_export(spec)
-        except Exception as e2:
+        except Exception as e2:  # noqa: BLE001 - any failure of the fallback: one line
             raise _hub_error(spec, f"its loading script is refused by datasets {datasets.__version__} and its "
                                    f"parquet conversion failed: {_one_line(e2)}") from None
     out = {}

@@ -158,8 +158,17 @@ def read_task_file(path, builtin: bool = False) -> TaskSpec:
     _check_template(path, template)
     prefix = _string(path, raw, "prediction_prefix", "", required=True)
     description = _string(path, raw, "description", "", default="")
-
     data = _table(path, raw, "data", required=True)
+    kind, spec = _read_data(path, data)
+    _read_test_set(path, data, kind, spec)
+    _read_labels(path, _table(path, raw, "labels", required=True), kind, spec)
+    hierarchy = _read_hierarchy(path, _table(path, raw, "hierarchy", required=False), spec)
+    return TaskSpec(path=path, name=name, prompt_template=template, prediction_prefix=prefix,
+                    description=description, hierarchy=hierarchy, builtin=builtin, **spec)
+
+
+def _read_data(path: Path, data: dict) -> tuple[str, dict]:
+    """[data]: where the rows come from (source, train or hub) and their columns."""
     _unknown(path, data, _DATA_KEYS, "[data]")
     kinds = [k for k in ("source", "train", "hub") if k in data]
     if len(kinds) != 1:
@@ -186,6 +195,11 @@ def read_task_file(path, builtin: bool = False) -> TaskSpec:
     for key, allowed_kind in (("test", "train"), ("config", "hub"), ("train_split", "hub"), ("test_split", "hub")):
         if key in data and kind != allowed_kind:
             raise _fail(path, f"[data] {key} goes with {allowed_kind} =, not with {kind} =")
+    return kind, spec
+
+
+def _read_test_set(path: Path, data: dict, kind: str, spec: dict) -> None:
+    """[data]'s test set: a file or split of its own, or test_ratio (and split_seed) of the rows."""
     if "test_ratio" in data:
         ratio = data["test_ratio"]
         if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 < ratio < 1:
@@ -204,13 +218,16 @@ def read_task_file(path, builtin: bool = False) -> TaskSpec:
     elif kind == "hub" and "test_split" not in data:
         raise _fail(path, "[data] has no test set: give test_split = a split name, or test_ratio = a number in (0, 1)")
 
-    labels = _table(path, raw, "labels", required=True)
+
+def _read_labels(path: Path, labels: dict, kind: str, spec: dict) -> None:
+    """[labels]: the label strings (names, a mapping, or the dataset's ClassLabel) and rows to drop."""
     _unknown(path, labels, _LABEL_KEYS, "[labels]")
     classlabel = labels.get("classlabel", False)
     if not isinstance(classlabel, bool):
         raise _fail(path, f"[labels] classlabel must be true or false, got {classlabel!r}")
     if classlabel and kind == "train" and spec["train"].suffix.lower() != ".parquet":
-        raise _fail(path, "[labels] classlabel needs a Parquet file or a Hub dataset (CSV and JSONL have no ClassLabel)")
+        raise _fail(path, "[labels] classlabel needs a Parquet file or a Hub dataset "
+                          "(CSV and JSONL have no ClassLabel)")
     if "names" in labels and "mapping" in labels:
         raise _fail(path, "[labels] give names or mapping, not both")
     if "names" in labels:
@@ -231,12 +248,13 @@ def read_task_file(path, builtin: bool = False) -> TaskSpec:
         raise _fail(path, "[labels] drop must be a list of strings (column values whose rows are left out)")
     spec["drop"] = tuple(drop)
 
-    hierarchy = _table(path, raw, "hierarchy", required=False)
+
+def _read_hierarchy(path: Path, hierarchy: dict, spec: dict) -> dict:
+    """[hierarchy]: each label's parent group (optional)."""
     names = spec.get("names") or (tuple(spec["mapping"].values()) if "mapping" in spec else None)
     for label, parent in hierarchy.items():
         if not isinstance(parent, str) or not parent.strip():
             raise _fail(path, f"[hierarchy] {label!r} must name its parent group (a non-empty string)")
         if names is not None and label not in names:
             raise _fail(path, f"[hierarchy] {label!r} is not a label of the task")
-    return TaskSpec(path=path, name=name, prompt_template=template, prediction_prefix=prefix,
-                    description=description, hierarchy=dict(hierarchy), builtin=builtin, **spec)
+    return dict(hierarchy)

@@ -15,7 +15,8 @@ from typing import List, Optional
 
 import numpy as np
 
-from ..analysis.diagnostics import default_window, labels_of, load_states, mode_of, run_identity, step_table, window_table
+from ..analysis.diagnostics import (default_window, labels_of, load_states, mode_of, run_identity, step_table,
+                                    window_table)
 from ..analysis.failures import run_failures
 from ..records.read import TypedRun
 from ..records.typed import fits

@@ -11,7 +11,12 @@ from icrl import config
 from icrl.cli import build_parser, parse_args, validate
 from icrl.config import RunConfig, RunOptions, RunSpec, Secrets
 from icrl.errors import UsageError
+from icrl.method import declared_params
 from icrl.records import experiment_dir
+
+# The parameters the parts of the method declare (exploration, rewards, agents, the strategies'
+# own): read from the registries, so that a new part's parameter needs no edit here.
+DECLARED = {d.param.name: d.param for d in declared_params()}
 
 BASE = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
         "--seed", "1", "--training_seed", "2", "--test_seed", "3", "--max_context_examples", "4"]
@@ -48,10 +53,8 @@ def test_config_record_parts_are_sorted_and_hold_no_secret():
     assert not set(args) & set(runtime)
     # an optional field or group (beyond the paper) is in "args" only when set
     assert set(args) | set(runtime) | config.SECRET_NAMES | set(config.OPTIONAL_DEFAULTS) == set(config.FIELDS)
-    assert set(config.OPTIONAL_DEFAULTS) == {"p_exploration", "prob_reset", "ucb_alpha", "reward", "judge_model",
-                                             "agent", "features", "bandit_alpha", "bandit_epsilon", "reasoning",
-                                             "curate_min_uses", "curate_threshold", "summary_episodes",
-                                             "reflect_every", "reflection_tokens", "reflection_model"}
+    assert set(config.OPTIONAL_DEFAULTS) == set(DECLARED)
+    assert {"p_exploration", "prob_reset", "ucb_alpha", "reward", "agent", "reasoning"} <= set(DECLARED)
     # runtime_args keeps the three exploration names, as every record before they did anything
     assert set(cfg.runtime_record()) == set(runtime) | {"p_exploration", "prob_reset", "ucb_alpha"}
     learner = cfg.spec.__class__(task_name="trec_coarse", agent="linucb").as_record()
@@ -71,19 +74,20 @@ def test_zero_shot_is_built_without_a_strategy():
 
 def test_roles_come_from_the_fields():
     assert config.RUNTIME_NAMES == {f.name for f in dataclasses.fields(RunOptions)}
+    # the published path's folder parts, then each declared parameter that has one, in declaration order
     assert [name for name, _, _ in config.FOLDER_FIELDS] == [
         "max_model_len", "backend", "device", "dtype", "rope_scaling", "eot_token", "published_tokenization",
-        "api_model", "api_mode", "p_exploration", "prob_reset", "ucb_alpha", "reward", "judge_model", "bandit_alpha",
-        "bandit_epsilon", "curate_min_uses", "curate_threshold", "summary_episodes", "reflect_every",
-        "reflection_tokens", "reflection_model", "reasoning"]
-    assert config.FOLDER_NAME_ONLY == {"reasoning"}  # another budget is the same run's, refused on resume
+        "api_model", "api_mode", *[name for name, param in DECLARED.items() if param.folder is not None]]
+    assert {"p_exploration", "reward", "bandit_alpha", "reasoning"} <= {name for name, _, _ in config.FOLDER_FIELDS}
+    # another reasoning budget is the same run's, refused on resume
+    assert config.FOLDER_NAME_ONLY == {name for name, param in DECLARED.items() if not param.folder_value}
+    assert "reasoning" in config.FOLDER_NAME_ONLY
     assert config.EXTENDING_NAMES == {"train_k"}
-    assert config.ADDED_DEFAULTS == {"published_tokenization": False, "p_exploration": None, "prob_reset": None,
-                                     "ucb_alpha": None, "reward": "exact_match", "judge_model": None, "agent": "llm",
-                                     "features": "tfidf", "bandit_alpha": 1.0, "bandit_epsilon": 0.1,
-                                     "curate_min_uses": 3, "curate_threshold": 0.3, "summary_episodes": 0,
-                                     "reflect_every": 10, "reflection_tokens": 64, "reflection_model": None,
-                                     "reasoning": None}
+    # added after runs were recorded: published_tokenization, and every declared parameter (with its default)
+    assert config.ADDED_DEFAULTS == {"published_tokenization": False,
+                                     **{name: param.default for name, param in DECLARED.items()}}
+    assert {k: config.ADDED_DEFAULTS[k] for k in ("reward", "agent", "features")} == \
+        {"reward": "exact_match", "agent": "llm", "features": "tfidf"}
     assert config.RESULT_COLUMNS["context_strategy_name"] == "strategy"
     assert {"hf_token", "api_key", "batch_size", "max_model_len"} <= set(config.BACKEND_NAMES)
     assert "seed" not in config.BACKEND_NAMES and "output_dir" not in config.BACKEND_NAMES

@@ -11,6 +11,24 @@ from helpers import REPO
 PACKAGE = REPO / "icrl"
 # the face, the run configuration, the errors, what a plugin imports
 ROOT_MODULES = {"__init__.py", "config.py", "errors.py", "plugin.py"}
+# The layers, top to bottom (docs/development.md: "Layers"): a module imports modules of its own
+# package and of the packages in lower layers, never one above it or beside it. The sweep runs
+# many runs through the run's own command line (its parser and validation), so it sits above cli;
+# icrl.plugin, the face a plugin imports, is above everything and imported by nothing of icrl's.
+LAYERS = (
+    ("plugin",),
+    ("sweep",),
+    ("cli",),
+    ("report",),
+    ("viewer",),
+    ("analysis",),
+    ("run",),
+    ("records",),
+    ("config",),
+    ("method", "backends", "tasks"),
+    ("infra",),
+    ("errors", "icrl"),
+)
 
 
 def modules() -> dict:
@@ -75,6 +93,92 @@ def cycles(graph: dict) -> list:
 def test_no_import_cycle():
     """No module imports, at its top or inside a function, a module that imports it back."""
     assert cycles(import_graph()) == []
+
+
+def package_of(module: str) -> str:
+    """icrl.run.loop -> run; icrl.config -> config; icrl -> icrl."""
+    return module.split(".")[1] if "." in module else module
+
+
+def back_arrows(graph: dict, layers=LAYERS) -> list:
+    """The imports that climb back: to a package in a layer above the importer's or beside it."""
+    rank = {package: i for i, layer in enumerate(layers) for package in layer}
+    found = []
+    for module, targets in sorted(graph.items()):
+        here = package_of(module)
+        assert here in rank, f"{module}: package {here!r} has no layer in LAYERS (tests/unit/test_package.py)"
+        found += [f"{module} -> {target}" for target in sorted(targets)
+                  if package_of(target) != here and rank[package_of(target)] <= rank[here]]
+    return found
+
+
+def test_imports_only_go_down_the_layers():
+    """A part of the method does not import the run that uses it, the records do not import the
+    tools that read them, and so on down the layers (in functions too)."""
+    assert back_arrows(import_graph()) == []
+
+
+def test_a_back_arrow_is_found():
+    graph = {"icrl.method.a": {"icrl.run.b", "icrl.errors"}, "icrl.run.b": {"icrl.method.a"},
+             "icrl.method.c": {"icrl.backends.d"}, "icrl.backends.d": set(), "icrl.errors": set()}
+    assert back_arrows(graph) == ["icrl.method.a -> icrl.run.b", "icrl.method.c -> icrl.backends.d"]
+
+
+# Class names defined in two modules, in modules that another change is rewriting: each name
+# leaves this table when one of its two classes is renamed (docs/development.md: "Layers").
+DEFINED_TWICE = {
+    "Call": ["icrl/analysis/counting.py", "icrl/backends/__init__.py"],
+    "Decision": ["icrl/method/agents/policy.py", "icrl/run/resume.py"],
+    "Results": ["icrl/analysis/results.py", "icrl/records/schema.py"],
+}
+
+
+def class_definitions() -> dict:
+    """Class name -> the files of icrl that define a class of that name (nested classes too)."""
+    found: dict = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                found.setdefault(node.name, []).append(str(path.relative_to(REPO)))
+    return found
+
+
+def test_one_class_per_name():
+    """A class name means one thing in the package: a reader (and a traceback) never has to ask
+    which ``EpsilonGreedy`` it is."""
+    assert {name: files for name, files in class_definitions().items() if len(files) > 1} == DEFINED_TWICE
+
+
+MAX_FILE_LINES = 400
+MAX_FUNCTION_LINES = 60
+# Over the limits, in modules that another change is rewriting (docs/development.md: "Size").
+LONG_FILES = {"icrl/analysis/counting.py", "icrl/run/rebuild.py", "icrl/sweep/estimate.py"}
+LONG_FUNCTIONS = {"icrl/analysis/counting.py:_count", "icrl/run/experiment.py:_run", "icrl/run/rebuild.py:read_lines",
+                  "icrl/run/rebuild.py:_check_records", "icrl/sweep/runner.py:main"}
+
+
+def sizes() -> tuple[set, set]:
+    """The files of icrl over MAX_FILE_LINES lines and the functions (path:name) over
+    MAX_FUNCTION_LINES, docstring included."""
+    files, functions = set(), set()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        name = str(path.relative_to(REPO))
+        if len(text.splitlines()) > MAX_FILE_LINES:
+            files.add(name)
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+                    and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES:
+                functions.add(f"{name}:{node.name}")
+    return files, functions
+
+
+def test_no_long_file_and_no_long_function():
+    """Small modules with one job, and functions that fit on a screen; the exceptions are listed
+    (and leave the lists when they are split)."""
+    files, functions = sizes()
+    assert files == LONG_FILES
+    assert functions == LONG_FUNCTIONS
 
 
 def test_the_cycle_finder_finds_a_cycle():

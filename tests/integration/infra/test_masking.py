@@ -46,7 +46,7 @@ def leaks(root: Path, *texts: str) -> list[str]:
     ["--hf_token", TOKEN, "--api_key", KEY], ["--hf_token=" + TOKEN, "--api_key=" + KEY],
     ["--hf_tok", TOKEN, "--api_k=" + KEY], ["--hf=" + TOKEN, "--api_ke", KEY], ["--hf_t", TOKEN, "--api_key=" + KEY]])
 def test_lock_file_command_masks_every_spelling(monkeypatch, tmp_path, spelling):
-    from icrl.records.lock import DirectoryLock
+    from icrl.infra.lock import DirectoryLock
 
     monkeypatch.setattr(sys, "argv", ["run_experiment.py", *spelling, "--base_url",
                                       f"http://alice:{PASSWORD}@127.0.0.1:1/v1"])

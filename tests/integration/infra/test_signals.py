@@ -170,7 +170,7 @@ def test_deleting_the_lock_file_does_not_let_a_second_writer_in(tmp_path):
 
 
 def test_a_directory_lock_refuses_a_second_holder_even_without_its_file(tmp_path):
-    from icrl.records.lock import DirectoryLock, Locked
+    from icrl.infra.lock import DirectoryLock, Locked
 
     held = DirectoryLock(tmp_path).acquire()
     try:

@@ -67,35 +67,7 @@ def no_vllm(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
 
 
-# ------------------------------------------------------------------ choices, outputs --
-def test_choices_are_a_space_then_the_label():
-    assert vb.choices(LABELS) == [" card arrival", " card", " top up failed"]
-    assert vb.choices([]) == []
-
-
-@pytest.mark.parametrize("text, label", [
-    (" card arrival", "card arrival"), ("card", "card"), (" top up failed\n", "top up failed"),
-])
-def test_parse_output_maps_text_back_to_its_label(text, label):
-    assert vb.parse_output(text, LABELS) == label
-
-
-@pytest.mark.parametrize("text", [" card arr", " Card", "", " card arrival card"])
-def test_parse_output_rejects_non_labels(text):
-    with pytest.raises(RuntimeError, match="not one of the 3 labels"):
-        vb.parse_output(text, LABELS)
-
-
 # -------------------------------------------------------------------- sampling params --
-def test_sampling_kwargs():
-    kwargs = vb.sampling_kwargs(0, 7, 5)
-    assert kwargs == {"temperature": 0.0, "seed": 7, "max_tokens": 5}
-    assert isinstance(kwargs["temperature"], float)
-    assert vb.sampling_kwargs(1.0, 0, 12)["temperature"] == 1.0
-    with pytest.raises(UsageError, match="temperature"):
-        vb.sampling_kwargs(-0.1, 0, 5)
-
-
 def test_make_sampling_params_uses_structured_outputs_on_new_vllm(monkeypatch):
     vllm = fake_vllm(monkeypatch, structured=True)
     params = vb.make_sampling_params(vllm, LABELS, 1.0, 3, 9)

@@ -29,7 +29,7 @@ def test_run_failing_before_its_first_step_does_not_block_the_corrected_command(
 def test_a_claimed_directory_is_locked_and_one_that_gets_no_step_is_removed_again(tmp_path):
     from icrl.errors import UsageError
     from icrl.records import RunRecords
-    from icrl.records.lock import Locked
+    from icrl.infra.lock import Locked
     from icrl.run.directory import RunDirectory
 
     run = tmp_path / "out" / "model" / "task" / "run"

@@ -18,7 +18,7 @@ from icrl.cli import build_parser, parse_args
 from icrl.run.experiment import Experiment
 from icrl.sweep import runner
 from icrl.sweep.grid import expand, parse_grid_option, parse_shard, shard_indices
-from icrl.sweep.presets import preset_runs
+from icrl.cli.presets import preset_runs
 
 REPO = Path(__file__).resolve().parents[3]
 PUBLISHED_TAIL = ("--debug_k 10 --seed 100 --training_seed 100 --test_seed 100 --no-verbose")

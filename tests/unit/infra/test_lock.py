@@ -1,4 +1,4 @@
-"""One writer per run (icrl.records.lock): a second writer is refused in one line naming the
+"""One writer per run (icrl.infra.lock): a second writer is refused in one line naming the
 holder, and a killed holder frees the run."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from helpers import REPO, SUBPROCESS_ENV, tiny_argv, tiny_run_dir
 from icrl.cli.run import main
-from icrl.records.lock import DirectoryLock, Locked
+from icrl.infra.lock import DirectoryLock, Locked
 
 
-HOLD = ("import sys, time; from icrl.records.lock import DirectoryLock; DirectoryLock(sys.argv[1]).acquire(); "
+HOLD = ("import sys, time; from icrl.infra.lock import DirectoryLock; DirectoryLock(sys.argv[1]).acquire(); "
         "print('held', flush=True); time.sleep(120)")
 
 

@@ -1,6 +1,6 @@
 """One writer per directory: an advisory OS lock that the kernel releases when its holder dies.
 
-    from icrl.records.lock import DirectoryLock, Locked
+    from icrl.infra.lock import DirectoryLock, Locked
     lock = DirectoryLock(run_dir)      # lock file: run_dir/.lock (created, never deleted)
     lock.acquire()                     # raises Locked (a UsageError) naming the holder
     ...

@@ -39,12 +39,13 @@ seeds, if any, the final paper ran is not in the repository. Draw that figure fr
 
 from __future__ import annotations
 
+from ..analysis.benchmark import BENCH_SEEDS, BENCH_TASKS
 from ..errors import UsageError
 
 TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine", "nlu")
 TRAIN_K = {"banking77": 10000, "clinic150": 10000, "trec_coarse": 5000, "trec_fine": 5000, "nlu": 10000}
 # (family, strategy, temperature, p_keep, icrl, tasks whose published command has no --test_k)
-FAMILIES = (
+FAMILIES: tuple[tuple[str, str, str, str, bool, set[str]], ...] = (
     ("naive", "random_biased_end", "1.0", "1.0", True, {"clinic150"}),
     ("naive_plus", "random_biased_end_only_positive", "2.0", "1.0", True, {"clinic150"}),
     ("stochastic", "random_unbiased_only_positive", "1.0", "0.1", True, set()),
@@ -97,8 +98,6 @@ def _stability() -> list[list[str]]:
             for seed in STABILITY_SEEDS for run in _paper()]
 
 
-BENCH_TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine")  # nlu: its raw file is often unavailable
-BENCH_SEEDS = (100, 101, 102)
 # The suite's sizes: 2,000 steps and contexts of at most 128 episodes keep one 8B model within a
 # few GPU-hours (docs/tools.md: the estimate); 500 test items detect about +0.09 at accuracy 0.5.
 BENCH_SIZE = ["--train_k", "2000", "--test_every", "500", "--max_context_examples", "128"]

@@ -1,8 +1,8 @@
 """A task's training stream as a Gymnasium environment: the online protocol of a run, for any agent.
 
-    from icrl.method.env import ClassificationEnv
+    from icrl.run.gym_env import ClassificationEnv
     env = ClassificationEnv("trec_coarse", training_seed=100, train_k=300)
-    # or gymnasium.make("icrl/Classification-v0", task_name="trec_coarse", ...) once icrl.method.env is imported
+    # or gymnasium.make("icrl/Classification-v0", task_name="trec_coarse", ...) once icrl.run.gym_env is imported
     text, info = env.reset()
     while True:
         text, reward, terminated, truncated, info = env.step(action)   # action: a label index
@@ -34,8 +34,8 @@ import gymnasium as gym
 import numpy as np
 
 from ..config import RunConfig
-from .rewards import Reward, make_reward
-from ..run.data import load_data
+from ..method.rewards import Reward, make_reward
+from .data import load_data
 
 
 class ClassificationEnv(gym.Env):
@@ -97,4 +97,4 @@ class ClassificationEnv(gym.Env):
 
 ENV_ID = "icrl/Classification-v0"
 if ENV_ID not in gym.registry:  # gymnasium.make("icrl/Classification-v0", task_name=..., ...)
-    gym.register(id=ENV_ID, entry_point="icrl.method.env:ClassificationEnv")
+    gym.register(id=ENV_ID, entry_point="icrl.run.gym_env:ClassificationEnv")

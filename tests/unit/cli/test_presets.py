@@ -1,4 +1,4 @@
-"""The final paper's presets (icrl/sweep/presets.py), checked against the settings its repository
+"""The final paper's presets (icrl/cli/presets.py), checked against the settings its repository
 (lil-lab/icrl at ab1d465) gives: the README's commands, the models, temperatures and methods its
 figure code (src/plot/plotting.py) selects, and the YaRN setting of src/model/model.py."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from icrl.backends.rope import resolve_rope_scaling
-from icrl.sweep.presets import PRESETS, preset_runs
+from icrl.cli.presets import PRESETS, preset_runs
 
 REPO = Path(__file__).resolve().parents[3]
 # plotting.py MODEL_TO_NAME, the Qwen entries, in its order
@@ -97,7 +97,7 @@ def test_dry_run_lists_every_run_and_its_folder(preset, n, model_flags, tmp_path
 
 
 def test_preset_help_names_every_preset():
-    from icrl.sweep.presets import preset_help
+    from icrl.cli.presets import preset_help
 
     assert all(name in preset_help() for name in PRESETS)
 
@@ -105,7 +105,7 @@ def test_preset_help_names_every_preset():
 def test_the_bench_suite_is_three_methods_on_each_task_and_seed():
     """Per task and seed: zero-shot, supervised ICL and explorative ICRL, on one test set."""
     from icrl.analysis.runs import method_of
-    from icrl.sweep.presets import BENCH_SEEDS, BENCH_TASKS
+    from icrl.analysis.benchmark import BENCH_SEEDS, BENCH_TASKS
 
     runs = preset_runs("icrl_bench")
     methods = Counter()

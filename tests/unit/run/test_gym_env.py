@@ -1,4 +1,4 @@
-"""The task as a Gymnasium environment (icrl.method.env): the run's stream, reward and feedback."""
+"""The task as a Gymnasium environment (icrl.run.gym_env): the run's stream, reward and feedback."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from helpers import TOY_TASK
 from gymnasium.utils.env_checker import check_env
 
-from icrl.method.env import ENV_ID, ClassificationEnv
+from icrl.run.gym_env import ENV_ID, ClassificationEnv
 from icrl.cli.run import main
 from icrl.records import find_runs
 

@@ -65,7 +65,7 @@ def prompt_format(task_name: str) -> SimpleNamespace:
     return SimpleNamespace(**prompt_parts(task_name))
 
 
-class Call(NamedTuple):
+class CountedCall(NamedTuple):
     """One model call of a run: its step, kind ("train", "test" or "icl_train"), context (step
     indices), input, and for a test call the input's position in the test set."""
 
@@ -76,8 +76,8 @@ class Call(NamedTuple):
     index: int = 0
 
 
-def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Iterator[Call]:
-    """Every model call, in order (``Call``); kind "icl_train" is the training step of a
+def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Iterator[CountedCall]:
+    """Every model call, in order (``CountedCall``); kind "icl_train" is the training step of a
     supervised-ICL run, which sends nothing but which the published token count counts as a call
     (see the module docstring)."""
     mode = config["resolved"]["mode"]
@@ -85,19 +85,19 @@ def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Ite
     if mode == "zero_shot":
         for record in test:
             for i, prompt in enumerate(test_prompts):
-                yield Call(record["step"], "test", [], prompt, i)
+                yield CountedCall(record["step"], "test", [], prompt, i)
         return
     tests = {record["step"]: record for record in test}
     for record in train:
         step = record["step"]
         if mode == "icrl" and not record.get("explored"):  # --p_exploration: an explored step made no call
-            yield Call(step, "train", record["context"], record["prompt"])
+            yield CountedCall(step, "train", record["context"], record["prompt"])
         elif mode == "icl":
-            yield Call(step, "icl_train", record["context"], record["prompt"])
+            yield CountedCall(step, "icl_train", record["context"], record["prompt"])
         if step in tests:  # a query-aware strategy (knn_*) recorded one context per test prompt
             contexts = tests[step].get("contexts") or [tests[step]["context"]] * len(test_prompts)
             for i, (prompt, context) in enumerate(zip(test_prompts, contexts)):
-                yield Call(step, "test", context, prompt, i)
+                yield CountedCall(step, "test", context, prompt, i)
 
 
 class Replay:
@@ -128,7 +128,7 @@ class Replay:
             return None
         return self.published[step]
 
-    def reasoning_of(self, call: Call) -> Optional[str]:
+    def reasoning_of(self, call: CountedCall) -> Optional[str]:
         """What the model wrote before answering in ``call`` (--reasoning), from the records."""
         if not self.reasoning or call.kind == "icl_train":
             return None
@@ -137,7 +137,7 @@ class Replay:
         written = self.tests.get(call.step, {}).get("reasoning")
         return written[call.index] if written else None
 
-    def render(self, context: Sequence[int], prompt: str, call: Optional[Call] = None) -> str:
+    def render(self, context: Sequence[int], prompt: str, call: Optional[CountedCall] = None) -> str:
         """The prompt of ``call`` (its step's preamble, its reasoning) with ``context`` in it."""
         preamble = self.preambles[call.step] if call is not None and self.preambles is not None else ""
         reasoning = self.reasoning_of(call) if call is not None else None
@@ -149,7 +149,7 @@ class Replay:
             return self.chat.render(messages, prefix)
         return self.chat.reasoning_frame(messages, prefix).answer_prompt(reasoning)
 
-    def render_call(self, call: Call) -> str:
+    def render_call(self, call: CountedCall) -> str:
         return self.render(call.context, call.prompt, call)
 
     def extra_calls(self) -> dict:

@@ -215,7 +215,7 @@ def _as_json(line, optional: tuple) -> dict:
 
 
 # -- results.json -----------------------------------------------------------------------------
-class Results(TypedDict):
+class ResultsFile(TypedDict):
     """results.json: a summary of the records, rewritten after each test step."""
 
     finished: bool

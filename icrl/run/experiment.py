@@ -26,7 +26,7 @@ from .observers import LogFailure, Observer, ProgressBar, Wandb
 from .plan import Plan
 from .rebuild import Checked, check_records
 from .recorded import check_config
-from .resume import Decision, check_same_plan, config_record, decide, extend
+from .resume import RunDecision, check_same_plan, config_record, decide, extend
 from ..infra.signals import Interrupted, ignore_signals, restore
 from .size import check_window, resolve_max_examples
 
@@ -102,7 +102,7 @@ class Experiment:
             if decision.kind == "finished":
                 if not (checked.repairs or checked.rewrite_train or checked.rewrite_test):
                     return self._report_finished(decision.state)
-                decision = Decision("resume", decision.config, None, decision.steps_done)
+                decision = RunDecision("resume", decision.config, None, decision.steps_done)
         observers = self._observers(data)
         models = self._load_models(data)
         plan = self._plan(decision, data)
@@ -128,7 +128,7 @@ class Experiment:
         finally:
             detach_log_file(handler)
 
-    def _data(self, decision: Decision):
+    def _data(self, decision: RunDecision):
         """The run's data; None for a finished run whose data cannot be loaded and whose records
         are sound as far as config.json can tell (reported from its records alone)."""
         try:
@@ -139,7 +139,7 @@ class Experiment:
                 return None
             raise
 
-    def _check(self, decision: Decision, data) -> Checked:
+    def _check(self, decision: RunDecision, data) -> Checked:
         """The records of a run that goes on (or is finished), checked against the data and the
         arguments; DamagedRecords (one line) for what cannot be repaired."""
         cfg, out = self.config, self.out_dir
@@ -167,7 +167,7 @@ class Experiment:
             models(call)
         return models
 
-    def _plan(self, decision: Decision, data) -> Plan:
+    def _plan(self, decision: RunDecision, data) -> Plan:
         """The run's plan: a new run's config.json written, a resumed one's checked, an extended
         one's grown."""
         cfg, s = self.config, self.config.spec

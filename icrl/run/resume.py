@@ -21,7 +21,7 @@ from .plan import Plan, plan_steps
 
 
 @dataclass
-class Decision:
+class RunDecision:
     """``kind``: new, resume, extend or finished. ``config``: the recorded config.json (not for
     new runs); ``state``: the checked records of a finished run; ``steps``: an extension's steps."""
 
@@ -36,10 +36,10 @@ class Decision:
         return self.kind in ("resume", "extend")
 
 
-def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
+def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> RunDecision:
     """New, resumed, extended, finished, or refused (UsageError) from the records alone."""
     if not records.has_steps():
-        return Decision("new")  # no completed step: not a run; (re)start it with these arguments
+        return RunDecision("new")  # no completed step: not a run; (re)start it with these arguments
     overwrite = config.options.overwrite
     try:
         recorded = records.config()
@@ -47,7 +47,7 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
             raise ValueError("not a JSON object")
     except (OSError, ValueError) as exc:
         if overwrite:
-            return Decision("new")
+            return RunDecision("new")
         why = "has records but no config.json" if isinstance(exc, FileNotFoundError) else \
             f"has an unreadable config.json ({exc})"
         raise DamagedRecords(f"{out_dir} {why}; restore it, or pass --overwrite to start again") from None
@@ -58,7 +58,7 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
     differing = sorted(k for k in set(old) | set(new) if k not in RUNTIME_NAMES and k not in EXTENDING_NAMES
                        and k not in unread and old.get(k) != new.get(k))
     if overwrite and (differing or not recorded.get("runtime_args", {}).get("overwrite")):
-        return Decision("new")  # replace it (a run that --overwrite itself started is resumed instead)
+        return RunDecision("new")  # replace it (a run that --overwrite itself started is resumed instead)
     plugins.check(recorded, out_dir)  # made with a plugin: it is loaded, unchanged
     if differing:
         details = "; ".join(f"--{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in differing)
@@ -67,8 +67,8 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> Decision:
     steps = extension_of(config, out_dir, recorded)
     state = inspect_run(out_dir)
     if state.finished and steps is None:  # its content is checked once the data is loaded (icrl.run.rebuild)
-        return Decision("finished", recorded, state, state.steps_done)
-    return Decision("resume" if steps is None else "extend", recorded, None, state.steps_done, steps)
+        return RunDecision("finished", recorded, state, state.steps_done)
+    return RunDecision("resume" if steps is None else "extend", recorded, None, state.steps_done, steps)
 
 
 def extension_of(config: RunConfig, out_dir: Path, recorded: dict) -> Optional[int]:

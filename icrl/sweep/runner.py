@@ -133,23 +133,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         opts, runs = plan(argv)
         shard = f" (shard {opts.shard})" if opts.shard else ""
         if opts.dry_run:
-            for run in runs:
-                print(f"#{run.index} {run.command()}")
-                print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
-            if opts.estimate:
-                from .estimate import estimate_runs, footer, header, row
-
-                print("\n".join(header(opts.reward_share)), flush=True)
-                estimates = estimate_runs(runs, opts.reward_share, on_run=lambda r, e: print(row(r, e), flush=True))
-                print("\n".join(footer(estimates, opts.tokens_per_s)))
-                missing = [i for i, e in estimates.items() if e.error is not None]
-                if missing:
-                    print(f"error: {len(missing)} runs could not be estimated (#{', #'.join(map(str, missing))}); "
-                          f"the total leaves them out", file=sys.stderr)
-                    return 1
-            print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, "
-                  f"{'no model loaded' if opts.estimate else 'nothing loaded'}")
-            return 1 if any(r.error for r in runs) else 0
+            return dry_run(opts, runs, shard)
         if opts.ray:  # Ray missing or an address where nothing answers: said before anything else
             from .ray_launcher import preflight
 
@@ -193,6 +177,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if r["error"]:
             print(f"error: run #{r['run']} {r['status']}: {r['error']}", file=sys.stderr)
     return print_epilogue(opts, runs) or (1 if failed else 0)
+
+
+def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
+    """--dry_run: each run's command and folder (or why it is invalid), and with --estimate the
+    tokens each would send; 1 when a run is invalid or could not be estimated, else 0."""
+    for run in runs:
+        print(f"#{run.index} {run.command()}")
+        print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
+    if opts.estimate:
+        from .estimate import estimate_runs, footer, header, row
+
+        print("\n".join(header(opts.reward_share)), flush=True)
+        estimates = estimate_runs(runs, opts.reward_share, on_run=lambda r, e: print(row(r, e), flush=True))
+        print("\n".join(footer(estimates, opts.tokens_per_s)))
+        missing = [i for i, e in estimates.items() if e.error is not None]
+        if missing:
+            print(f"error: {len(missing)} runs could not be estimated (#{', #'.join(map(str, missing))}); "
+                  f"the total leaves them out", file=sys.stderr)
+            return 1
+    print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, "
+          f"{'no model loaded' if opts.estimate else 'nothing loaded'}")
+    return 1 if any(r.error for r in runs) else 0
 
 
 def print_epilogue(opts, runs: Sequence[Run]) -> int:

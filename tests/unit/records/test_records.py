@@ -173,7 +173,7 @@ def test_schema_names_every_field_of_a_real_run(tmp_path):
         check(line, schema.TrainLine, "train.jsonl")
     for line in read_jsonl(run_dir / "test.jsonl"):
         check(line, schema.TestLine, "test.jsonl")
-    check(json.loads((run_dir / "results.json").read_text()), schema.Results, "results.json")
+    check(json.loads((run_dir / "results.json").read_text()), schema.ResultsFile, "results.json")
 
 
 def test_one_atomic_writer(tmp_path):

@@ -11,8 +11,12 @@ See icrl/run/window.py (the search) and icrl/cli/window.py for the worst case us
 
 import sys
 
-from icrl.infra.diskfull import guard
-from icrl.cli.window import main
+from icrl.infra import threads
+
+threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
+
+from icrl.infra.diskfull import guard  # noqa: E402
+from icrl.cli.window import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

@@ -8,8 +8,12 @@ See icrl/analysis/figures.py (the paper's method selection: icrl/analysis/runs.p
 
 import sys
 
-from icrl.infra.diskfull import guard
-from icrl.cli.figures import main
+from icrl.infra import threads
+
+threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
+
+from icrl.infra.diskfull import guard  # noqa: E402
+from icrl.cli.figures import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

@@ -7,7 +7,11 @@
 
 import sys
 
-from icrl.cli.report import main
+from icrl.infra import threads
+
+threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
+
+from icrl.cli.report import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -23,7 +23,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from icrl.infra import threads  # noqa: E402
 
-WAIT_POLICY = threads.apply()  # before torch loads
+STARTED_WITH = threads.apply()  # before torch loads
 
 from busy import busy, load_text  # noqa: E402
 
@@ -51,7 +51,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="icrl-bench-encode-") as cache:
         embedder = Embedder(cache_dir=cache)
         embedder._encode("warm-up")  # loads the model
-        print(f"{embedder.name}: torch threads {torch.get_num_threads()}, {WAIT_POLICY}; {load_text()}")
+        print(f"{embedder.name}: torch threads {torch.get_num_threads()}, {STARTED_WITH}; {load_text()}")
         for extra in [0] + ([args.load] if args.load > 0 else []):
             with busy(extra):
                 seconds = []

@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from icrl.infra import threads  # noqa: E402
 
-WAIT_POLICY = threads.apply()  # before torch loads
+STARTED_WITH = threads.apply()  # before torch loads
 
 from busy import busy  # noqa: E402
 from prefix_reuse import data_dir, machine_load  # noqa: E402
@@ -90,10 +90,10 @@ def bench(args, name: str, root: Path) -> None:
 def ways(args, backend, name: str, root: Path) -> None:
     """Sequential, then lock-step (call by call, and packed where the backend can): times, ratios."""
     results = {}
-    ways = [("sequential", 1, False), ("lock-step", None, None)]
+    plan = [("sequential", 1, False), ("lock-step", None, None)]
     if hasattr(backend, "cross_run"):  # transformers: the runs' prompts packed into one pass, or call by call
-        ways = [("sequential", 1, False), ("lock-step", None, False), ("packed", None, True)]
-    for label, width, packed in ways:
+        plan = [("sequential", 1, False), ("lock-step", None, False), ("packed", None, True)]
+    for label, width, packed in plan:
         if hasattr(backend, "cross_run"):
             backend.cross_run = packed
         _, runs = runner.plan(sweep_argv(args, name, root / name / label))
@@ -134,7 +134,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"{args.runs} explorative runs on {args.task}, {args.steps} steps, test every {args.test_every} on "
-          f"{args.test_k} prompts, {args.model}; torch threads {torch.get_num_threads()}, {WAIT_POLICY}")
+          f"{args.test_k} prompts, {args.model}; torch threads {torch.get_num_threads()}, {STARTED_WITH}")
     with tempfile.TemporaryDirectory(prefix="icrl-bench-sweep-") as root:
         for name in args.backends:
             bench(args, name, Path(root))

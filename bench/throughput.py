@@ -30,7 +30,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from icrl.infra import threads  # noqa: E402
 
-WAIT_POLICY = threads.apply()  # before torch loads
+STARTED_WITH = threads.apply()  # before torch loads
 
 from busy import busy, load_text  # noqa: E402
 
@@ -101,7 +101,7 @@ def main() -> None:
     embedding = model.get_input_embeddings().weight.numel()
     print(f"model {args.model} on {backend.device} ({backend.dtype}), {params / 1e6:.1f}M parameters "
           f"({(params - embedding) / 1e6:.1f}M outside the token embedding), torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}, {WAIT_POLICY}, attention {model.config._attn_implementation}; {load_text()}")
+          f"threads {torch.get_num_threads()}, {STARTED_WITH}, attention {model.config._attn_implementation}; {load_text()}")
 
     for extra in [0] + ([args.load] if args.load > 0 else []):
         with busy(extra):

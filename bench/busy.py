@@ -1,9 +1,10 @@
 """A bounded load generator for the benchmarks: a busy machine, made on purpose.
 
 ``busy(n)`` starts n processes that each spin a pure-Python loop (one core's worth of work each,
-no torch, no memory), for the duration of a ``with`` block. Bounded twice: each process ends by
-itself after ``limit_s`` seconds, and the block stops them (by their own process ids) when it
-ends, however it ends. ``busy(0)`` starts nothing.
+no torch, no memory), for the duration of a ``with`` block. Bounded three times: each process
+ends by itself after ``limit_s`` seconds or as soon as the process that started it is gone (a
+benchmark killed by a timeout), and the block stops them (by their own process ids) when it
+ends. ``busy(0)`` starts nothing.
 
     with busy(6):
         ...  # timed under six competing busy processes
@@ -18,7 +19,9 @@ import os
 import subprocess
 import sys
 
-LOOP = "import time\nend = time.monotonic() + {limit}\nwhile time.monotonic() < end:\n    pass\n"
+# Spins until its time is up or the process that started it is gone (killed before it could stop them).
+LOOP = ("import os, time\nend = time.monotonic() + {limit}\nparent = {parent}\n"
+        "while time.monotonic() < end and os.getppid() == parent:\n    pass\n")
 
 
 def load_text() -> str:
@@ -30,7 +33,7 @@ def busy(n: int, limit_s: float = 1800.0):
     procs = []
     try:
         for _ in range(n):
-            procs.append(subprocess.Popen([sys.executable, "-c", LOOP.format(limit=float(limit_s))],
+            procs.append(subprocess.Popen([sys.executable, "-c", LOOP.format(limit=float(limit_s), parent=os.getpid())],
                                           stdin=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", "")}))
         yield procs
     finally:

@@ -11,8 +11,12 @@ See icrl/run/window.py (the search) and icrl/cli/window.py for the worst case us
 
 import sys
 
-from icrl.infra.diskfull import guard
-from icrl.infra.plugins import start
+from icrl.infra import threads
+
+threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
+
+from icrl.infra.diskfull import guard  # noqa: E402
+from icrl.infra.plugins import start  # noqa: E402
 
 main = start(sys.argv[1:], "icrl.cli.window:main")  # plugins first: what they register is in --help
 

@@ -10,8 +10,12 @@ See icrl/analysis/counting.py.
 
 import sys
 
-from icrl.infra.diskfull import guard
-from icrl.infra.plugins import start
+from icrl.infra import threads
+
+threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
+
+from icrl.infra.diskfull import guard  # noqa: E402
+from icrl.infra.plugins import start  # noqa: E402
 
 main = start(sys.argv[1:], "icrl.cli.tokens:main")  # plugins first: what they register is in --help
 

@@ -4,6 +4,10 @@
 import signal
 import sys
 
+from icrl.infra import threads
+
+threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
+
 # A stop during the imports (numpy turns a Ctrl-C inside its C import into an ImportError) is
 # held until they are done, then honoured in one line: nothing was written yet.
 _stops = []

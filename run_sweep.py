@@ -3,6 +3,10 @@
 
 import sys
 
+from icrl.infra import threads
+
+threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
+
 try:
     from icrl.infra.diskfull import guard
     from icrl.infra.plugins import start

@@ -7,7 +7,11 @@
 
 import sys
 
-from icrl.infra.plugins import start
+from icrl.infra import threads
+
+threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
+
+from icrl.infra.plugins import start  # noqa: E402
 
 main = start(sys.argv[1:], "icrl.cli.view:main")  # plugins first: what they register is in --help
 

@@ -10,7 +10,12 @@ On the transformers backend lock-step runs twice: call by call (each run's promp
 their own) and packed (all runs' prompts in shared passes, each on its own prefix).
 
     python bench/sweep.py [--runs 8] [--steps 40] [--test_every 20] [--test_k 64]
-                          [--backends transformers vllm] [--threads N]
+                          [--backends transformers vllm] [--threads N] [--load N]
+
+The first line says the OpenMP wait policy and torch's thread count (the harness's default,
+icrl/infra/threads.py, unless the environment sets another). With --load N each backend's ways
+run twice: on the machine as it is, then with N busy processes competing for the cores
+(bench/busy.py; stopped at the end).
 
 Data: --data_dir, else $ICRL_DATA_DIR, else ../shared/datasets next to the repository.
 """
@@ -31,6 +36,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from icrl.infra import threads  # noqa: E402
+
+STARTED_WITH = threads.apply()  # before torch loads
+
+from busy import busy  # noqa: E402
 from prefix_reuse import data_dir, machine_load  # noqa: E402
 
 from icrl.backends import load_backend  # noqa: E402
@@ -68,12 +78,22 @@ def timed_sweep(backend, runs, width):
 def bench(args, name: str, root: Path) -> None:
     options = {"batch_size": args.batch_size} if name == "transformers" else {"seed": 100}  # each backend's own
     backend = load_backend(args.model, backend=name, **options)
-    print(f"\n{name}: {getattr(backend, 'device', '')} {machine_load()}", flush=True)
+    for extra in [0] + ([args.load] if args.load > 0 else []):
+        with busy(extra):
+            print(f"\n{name}: {getattr(backend, 'device', '')}, {extra} busy processes of ours; {machine_load()}",
+                  flush=True)
+            ways(args, backend, name, root / f"load{extra}")
+    if hasattr(backend, "close"):
+        backend.close()
+
+
+def ways(args, backend, name: str, root: Path) -> None:
+    """Sequential, then lock-step (call by call, and packed where the backend can): times, ratios."""
     results = {}
-    ways = [("sequential", 1, False), ("lock-step", None, None)]
+    plan = [("sequential", 1, False), ("lock-step", None, None)]
     if hasattr(backend, "cross_run"):  # transformers: the runs' prompts packed into one pass, or call by call
-        ways = [("sequential", 1, False), ("lock-step", None, False), ("packed", None, True)]
-    for label, width, packed in ways:
+        plan = [("sequential", 1, False), ("lock-step", None, False), ("packed", None, True)]
+    for label, width, packed in plan:
         if hasattr(backend, "cross_run"):
             backend.cross_run = packed
         _, runs = runner.plan(sweep_argv(args, name, root / name / label))
@@ -90,8 +110,6 @@ def bench(args, name: str, root: Path) -> None:
             continue
         same = all(records(a.out_dir) == records(b.out_dir) for a, b in zip(seq_runs, lock_runs))
         print(f"  {label} speed-up: {t_seq / t_lock:.2f}x; records identical: {same}", flush=True)
-    if hasattr(backend, "close"):
-        backend.close()
 
 
 def main() -> None:
@@ -107,6 +125,8 @@ def main() -> None:
     parser.add_argument("--batch_size", type=int, default=8)
     parser.add_argument("--backends", nargs="+", default=["transformers", "vllm"])
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--load", type=int, default=0, metavar="N",
+                        help="run again with N busy processes competing for the cores (default: 0, once)")
     args = parser.parse_args()
     args.data_dir = data_dir(args.data_dir)
     import torch
@@ -114,7 +134,7 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     print(f"{args.runs} explorative runs on {args.task}, {args.steps} steps, test every {args.test_every} on "
-          f"{args.test_k} prompts, {args.model}; torch threads {torch.get_num_threads()}")
+          f"{args.test_k} prompts, {args.model}; torch threads {torch.get_num_threads()}, {STARTED_WITH}")
     with tempfile.TemporaryDirectory(prefix="icrl-bench-sweep-") as root:
         for name in args.backends:
             bench(args, name, Path(root))

@@ -4,9 +4,13 @@ Prints, for each prompt length, prompt tokens per second of a single forward pas
 model on that many tokens (batch 1, no cache, as the backend computes a context prefix), and
 the FLOP rate it implies (2 x parameters x tokens / time); then the machine's own float32
 matrix-multiply rate (torch.matmul of two n x n matrices), so the ratio says how close the
-backend gets to the hardware.
+backend gets to the hardware. The first line says the OpenMP wait policy and the thread count it
+ran with (the harness's default, icrl/infra/threads.py, unless the environment sets another).
 
-    python bench/throughput.py [--lengths 512 2048] [--reps 3] [--matmul_size 2048] [--threads N]
+With --load N every figure is measured twice in one run: on the machine as it is, then with N
+busy processes competing for the cores (bench/busy.py; stopped at the end), so the two compare.
+
+    python bench/throughput.py [--lengths 512 2048] [--reps 3] [--matmul_size 2048] [--threads N] [--load N]
 """
 
 from __future__ import annotations
@@ -22,6 +26,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from icrl.infra import threads  # noqa: E402
+
+STARTED_WITH = threads.apply()  # before torch loads
+
+from busy import busy, load_text  # noqa: E402
 
 from icrl.backends import load_backend  # noqa: E402
 
@@ -36,32 +47,11 @@ def timed(fn, reps: int) -> list[float]:
     return times
 
 
-def machine_load() -> str:
-    """Other processes on the machine skew every figure: print the load with them."""
-    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 2048], help="prompt lengths in tokens")
-    parser.add_argument("--reps", type=int, default=3, help="timed repetitions (after one warm-up)")
-    parser.add_argument("--matmul_size", type=int, default=2048)
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    args = parser.parse_args()
-
+def measure(args, backend, params: int, embedding: int) -> None:
+    """The matmul rate, then prefill at each length (printed as they come)."""
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    backend = load_backend(args.model, backend="transformers")
     model = backend.model
-    params = sum(p.numel() for p in model.parameters())
-    embedding = model.get_input_embeddings().weight.numel()
-    print(f"model {args.model} on {backend.device} ({backend.dtype}), {params / 1e6:.1f}M parameters "
-          f"({(params - embedding) / 1e6:.1f}M outside the token embedding), torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}, attention {model.config._attn_implementation}; {machine_load()}")
-
     n = args.matmul_size
     a = torch.randn(n, n, dtype=torch.float32)
     b = torch.randn(n, n, dtype=torch.float32)
@@ -87,7 +77,37 @@ def main() -> None:
               f"{length / median:7.1f} median of {len(times)}; implied {implied:.1f} GFLOP/s "
               f"(2 x params x tokens / time) = {100 * implied / mm_rate:.0f}% of matmul; "
               f"{implied_body:.1f} GFLOP/s counting the non-embedding parameters only")
-    print(f"at the end: {machine_load()}")
+    print(f"   {load_text()}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--lengths", type=int, nargs="+", default=[512, 2048], help="prompt lengths in tokens")
+    parser.add_argument("--reps", type=int, default=3, help="timed repetitions (after one warm-up)")
+    parser.add_argument("--matmul_size", type=int, default=2048)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument("--load", type=int, default=0, metavar="N",
+                        help="measure again with N busy processes competing for the cores (default: 0, once)")
+    args = parser.parse_args()
+
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    backend = load_backend(args.model, backend="transformers")
+    model = backend.model
+    params = sum(p.numel() for p in model.parameters())
+    embedding = model.get_input_embeddings().weight.numel()
+    print(f"model {args.model} on {backend.device} ({backend.dtype}), {params / 1e6:.1f}M parameters "
+          f"({(params - embedding) / 1e6:.1f}M outside the token embedding), torch {torch.__version__}, "
+          f"threads {torch.get_num_threads()}, {STARTED_WITH}, attention {model.config._attn_implementation}; {load_text()}")
+
+    for extra in [0] + ([args.load] if args.load > 0 else []):
+        with busy(extra):
+            print(f"-- {extra} busy processes of ours; {load_text()}")
+            measure(args, backend, params, embedding)
+    print(f"at the end: {load_text()}")
 
 
 if __name__ == "__main__":

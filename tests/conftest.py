@@ -17,6 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from icrl.infra import threads
+
+# torch's threads sleep while they wait, as in every entry point (icrl/infra/threads.py): set
+# before any test imports torch, and inherited by the runs and scripts the tests start.
+threads.apply()
+
 # The runs these tests start must meet Ctrl-C and a hang-up as a user's terminal gives them,
 # even when the suite itself runs with them ignored (under nohup, or as a background job of a
 # script): a signal ignored here would stay ignored in every child. A handler of our own is

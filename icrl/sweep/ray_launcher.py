@@ -39,9 +39,10 @@ from ..records import inspect_run
 from .lockstep import Outcome
 
 INSTALL_HINT = "pip install -e .[ray] (make setup installs it)"
-# Variables a worker on another node needs to see the data, models and caches the driver sees.
+# Variables a worker on another node needs to see the data, models and caches the driver sees,
+# and to wait as the driver's threads do (the wait policy run_sweep.py set, icrl/infra/threads.py).
 FORWARDED_ENV = ("ICRL_DATA_DIR", "ICRL_CACHE_DIR", "ICRL_TOKENIZERS_DIR", "HF_HOME", "HF_HUB_OFFLINE",
-                 "HF_HUB_CACHE", "ICRL_FAKE_DELAY_S")
+                 "HF_HUB_CACHE", "ICRL_FAKE_DELAY_S", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 POLL_S = 1.0
 SAY_EVERY_S = 30.0
 

@@ -48,7 +48,7 @@ from ..errors import UsageError
 
 CHOICE = "ICRL_OMP_WAIT_POLICY"
 DEFAULT = "passive"
-POLICIES = {"passive": "PASSIVE", "active": "ACTIVE", "openmp": None}
+POLICIES: dict[str, Optional[str]] = {"passive": "PASSIVE", "active": "ACTIVE", "openmp": None}
 USER_VARIABLES = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 THREADS_CHOICE = "ICRL_THREADS"
 
@@ -64,8 +64,9 @@ def configure(environ: Optional[MutableMapping[str, str]] = None, load: Optional
         if choice not in POLICIES:
             raise UsageError(f"{CHOICE}={environ.get(CHOICE)!r}: use one of {', '.join(POLICIES)} "
                              f"(or set OMP_WAIT_POLICY yourself)")
-        if POLICIES[choice]:
-            environ["OMP_WAIT_POLICY"] = POLICIES[choice]
+        policy = POLICIES[choice]
+        if policy:
+            environ["OMP_WAIT_POLICY"] = policy
     return describe(environ)
 
 
@@ -106,7 +107,8 @@ def describe(environ: Optional[MutableMapping[str, str]] = None) -> str:
     environ = os.environ if environ is None else environ
     chosen = [f"{name}={environ[name]}" for name in USER_VARIABLES if environ.get(name)]
     policy = ", ".join(chosen) or "OpenMP's default wait policy (spin a while, then sleep)"
-    count = f"OMP_NUM_THREADS={environ['OMP_NUM_THREADS']}" if environ.get("OMP_NUM_THREADS") else "torch's thread count"
+    threads = environ.get("OMP_NUM_THREADS")
+    count = f"OMP_NUM_THREADS={threads}" if threads else "torch's thread count"
     return f"{policy}, {count}"
 
 

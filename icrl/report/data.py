@@ -187,7 +187,8 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
         data["panels"].append({"model": model, "task": task, "configs": [c["id"] for c in configs],
                                "zero_shot": _number(zero_acc.mean()) if len(zero_acc) else None,
                                "zero_shot_runs": int(len(zero_acc)), "chance": chance})
-    data["leaderboard"] = [_score_row(s) for s in bench_scores(results) if s.tasks]
+    scores = [s for s in bench_scores(results) if s.tasks]  # those with a score first, best first
+    data["leaderboard"] = [_score_row(s, rank) for rank, s in enumerate(scores, 1)]
     data["counts"].update(configs=len(data["configs"]), models=int(runs["model"].nunique()),
                           tasks=int(runs["task"].nunique()), finished=int(len(finished)))
     return data
@@ -200,9 +201,13 @@ def _by_panel(configs: list) -> dict:
     return panels
 
 
-def _score_row(score) -> dict:
-    return {"model": score.model, "score": _number(score.score), "score_low": _number(score.score_ci[0]),
-            "score_high": _number(score.score_ci[1]), "score_interval": score.interval_text, "gain": _number(score.gain), "gain_low": _number(score.gain_ci[0]),
+def _score_row(score, rank: int) -> dict:
+    """One leaderboard row: a model without a score (``no_score``) has no rank and no score, only
+    why not, with its gain and gap."""
+    scored = not score.no_score
+    return {"model": score.model, "rank": rank if scored else None, "no_score": score.no_score,
+            "score": _number(score.score) if scored else None, "score_text": score.score_text,
+            "gain": _number(score.gain), "gain_low": _number(score.gain_ci[0]),
             "gain_high": _number(score.gain_ci[1]), "gap": _number(score.gap), "gap_low": _number(score.gap_ci[0]),
             "gap_high": _number(score.gap_ci[1]), "stable": score.stable, "missing": score.missing,
             "tasks": [{"task": t.task, "zero": _number(t.accuracy["zero-shot"]), "icl": _number(t.accuracy["ICL"]),

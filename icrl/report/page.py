@@ -24,8 +24,9 @@ TEMPLATE = """<!DOCTYPE html>
 <section id="leaderboard-section"><h2>Benchmark score per model</h2>
 <p class="explain">The icrl_bench suite (docs/tools.md, "The benchmark score"): the mean gain of explorative ICRL over
 zero-shot across the tasks, divided by the mean gain of supervised ICL (gold labels in context) over zero-shot, with a
-95% bootstrap interval over seeds and items. 0: no better than zero-shot; 1: as good as supervised ICL. "Unstable": the
-supervised-ICL gap is within noise of 0, so the ratio can take any value.</p>
+95% bootstrap interval over seeds and items. 0: no better than zero-shot; 1: as good as supervised ICL. A model whose
+supervised-ICL gap is within noise of 0 has no score (the ratio can take any value) and no rank: it comes last, its rank
+column says why, and its gain and gap stand.</p>
 <div id="leaderboard"></div></section>
 <section><h2>Configurations</h2>
 <p class="explain">One row per configuration (a run's settings less its seeds). Final and best test accuracy: mean

@@ -37,16 +37,16 @@
     const table = el("table", { class: "data", id: "leaderboard-table" }, el("thead", {}, el("tr", {},
       ...head.map((h) => el("th", {}, h)))));
     const body = el("tbody");
-    D.leaderboard.forEach((s, i) => {
+    D.leaderboard.forEach((s) => {
       const tasks = el("details", {}, el("summary", {}, `${s.tasks.length} tasks`),
         el("table", { class: "inner" }, el("tr", {}, ...["task", "zero-shot", "supervised ICL", "explorative ICRL",
                                                          "seeds", "items"].map((h) => el("th", {}, h))),
           ...s.tasks.map((t) => el("tr", {}, ...[t.task, num(t.zero), num(t.icl), num(t.icrl), t.seeds, t.items]
             .map((v) => el("td", {}, v))))));
       body.append(el("tr", { class: s.stable ? "" : "unstable", title: s.line },
-        el("td", {}, i + 1), el("td", {}, s.model),
-        el("td", { class: "num" }, `${num(s.score, 2)} ${s.score_interval}`,
-           s.stable ? null : el("span", { class: "warn" }, " unstable")),
+        el("td", s.rank === null ? { class: "warn" } : {}, s.rank === null ? s.no_score : s.rank),
+        el("td", {}, s.model),
+        el("td", { class: "num" }, s.rank === null ? "none" : s.score_text),
         el("td", { class: "num" }, `${signed(s.gain)} [${signed(s.gain_low)}, ${signed(s.gain_high)}]`),
         el("td", { class: "num" }, `${signed(s.gap)} [${signed(s.gap_low)}, ${signed(s.gap_high)}]`),
         el("td", {}, tasks)));

@@ -5,8 +5,8 @@ A *configuration* is what ``Results.aggregate`` groups (a run's settings less it
 each one:
 
 - its runs (seed, final and best test accuracy, finished, the link to the run's episode viewer);
-- final and best test accuracy over its finished runs: mean with a Student-t 95% interval over
-  seeds (:func:`icrl.analysis.stats.seed_summary`, as ``summary_by_config.csv``);
+- final and best test accuracy over its finished runs: mean with a 95% interval over seeds
+  inside [0, 1] (:func:`icrl.analysis.stats.accuracy_summary`, as ``summary_by_config.csv``);
 - the paired verdict against the zero-shot runs of its model and task on the items they share,
   pooled over seeds (McNemar's exact test and a paired bootstrap interval, the numbers
   run_draw_plots.py prints), and the same against each of the paper's methods (naive, naive+,
@@ -31,7 +31,7 @@ import pandas as pd
 from ..analysis.benchmark import bench_scores
 from ..analysis.paired import pair_runs
 from ..analysis.runs import BASELINES, METHODS, model_size
-from ..analysis.stats import compare_paired, format_p, seed_summary
+from ..analysis.stats import accuracy_summary, compare_paired, format_p
 from ..viewer.data import curves as diagnostic_curves
 
 DIAGNOSTICS = ("accuracy", "reward_rate", "entropy_norm", "frequency_bias", "history_frequency_bias")
@@ -46,8 +46,8 @@ def _number(value, digits: int = 4) -> Optional[float]:
     return None if math.isnan(value) or math.isinf(value) else round(value, digits)
 
 
-def _summary(values) -> dict:
-    s = seed_summary(list(values))
+def _summary(values, items) -> dict:
+    s = accuracy_summary(list(values), items)  # accuracies: an interval inside [0, 1]
     return {"mean": _number(s.mean), "low": _number(s.low), "high": _number(s.high), "n": s.n}
 
 
@@ -161,7 +161,8 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
             "chance": _number(1 / first["num_labels"]) if _number(first["num_labels"]) else None,
             "small_model": bool(model_size(model) < 1e9),
             "finished": int(len(done)), "n": int(len(group)),
-            "final": _summary(done["final_test_accuracy"]), "best": _summary(done["best_test_accuracy"]),
+            "final": _summary(done["final_test_accuracy"], first["num_test"]),
+            "best": _summary(done["best_test_accuracy"], first["num_test"]),
             "runs": [{"run_id": str(r.run_id), "seed": _number(r.seed, 0), "training_seed": _number(r.training_seed, 0),
                       "test_seed": _number(r.test_seed, 0), "final": _number(r.final_test_accuracy),
                       "best": _number(r.best_test_accuracy), "finished": bool(r.finished),

@@ -30,7 +30,7 @@ column says why, and its gain and gap stand.</p>
 <div id="leaderboard"></div></section>
 <section><h2>Configurations</h2>
 <p class="explain">One row per configuration (a run's settings less its seeds). Final and best test accuracy: mean
-over the finished seeds with a Student-t 95% interval. Verdicts: paired on the test items both share, pooled over seeds
+over the finished seeds with a 95% interval that stays in [0, 1] (Student-t on the empirical-logit scale). Verdicts: paired on the test items both share, pooled over seeds
 (the same seeds paired first): difference with a paired bootstrap 95% interval and McNemar's exact p; &#9650; above,
 &#9660; below (p &lt; 0.05), = no difference beyond noise. A seed links to that run's episode viewer. Click a column to
 sort; hover a row to find its curves.</p>

@@ -64,7 +64,7 @@
     { key: "steps", title: "steps", sort: (c) => c.steps },
     { key: "items", title: "test items", sort: (c) => c.test_items },
     { key: "seeds", title: "seeds (episode viewer)", sort: (c) => c.finished },
-    { key: "final", title: "final test accuracy [95% t over seeds]", sort: (c) => c.final.mean },
+    { key: "final", title: "final test accuracy [95% over seeds]", sort: (c) => c.final.mean },
     { key: "best", title: "best test accuracy", sort: (c) => c.best.mean },
     { key: "vs_zero", title: "vs zero-shot (paired)", sort: (c) => (c.vs_zero ? c.vs_zero.diff : null) },
     { key: "vs_paper", title: "vs the paper's methods (paired)", sort: (c) => c.vs_paper.length },

@@ -41,6 +41,8 @@ def test_every_configuration_with_its_seeds_and_intervals(study):
     assert explorative["final"]["mean"] == pytest.approx(finals.mean(), abs=1e-4) and explorative["final"]["n"] == 3
     assert explorative["final"]["low"] < explorative["final"]["mean"] < explorative["final"]["high"] or \
         finals.nunique() == 1
+    intervals = [c[k][end] for c in data["configs"] for k in ("final", "best") for end in ("low", "high")]
+    assert all(0 <= x <= 1 for x in intervals if x is not None)  # accuracies' intervals stay in [0, 1]
     assert explorative["curve"]["step"] == [0, 9, 19, 29] and len(explorative["diagnostics"]["accuracy"]) == 30
     assert len(explorative["diagnostics"]["history_frequency_bias"]) == 30  # a failure metric's curve too
     assert all(0 <= x <= 1 for x in explorative["diagnostics"]["history_frequency_bias"] if x is not None)

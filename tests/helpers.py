@@ -234,3 +234,32 @@ def gpu_assets(data: Path) -> Path:
     (assets / "datasets" / "banking77").mkdir(parents=True)
     (assets / "datasets" / "banking77" / "train.csv").write_text("text,category\nhi,greeting\n")
     return assets
+
+
+def render_page_script(package: str, data_id: str, data: dict, tmp_path: Path) -> dict:
+    """The DOM that ``package``'s page script (icrl/report/report.js, icrl/viewer/viewer.js, after
+    the shared dom.js) builds from ``data``, drawn under node with tests/dom.js: a JSON tree of
+    elements (tag, id, class, attrs, text, children). Skips the test where node is missing."""
+    import pytest
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not found (apt-get install nodejs)")
+    scripts = [REPO / "icrl" / "viewer" / "dom.js", REPO / "icrl" / package / f"{package}.js"]
+    spec = tmp_path / f"{package}-page.json"
+    spec.write_text(json.dumps({"scripts": [str(p) for p in scripts], "data_id": data_id, "data": data}))
+    import subprocess
+
+    done = subprocess.run([node, str(REPO / "tests" / "dom.js"), str(spec)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def elements(tree: dict, where) -> list:
+    """Every element of a rendered tree (render_page_script) for which ``where(element)`` holds, in
+    document order."""
+    found = [tree] if where(tree) else []
+    for child in tree["children"]:
+        found += elements(child, where)
+    return found

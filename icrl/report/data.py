@@ -95,12 +95,13 @@ def _diagnostics(curves_of, run_ids) -> dict:
     """The diagnostic curves of the runs (the viewer's: diagnostics.png's windows), mean over the
     runs per window; empty for runs without training predictions (zero-shot, supervised ICL)."""
     by_step: dict = defaultdict(lambda: defaultdict(list))
-    window = 0
+    window, note = 0, ""
     for run_id in run_ids:
         curve = curves_of(run_id)
         if not curve:
             continue
-        window = max(window, curve["window"])
+        if curve["window"] >= window:  # the title says the widest run's windows
+            window, note = curve["window"], curve["window_note"]
         for i, step in enumerate(curve["step"]):
             for name in DIAGNOSTICS:
                 if curve[name][i] is not None:
@@ -108,7 +109,7 @@ def _diagnostics(curves_of, run_ids) -> dict:
     if not by_step:
         return {}
     steps = sorted(by_step)
-    out = {"step": steps, "window": window}
+    out = {"step": steps, "window": window, "window_note": note}
     for name in DIAGNOSTICS:
         out[name] = [_number(np.mean(by_step[s][name])) if by_step[s][name] else None for s in steps]
     return out

@@ -8,11 +8,16 @@
   const DIAGNOSTICS = { accuracy: "training accuracy", reward_rate: "reward rate",
                         entropy_norm: "prediction entropy / log2(labels)", frequency_bias: "frequency bias",
                         history_frequency_bias: "history frequency bias (prediction = top label so far)" };
-  const ACCURACY_LIKE = new Set(["accuracy", "reward_rate"]); // on these the zero-shot line is drawn too
+  // chance is drawn on these too; zero-shot (a test accuracy) only on the test accuracy chart
+  const ACCURACY_LIKE = new Set(["accuracy", "reward_rate"]);
+  const REF_COLORS = { zero: "#000000", chance: "#999999" }; // the reference lines, as their legend entries
   const state = { sort: null, desc: false, text: "", model: "", task: "", method: "", diagnostic: "accuracy" };
-  const colorOf = new Map(); // a colour per configuration, by its place in its panel
-  for (const panel of D.panels) panel.configs.forEach((id, i) => colorOf.set(id, COLORS[i % COLORS.length]));
   const byId = new Map(D.configs.map((c) => [c.id, c]));
+  const colorOf = new Map(); // a colour per configuration, by its place in its panel; zero-shot: its line's
+  for (const panel of D.panels) {
+    panel.configs.forEach((id, i) => colorOf.set(id, byId.get(id).mode === "zero_shot" ? REF_COLORS.zero
+                                                                                         : COLORS[i % COLORS.length]));
+  }
 
   const num = (x, d = 3) => (x === null || x === undefined ? "–" : x.toFixed(d));
   const signed = (x, d = 3) => (x === null || x === undefined ? "–" : (x >= 0 ? "+" : "") + x.toFixed(d));
@@ -190,7 +195,8 @@
     add("text", { x: W - M.r, y: H - 10, "text-anchor": "end" }, `step ${xMax}`);
     for (const r of refs) {
       if (r.value === null || r.value === undefined) continue;
-      add("line", { x1: M.l, x2: W - M.r, y1: y(r.value), y2: y(r.value), class: `ref ${r.kind}` });
+      add("line", { x1: M.l, x2: W - M.r, y1: y(r.value), y2: y(r.value), class: `ref ${r.kind}`,
+                    stroke: REF_COLORS[r.kind] });
       const right = r.kind === "zero"; // zero-shot labelled at the right end, chance at the left
       add("text", { x: right ? W - M.r - 2 : M.l + 3, y: y(r.value) - 3, "text-anchor": right ? "end" : "start",
                     class: `ref-label ${r.kind}` }, `${r.name} ${r.value.toFixed(3)}`);
@@ -228,10 +234,10 @@
         curves.map((c) => ({ id: c.id, xs: c.curve.step, ys: c.curve.mean, low: c.curve.min, high: c.curve.max,
                              color: colorOf.get(c.id) })), [zero, chance], xMax, 1);
       const withDiag = curves.filter((c) => c.diagnostics[diagnostic]);
-      const window_ = Math.max(1, ...withDiag.map((c) => c.diagnostics.window));
-      const diag = chart(`${DIAGNOSTICS[diagnostic]} (windows of ${window_} steps)`,
+      const widest = withDiag.reduce((a, c) => (a && a.diagnostics.window >= c.diagnostics.window ? a : c), null);
+      const diag = chart(`${DIAGNOSTICS[diagnostic]} (${widest ? widest.diagnostics.window_note : "no training steps"})`,
         withDiag.map((c) => ({ id: c.id, xs: c.diagnostics.step, ys: c.diagnostics[diagnostic], color: colorOf.get(c.id) })),
-        ACCURACY_LIKE.has(diagnostic) ? [zero, chance] : [], xMax, 1);
+        ACCURACY_LIKE.has(diagnostic) ? [chance] : [], xMax, 1);
       const legend = el("ul", { class: "legend" }, ...configs.map((c) => el("li", { "data-config": c.id,
         onmouseenter: () => highlight(c.id, true), onmouseleave: () => highlight(c.id, false) },
         el("span", { class: c.mode === "zero_shot" ? "swatch dashed" : "swatch", style: `background:${colorOf.get(c.id)}` }),

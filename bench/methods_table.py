@@ -28,6 +28,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from icrl.analysis.failures import run_failures  # noqa: E402
 from icrl.analysis.stats import accuracy_summary  # noqa: E402
 from icrl.records import find_runs  # noqa: E402
+from icrl.records.schema import TrainLine  # noqa: E402
+
+
+def typed(train: list, path: Path) -> list:
+    """The training lines as the failure metrics read them (records.schema.TrainLine)."""
+    return [TrainLine.from_json(record, f"{path} line {number}") for number, record in enumerate(train, 1)]
 
 
 def method_of(args: dict) -> str:
@@ -87,7 +93,7 @@ def main(root: Path, failures: bool = False) -> int:
                           "items": len((config.get("test_set") or {}).get("ids") or []) or None,
                           "step_s": sum(times) / len(times) if times else None, "wall": summary.get("total_time_s"),
                           "train_accuracy": summary.get("train_accuracy"),
-                          **(run_failures(train, labels) if train else {}), **beside(train)})
+                          **(run_failures(typed(train, path), labels) if train else {}), **beside(train)})
     head = "| task | method | final test accuracy: mean [95%] (n) | per seed | s per training step | s per run |"
     rule = "| --- | --- | --- | --- | --- | --- |"
     if failures:

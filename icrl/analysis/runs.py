@@ -278,6 +278,7 @@ def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict:
     if row["learner"]:
         row["model"] = label_of_args(args)
     else:  # a backend that is not the model says so wherever the model is named
+        row["model_id"] = row["model"]  # the name as given: a tokenizer's, for the token counts
         row["model"] = model_label(row["model"], args.get("backend"))
     row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)
     row["paper_method"] = paper_method_of(row, explorative_p_keep)

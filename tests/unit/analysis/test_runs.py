@@ -30,6 +30,7 @@ def test_every_reader_names_the_fake_backend_and_gives_no_size_advice(tmp_path, 
                 "--test_every", "3", "--max_context_examples", "2"]) == 0
     results = Results(data)
     assert set(results.runs["model"]) == {"smollm2-135m (fake)"}
+    assert set(results.runs["model_id"]) == {"smollm2-135m"}  # the name as given: its tokenizer counts tokens
     report = report_data(results, {})
     assert {c["model"] for c in report["configs"]} == {"smollm2-135m (fake)"}
     assert not any(c["small_model"] for c in report["configs"])

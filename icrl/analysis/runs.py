@@ -171,7 +171,7 @@ def _fmt(value) -> str:
     return str(value)
 
 
-NOT_THE_MODEL = ("fake", "synthetic")  # backends whose answers are not the named model's
+NOT_THE_MODEL = ("fake",)  # the backend whose answers are not the named model's
 
 
 def model_label(model, backend) -> str:

@@ -3,8 +3,8 @@
     python bench/methods_table.py DATA_DIR [--failures]
 
 For each task and method (zero-shot, an ICRL strategy with its flags, supervised ICL, a learner
-with its features): the finished runs' final test accuracy, its mean over seeds with a Student-t
-95% interval (``icrl.analysis.stats.seed_summary``), the per-seed values, the mean seconds per
+with its features): the finished runs' final test accuracy, its mean over seeds with a 95%
+interval inside [0, 1] (``icrl.analysis.stats.accuracy_summary``), the per-seed values, the mean seconds per
 training step (the records' ``time_s``, model call included; meaningful when the runs ran one at
 a time, ``--max_parallel 1``) and the mean wall seconds per run. Unfinished runs are counted
 apart. With ``--failures``, also the mean training accuracy, the failure metrics of
@@ -26,7 +26,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from icrl.analysis.failures import run_failures  # noqa: E402
-from icrl.analysis.stats import seed_summary  # noqa: E402
+from icrl.analysis.stats import accuracy_summary  # noqa: E402
+from icrl.records import find_runs  # noqa: E402
+from icrl.records.schema import TrainLine  # noqa: E402
+
+
+def typed(train: list, path: Path) -> list:
+    """The training lines as the failure metrics read them (records.schema.TrainLine)."""
+    return [TrainLine.from_json(record, f"{path} line {number}") for number, record in enumerate(train, 1)]
 
 
 def method_of(args: dict) -> str:
@@ -69,9 +76,8 @@ def _fmt(x, digits=2) -> str:
 
 def main(root: Path, failures: bool = False) -> int:
     done, unfinished = defaultdict(list), defaultdict(int)
-    for config_path in sorted(root.rglob("config.json")):
-        run = config_path.parent
-        config = json.loads(config_path.read_text())
+    for run in find_runs(root):  # a model's config.json under the folder is no run
+        config = json.loads((run / "config.json").read_text())
         args = config["args"]
         key = (args["task_name"], method_of(args))
         results = run / "results.json"
@@ -84,10 +90,11 @@ def main(root: Path, failures: bool = False) -> int:
         times = [r["time_s"] for r in train]
         labels = config["dataset"]["labels"]
         done[key].append({"seed": args["seed"], "accuracy": summary["final_test_accuracy"],
+                          "items": len((config.get("test_set") or {}).get("ids") or []) or None,
                           "step_s": sum(times) / len(times) if times else None, "wall": summary.get("total_time_s"),
                           "train_accuracy": summary.get("train_accuracy"),
-                          **(run_failures(train, labels) if train else {}), **beside(train)})
-    head = "| task | method | final test accuracy: mean [95% t] (n) | per seed | s per training step | s per run |"
+                          **(run_failures(typed(train, path), labels) if train else {}), **beside(train)})
+    head = "| task | method | final test accuracy: mean [95%] (n) | per seed | s per training step | s per run |"
     rule = "| --- | --- | --- | --- | --- | --- |"
     if failures:
         head += " train accuracy | labels never predicted | seeds collapsing early | knowing-doing gap | also |"
@@ -96,7 +103,9 @@ def main(root: Path, failures: bool = False) -> int:
     print(rule)
     for key in sorted(set(done) | set(unfinished)):
         runs = sorted(done.get(key, []), key=lambda r: r["seed"])
-        accuracy = seed_summary([r["accuracy"] for r in runs]).text() if runs else "-"
+        items = {r["items"] for r in runs}  # one test set size, or no interval
+        accuracy = accuracy_summary([r["accuracy"] for r in runs], items.pop() if len(items) == 1 else None).text() \
+            if runs else "-"
         steps = [r["step_s"] for r in runs if r["step_s"] is not None]
         walls = [r["wall"] for r in runs if r["wall"] is not None]
         note = f" ({unfinished[key]} unfinished)" if unfinished.get(key) else ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 
 from icrl.method.episode import Episode
@@ -214,3 +215,51 @@ def chromium_driver(profile_dir, window: str = "1400,1600"):
         options.add_argument(flag)
     options.binary_location = browser
     return webdriver.Chrome(options=options, service=Service(chromedriver))
+
+
+LLAMA_TOKENIZER = Path(os.environ.get("ICRL_TOKENIZERS_DIR", "../shared/tokenizers")) / "meta-llama__Meta-Llama-3.1-8B-Instruct"
+MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "max_position_embeddings": 131072}
+
+
+def gpu_assets(data: Path) -> Path:
+    """A folder shaped like ``make gpu-assets``'s: a tokenizer with its model's config.json, raw
+    dataset files; no run in it."""
+    assets = data / "gpu-assets"
+    tokenizer = assets / "meta-llama__Meta-Llama-3.1-8B-Instruct"
+    tokenizer.mkdir(parents=True)
+    (tokenizer / "config.json").write_text(json.dumps(MODEL_CONFIG))
+    (tokenizer / "tokenizer_config.json").write_text("{}")
+    if (LLAMA_TOKENIZER / "config.json").is_file():  # the real one where ../shared is here
+        shutil.copy(LLAMA_TOKENIZER / "config.json", tokenizer / "config.json")
+    (assets / "datasets" / "banking77").mkdir(parents=True)
+    (assets / "datasets" / "banking77" / "train.csv").write_text("text,category\nhi,greeting\n")
+    return assets
+
+
+def render_page_script(package: str, data_id: str, data: dict, tmp_path: Path) -> dict:
+    """The DOM that ``package``'s page script (icrl/report/report.js, icrl/viewer/viewer.js, after
+    the shared dom.js) builds from ``data``, drawn under node with tests/dom.js: a JSON tree of
+    elements (tag, id, class, attrs, text, children). Skips the test where node is missing."""
+    import pytest
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not found (apt-get install nodejs)")
+    scripts = [REPO / "icrl" / "viewer" / "dom.js", REPO / "icrl" / package / f"{package}.js"]
+    spec = tmp_path / f"{package}-page.json"
+    spec.write_text(json.dumps({"scripts": [str(p) for p in scripts], "data_id": data_id, "data": data}))
+    import subprocess
+
+    done = subprocess.run([node, str(REPO / "tests" / "dom.js"), str(spec)], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def elements(tree: dict, where) -> list:
+    """Every element of a rendered tree (render_page_script) for which ``where(element)`` holds, in
+    document order."""
+    found = [tree] if where(tree) else []
+    for child in tree["children"]:
+        found += elements(child, where)
+    return found

@@ -14,7 +14,9 @@ not a mean of ratios, so a task where gold labels add almost nothing does not bl
 95% interval is a percentile bootstrap over seeds and items: each replicate resamples, per
 task, the test items (the same draw for the three methods, which answered the same items) and
 each method's seeds. Where the gap's own interval reaches 0, supervised ICL does not beat
-zero-shot beyond noise and the ratio is unstable: the score says so (``stable`` is False).
+zero-shot beyond noise and the ratio can take any value: there is no score then (``stable`` is
+False; ``no_score`` says why, and the line and the leaderboard show the gain and gap instead),
+and such a model sorts after every model with a score.
 
     from icrl.analysis.results import Results
     from icrl.analysis.benchmark import bench_scores
@@ -82,25 +84,36 @@ class BenchScore:
         return self.gap_ci[0] > 0
 
     @property
-    def interval_text(self) -> str:
-        """The score's interval as printed: unbounded where the gap's interval holds 0 (a
-        replicate's gap near 0 makes its ratio any number, so the percentiles mean nothing)."""
+    def no_score(self) -> str:
+        """Why there is no score ("" when there is one): the headline is a number only where the
+        supervised-ICL gap's interval is above 0 (a replicate's gap near 0 makes its ratio any
+        number, so neither the ratio nor its percentiles mean anything)."""
+        if not self.tasks:
+            return f"no score: missing {', '.join(self.missing)}"
         if not self.stable:
-            return "[unbounded]"
-        return f"[{self.score_ci[0]:.2f}, {self.score_ci[1]:.2f}]"
+            return "no score: supervised ICL does not beat zero-shot beyond noise (the gap's interval reaches 0)"
+        return ""
+
+    @property
+    def score_text(self) -> str:
+        """The score and its interval as printed ("0.57 [0.31, 0.80]"), or why there is none."""
+        return self.no_score or f"{self.score:.2f} [{self.score_ci[0]:.2f}, {self.score_ci[1]:.2f}]"
 
     def line(self) -> str:
-        """The headline: score, interval, and what it rests on."""
+        """The headline: score, interval, and what it rests on; without a score, why not and the
+        gain and gap it would rest on."""
         if not self.tasks:
             return f"{self.model}: no benchmark score (missing {', '.join(self.missing)})"
         seeds = sorted({n for t in self.tasks for n in t.seeds.values()})
-        text = (f"{self.model}: ICRL benchmark score {self.score:.2f} {self.interval_text} "
-                f"(95% bootstrap over seeds and items) = ICRL gain over zero-shot {_signed(self.gain, self.gain_ci)} / "
-                f"supervised-ICL gap {_signed(self.gap, self.gap_ci)}, mean over {len(self.tasks)} tasks "
-                f"({', '.join(t.task for t in self.tasks)}), {'-'.join(map(str, seeds))} seeds each")
-        if not self.stable:
-            text += ("; unstable: supervised ICL does not beat zero-shot beyond noise here, so the gap is near 0 and "
-                     "the ratio can take any value (read the gain)")
+        parts = (f"ICRL gain over zero-shot {_signed(self.gain, self.gain_ci)} / supervised-ICL gap "
+                 f"{_signed(self.gap, self.gap_ci)}, mean over {len(self.tasks)} tasks "
+                 f"({', '.join(t.task for t in self.tasks)}), {'-'.join(map(str, seeds))} seeds each")
+        if self.stable:
+            text = (f"{self.model}: ICRL benchmark score {self.score_text} (95% bootstrap over seeds and items) "
+                    f"= {parts}")
+        else:
+            text = (f"{self.model}: no ICRL benchmark score: supervised ICL does not beat zero-shot beyond noise "
+                    f"here, so the ratio can take any value; read the gain: {parts}")
         if self.missing:
             text += f"; incomplete suite, missing {', '.join(self.missing)}"
         return text
@@ -205,7 +218,13 @@ def bench_scores(results, tasks: Sequence[str] = BENCH_TASKS, replicates: int = 
         b = bootstrap(matrices, replicates, seed)
         scores.append(BenchScore(model, parts, missing, b["score"], b["score_ci"], b["gain"], b["gain_ci"],
                                  b["gap"], b["gap_ci"], notes))
-    return sorted(scores, key=lambda s: (not s.tasks, -(s.score if s.stable else -math.inf), s.model))
+    return ranked(scores)
+
+
+def ranked(scores: Sequence[BenchScore]) -> list[BenchScore]:
+    """Models with a score best first, then those without one (no task, or a gap within noise),
+    whatever their ratio, by name."""
+    return sorted(scores, key=lambda s: (bool(s.no_score), -s.score if not s.no_score else 0.0, s.model))
 
 
 def _shared_test_set(runs: pd.DataFrame) -> Optional[str]:

@@ -97,9 +97,22 @@ def step_table(state: TypedRun) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=STEP_COLUMNS)
 
 
+MIN_WINDOW = 5  # steps: over fewer, entropy and frequency bias jump between a handful of values
+
+
 def default_window(steps: int) -> int:
-    """About 25 windows a run (at least one step each)."""
-    return max(1, int(round(steps / 25)))
+    """About 25 windows a run, each of at least ``MIN_WINDOW`` steps (a run shorter than that is
+    one window of all its steps)."""
+    return max(MIN_WINDOW, int(round(steps / 25)))
+
+
+def window_note(window: int, steps: int) -> str:
+    """What a chart of windows of ``window`` steps says in its title (``steps``: its longest
+    run's): "windows of 8 steps", or, where that run is shorter than ``MIN_WINDOW`` steps and so
+    one window, that each run is one window and why."""
+    if steps <= window and steps < MIN_WINDOW:
+        return f"one window a run: runs of under {MIN_WINDOW} steps are too short for windows of {MIN_WINDOW}"
+    return f"windows of {window} steps"
 
 
 def _entropy(predictions: Sequence, num_labels: int) -> tuple[float, float, float]:
@@ -213,6 +226,7 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     groups = list(windows.groupby(["model", "task"], sort=True))
     fig, axes = plt.subplots(len(groups), len(PANELS), figsize=(4.2 * len(PANELS), 3.2 * len(groups)),
@@ -225,12 +239,13 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
                 ax.plot(run["window_end"], run[metric], marker="o" if len(run) < 30 else None, ms=3, label=name)
             ax.set_title(f"{model} / {task}\n{title}" if col == 0 else title, fontsize=9)
             ax.set_xlabel("training step")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))  # steps: never 2.5
             if metric in ("reward_rate", "entropy_norm", "frequency_bias", "history_frequency_bias"):
                 ax.set_ylim(-0.03, 1.03)
         axes[row][0].legend(fontsize=7)
-    window = int(windows["steps"].max())
-    fig.suptitle(f"Degeneration diagnostics per window of {window} steps: falling reward and entropy with "
-                 f"rising frequency bias mean the model copies its context", fontsize=10)
+    note = window_note(int(windows["steps"].max()), int(windows.groupby("run_id")["steps"].sum().max()))
+    fig.suptitle(f"Degeneration diagnostics ({note}): falling reward and "
+                 f"entropy with rising frequency bias mean the model copies its context", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -167,12 +167,23 @@ def _legend_below(fig, axes, title=None):
                    ncol=ncol, handlelength=2.4, columnspacing=1.4, title=title)
 
 
+def _integer_steps(fig) -> None:
+    """Steps are whole: in a figure whose x axes are steps (one of them labelled so, the bottom
+    row's) every x axis gets integer ticks only (a short run's would otherwise read 0.5, 1.5)."""
+    from matplotlib.ticker import MaxNLocator
+
+    if any(ax.get_xlabel().lower().startswith(("step", "training step")) for ax in fig.axes):
+        for ax in fig.axes:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+
+
 def _hide_unused(axes, used: int):
     for ax in np.ravel(axes)[used:]:
         ax.set_visible(False)
 
 
 def _save(fig, out_dir: Path, name: str) -> list[Path]:
+    _integer_steps(fig)
     paths = []
     for ext in ("png", "pdf"):
         path = out_dir / f"{name}.{ext}"

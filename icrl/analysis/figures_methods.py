@@ -13,7 +13,7 @@ import pandas as pd
 from .figures_base import (COLORS, MARKERS, METHOD_NOTES, Context, _baseline, _chance, _figure, _grid, _legend_below,
                            _mean_curve, _pick_config, _plot_curve, _regret_frame, _short_model, _smoothed_frame,
                            _usual_context_length)
-from .runs import METHODS, model_size
+from .runs import METHODS, model_params
 from .paired import PairedVerdict, paired_verdict
 from .paired import panel_note as paired_note
 from .verdict import Verdict, panel_note
@@ -251,7 +251,7 @@ def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, r
         _judge(ctx, "learner", math.nan, task, method, chosen, reference, reference_name, reference_runs,
                reference_step, lines, here)
     for method, chosen in drawn.items():
-        _judge(ctx, _short_model(model), model_size(model), task, method, chosen, reference, reference_name,
+        _judge(ctx, _short_model(model), model_params(model), task, method, chosen, reference, reference_name,
                reference_runs, reference_step, lines, here)
     if lines:  # under the panel, where it hides no curve; wrapped to the panel's width
         # (a no-break space keeps an interval "[0.184, 0.354]" on one line)

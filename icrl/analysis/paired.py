@@ -20,8 +20,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
-from .stats import (PAIRED_TEST, PairedComparison, compare_paired, format_p, minimum_detectable_difference,
-                    paired_outcomes, seed_summary)
+from .stats import (PAIRED_TEST, PairedComparison, accuracy_summary, compare_paired, format_p,
+                    minimum_detectable_difference, paired_outcomes, seed_summary)
 
 from .verdict import SMALL_MODEL, Worded
 
@@ -133,10 +133,12 @@ def paired_verdict(model: str, task: str, method: str, runs: pd.DataFrame, refer
                          model_params)
 
 
-def seed_columns(metric: str, values) -> dict:
-    """``<metric>_mean``, ``_ci_low``, ``_ci_high`` (Student-t 95% over seeds) and ``_n`` for
-    one configuration's values of ``metric`` (a row of ``Results.aggregate``)."""
-    s = seed_summary(list(values))
+def seed_columns(metric: str, values, items=None) -> dict:
+    """``<metric>_mean``, ``_ci_low``, ``_ci_high`` (95% over seeds) and ``_n`` for one
+    configuration's values of ``metric`` (a row of ``Results.aggregate``). An accuracy (a metric
+    named ``*accuracy``) over ``items`` test items has ``stats.accuracy_summary``'s interval,
+    inside [0, 1]; any other metric the Student-t interval."""
+    s = accuracy_summary(list(values), items) if metric.endswith("accuracy") else seed_summary(list(values))
     return {f"{metric}_mean": s.mean, f"{metric}_ci_low": s.low, f"{metric}_ci_high": s.high, f"{metric}_n": s.n}
 
 

@@ -147,9 +147,10 @@ class Results:
         """One row per configuration (runs equal in everything but ``seed``, ``training_seed``
         and ``test_seed``; see ``CONFIG_COLUMNS``): ``n`` runs, their seeds, and mean, std
         (sample standard deviation, ddof=1; NaN for one run) and n of final test accuracy,
-        best test accuracy and regret, with the Student-t 95% interval over seeds (``_ci_low``,
-        ``_ci_high``; NaN for one run), and ``detectable_difference`` (the smallest gain over the
-        mean final accuracy its test set detects, 80% power at the 5% level); ``seeds`` lists
+        best test accuracy and regret, with the 95% interval over seeds (``_ci_low``, ``_ci_high``;
+        NaN for one run; of accuracies inside [0, 1], ``stats.accuracy_summary``), and
+        ``detectable_difference`` (the smallest gain over the mean final accuracy its test set
+        detects, 80% power at the 5% level); ``seeds`` lists
         seed/training_seed/test_seed of each run; the means over seeds of the failure metrics
         (``icrl.analysis.failures``; ``early_collapse_mean``: the share of seeds that collapse
         early). Only finished runs count unless ``finished_only`` is False. This is
@@ -180,7 +181,7 @@ class Results:
                 row[f"{metric}_mean"] = values.mean() if len(values) else np.nan
                 row[f"{metric}_std"] = values.std(ddof=1) if len(values) > 1 else np.nan
                 row[f"{metric}_n"] = len(values)
-                row.update({k: v for k, v in seed_columns(metric, values).items() if "_ci_" in k})
+                row.update({k: v for k, v in seed_columns(metric, values, first["num_test"]).items() if "_ci_" in k})
             row["detectable_difference"] = detectable_difference(row["final_test_accuracy_mean"], first["num_test"])
             failures = self.failures().loc[group["run_id"]]
             for metric in failing:  # early_collapse_mean: the share of seeds that collapse early

@@ -171,6 +171,25 @@ def _fmt(value) -> str:
     return str(value)
 
 
+NOT_THE_MODEL = ("fake",)  # the backend whose answers are not the named model's
+
+
+def model_label(model, backend) -> str:
+    """The model as tables, verdicts, the report and figures name it: with the backend when that
+    is not the model ("smollm2-135m (fake)"), the model's name alone otherwise."""
+    if backend in NOT_THE_MODEL and model != backend:
+        return f"{model} ({backend})"
+    return model
+
+
+def model_params(name: str) -> float:
+    """The size the verdicts' advice goes by: ``model_size``, but NaN (no model, as for a learner:
+    no advice about a larger model) where the backend is not the model ("smollm2-135m (fake)")."""
+    if name.endswith(tuple(f" ({backend})" for backend in NOT_THE_MODEL)):
+        return math.nan
+    return model_size(name)
+
+
 def model_size(name: str) -> float:
     """Parameters parsed from a model name ("SmolLM2-135M" -> 1.35e8, "8B" -> 8e9); inf if none."""
     sizes = [float(n) * {"m": 1e6, "b": 1e9}[unit.lower()]
@@ -258,6 +277,9 @@ def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict:
     row["learner"] = AGENTS.get(row["agent"]).title if is_learner(row["agent"]) and row["agent"] in AGENTS else None
     if row["learner"]:
         row["model"] = label_of_args(args)
+    else:  # a backend that is not the model says so wherever the model is named
+        row["model_id"] = row["model"]  # the name as given: a tokenizer's, for the token counts
+        row["model"] = model_label(row["model"], args.get("backend"))
     row["method"] = method_of(row["mode"], row["strategy"], float(row["p_keep"]), explorative_p_keep)
     row["paper_method"] = paper_method_of(row, explorative_p_keep)
     if beyond_the_paper(row):  # our exploration flags or reward: none of the paper's methods

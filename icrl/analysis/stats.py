@@ -12,7 +12,9 @@ Two runs tested on the same items at a step are compared *paired*, item by item:
   wrong), is the split b : c compatible with 1 : 1? Two-sided binomial test (scipy.stats.binomtest).
 - ``paired_bootstrap``: percentile interval of the accuracy difference, resampling items
   (scipy.stats.bootstrap with ``paired=True``, seeded).
-- ``seed_summary``: across seeds of one configuration, mean, Student-t 95% interval and n.
+- ``seed_summary``: across seeds of one configuration, mean, 95% interval and n; for accuracies
+  (``items`` given) the interval is ``proportion_interval``'s, a Student-t interval on the
+  empirical-logit scale, inside [0, 1].
 - ``minimum_detectable_difference``: the smallest accuracy difference two runs on ``test_k``
   items each can detect (two-sided two-proportion z-test at ``alpha``, with ``power``), to
   size a study before running it.
@@ -23,10 +25,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from ..errors import UsageError
 from ..records.read import read_run
@@ -183,15 +185,20 @@ class SeedSummary:
     n: int
 
     def text(self) -> str:
-        if self.n < 2:
+        if self.n < 2 or math.isnan(self.low):
             return f"{self.mean:.3f} (n={self.n})"
         return f"{self.mean:.3f} [{self.low:.3f}, {self.high:.3f}] (n={self.n})"
 
 
-def seed_summary(values: Sequence[float], confidence: float = CONFIDENCE) -> SeedSummary:
-    """Mean of one metric across seeds with its Student-t interval (scipy.stats.t) and n.
+def seed_summary(values: Sequence[float], confidence: float = CONFIDENCE, items: Optional[int] = None) -> SeedSummary:
+    """Mean of one metric across seeds with its 95% interval and n.
 
-    NaN values are dropped; with one value the interval is NaN, with none everything is.
+    With ``items`` the values are accuracies, each the share right of ``items`` test items, and
+    the interval is a Student-t interval of the seeds' empirical logits mapped back through the
+    logistic function (``proportion_interval``): it lies in [0, 1] however few the seeds and
+    however near 0 or 1 the accuracies. Without ``items``: a Student-t interval of the values
+    (scipy.stats.t; for metrics that are not proportions, regret). NaN values are dropped; with
+    one value the interval is NaN, with none everything is.
     """
     x = np.asarray([v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))], dtype=float)
     n = int(x.size)
@@ -200,11 +207,46 @@ def seed_summary(values: Sequence[float], confidence: float = CONFIDENCE) -> See
     mean = float(x.mean())
     if n == 1:
         return SeedSummary(mean, math.nan, math.nan, 1)
+    if items is not None:
+        return SeedSummary(mean, *proportion_interval(x, items, confidence), n)
     sem = float(stats.sem(x))
     if sem == 0:
         return SeedSummary(mean, mean, mean, n)
     low, high = stats.t.interval(confidence, n - 1, loc=mean, scale=sem)
     return SeedSummary(mean, float(low), float(high), n)
+
+
+def accuracy_summary(values: Sequence[float], items) -> SeedSummary:
+    """``seed_summary`` of accuracies over ``items`` test items each (a number, or None/NaN when
+    the records do not say: then mean and n with no interval, never one that could leave [0, 1])."""
+    try:
+        count = int(items)
+    except (TypeError, ValueError):
+        count = 0
+    if count >= 1:
+        return seed_summary(values, items=count)
+    s = seed_summary(values)
+    return SeedSummary(s.mean, math.nan, math.nan, s.n)
+
+
+def proportion_interval(accuracies: np.ndarray, items: int, confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The interval of a mean accuracy over seeds (two or more), each seed's the share right of
+    ``items`` items: Student-t (n - 1 degrees of freedom, scipy.stats.t) on the empirical-logit
+    scale, log((k + 1/2) / (items - k + 1/2)) with k = accuracy x items right (the half keeps 0
+    and ``items`` right finite), its ends mapped back with the logistic function
+    (scipy.special.expit). The spread between seeds sets the width as in the plain t interval,
+    but the ends are proportions: strictly inside [0, 1], never below 0 or above 1, and
+    asymmetric near the bounds as a proportion's uncertainty is. Equal accuracies give the
+    accuracy itself (no spread between seeds)."""
+    if items < 1:
+        raise ValueError(f"items must be at least 1, got {items}")
+    right = np.clip(np.asarray(accuracies, dtype=float) * items, 0, items)
+    logits = np.log((right + 0.5) / (items - right + 0.5))
+    if np.ptp(logits) == 0:
+        value = float(np.mean(accuracies))
+        return value, value
+    low, high = stats.t.interval(confidence, len(logits) - 1, loc=logits.mean(), scale=stats.sem(logits))
+    return float(special.expit(low)), float(special.expit(high))
 
 
 def two_proportion_power(p1: float, p2: float, n: int, alpha: float = 0.05) -> float:

@@ -100,7 +100,7 @@ def select_runs(results: Results, models, tasks, strategies):
     runs = results.runs
     runs = runs[runs["finished"].astype(bool)] if len(runs) else runs
     if models:
-        runs = runs[runs["model"].isin(models)]
+        runs = runs[runs["model"].isin(models) | runs.get("model_id", runs["model"]).isin(models)]
     if tasks:
         runs = runs[runs["task"].isin(tasks)]
     if strategies:
@@ -172,7 +172,7 @@ def count_tokens(args: CountOptions) -> int:
     labels = distinct_labels(runs) if len(runs) else {}
     for index, run in runs.iterrows():
         run_dir = Path(run["run_dir"])
-        name = tokenizers.name_for(run["model"])
+        name = tokenizers.name_for(run.get("model_id") if isinstance(run.get("model_id"), str) else run["model"])
         key = cache_key(run_dir, name, tokenizers.fingerprint(name), args.full_tokenization)
         summary = None if args.force else counted(run_dir, key)
         if summary is None:

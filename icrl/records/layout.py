@@ -3,6 +3,7 @@ and the names of the files in it. See the package docstring for the layout."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from ..method.agents import agent_folder
@@ -74,5 +75,21 @@ def max_context_path(output_dir, model_name: str, task_name: str) -> Path:
 
 
 def find_runs(root) -> list[Path]:
-    """Every experiment directory (one holding config.json) below ``root``."""
-    return sorted(p.parent for p in Path(root).rglob(CONFIG))
+    """Every experiment directory below ``root``: one holding config.json that is a run's (see
+    ``is_run_folder``). Other folders with a config.json (a model's or a tokenizer's copied
+    under the data folder, as ``make gpu-assets`` does) are not runs and are left out silently."""
+    return sorted(p.parent for p in Path(root).rglob(CONFIG) if is_run_folder(p.parent))
+
+
+def is_run_folder(directory: Path) -> bool:
+    """Whether ``directory`` holds a run's records: its config.json is a run's (a JSON object
+    with ``format_version`` or ``args``), or one of the run's other files is beside it. A
+    config.json that cannot be read counts as a run's (the readers report it as damaged);
+    a readable one of another kind (a model's: ``architectures``, ``model_type``) does not."""
+    if any((directory / name).is_file() for name in (TRAIN, TEST, RESULTS, LOG)):
+        return True
+    try:
+        config = json.loads((directory / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return True
+    return not isinstance(config, dict) or "format_version" in config or "args" in config

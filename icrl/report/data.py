@@ -5,8 +5,8 @@ A *configuration* is what ``Results.aggregate`` groups (a run's settings less it
 each one:
 
 - its runs (seed, final and best test accuracy, finished, the link to the run's episode viewer);
-- final and best test accuracy over its finished runs: mean with a Student-t 95% interval over
-  seeds (:func:`icrl.analysis.stats.seed_summary`, as ``summary_by_config.csv``);
+- final and best test accuracy over its finished runs: mean with a 95% interval over seeds
+  inside [0, 1] (:func:`icrl.analysis.stats.accuracy_summary`, as ``summary_by_config.csv``);
 - the paired verdict against the zero-shot runs of its model and task on the items they share,
   pooled over seeds (McNemar's exact test and a paired bootstrap interval, the numbers
   run_draw_plots.py prints), and the same against each of the paper's methods (naive, naive+,
@@ -30,8 +30,8 @@ import pandas as pd
 
 from ..analysis.benchmark import bench_scores
 from ..analysis.paired import pair_runs
-from ..analysis.runs import BASELINES, METHODS, model_size
-from ..analysis.stats import compare_paired, format_p, seed_summary
+from ..analysis.runs import BASELINES, METHODS, model_params
+from ..analysis.stats import accuracy_summary, compare_paired, format_p
 from ..viewer.data import curves as diagnostic_curves
 
 DIAGNOSTICS = ("accuracy", "reward_rate", "entropy_norm", "frequency_bias", "history_frequency_bias")
@@ -46,8 +46,8 @@ def _number(value, digits: int = 4) -> Optional[float]:
     return None if math.isnan(value) or math.isinf(value) else round(value, digits)
 
 
-def _summary(values) -> dict:
-    s = seed_summary(list(values))
+def _summary(values, items) -> dict:
+    s = accuracy_summary(list(values), items)  # accuracies: an interval inside [0, 1]
     return {"mean": _number(s.mean), "low": _number(s.low), "high": _number(s.high), "n": s.n}
 
 
@@ -95,12 +95,13 @@ def _diagnostics(curves_of, run_ids) -> dict:
     """The diagnostic curves of the runs (the viewer's: diagnostics.png's windows), mean over the
     runs per window; empty for runs without training predictions (zero-shot, supervised ICL)."""
     by_step: dict = defaultdict(lambda: defaultdict(list))
-    window = 0
+    window, note = 0, ""
     for run_id in run_ids:
         curve = curves_of(run_id)
         if not curve:
             continue
-        window = max(window, curve["window"])
+        if curve["window"] >= window:  # the title says the widest run's windows
+            window, note = curve["window"], curve["window_note"]
         for i, step in enumerate(curve["step"]):
             for name in DIAGNOSTICS:
                 if curve[name][i] is not None:
@@ -108,7 +109,7 @@ def _diagnostics(curves_of, run_ids) -> dict:
     if not by_step:
         return {}
     steps = sorted(by_step)
-    out = {"step": steps, "window": window}
+    out = {"step": steps, "window": window, "window_note": note}
     for name in DIAGNOSTICS:
         out[name] = [_number(np.mean(by_step[s][name])) if by_step[s][name] else None for s in steps]
     return out
@@ -150,7 +151,8 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
         data["panels"].append({"model": model, "task": task, "configs": [c["id"] for c in configs],
                                "zero_shot": _number(zero_acc.mean()) if len(zero_acc) else None,
                                "zero_shot_runs": int(len(zero_acc)), "chance": chance})
-    data["leaderboard"] = [_score_row(s) for s in bench_scores(results) if s.tasks]
+    scores = [s for s in bench_scores(results) if s.tasks]  # those with a score first, best first
+    data["leaderboard"] = [_score_row(s, rank) for rank, s in enumerate(scores, 1)]
     data["counts"].update(configs=len(data["configs"]), models=int(runs["model"].nunique()),
                           tasks=int(runs["task"].nunique()), finished=int(len(finished)))
     return data
@@ -182,9 +184,10 @@ def _config(index, key, group, refs, test, outcomes, viewer_links, curves_of) ->
         "label": str(first["label"]), "mode": str(first["mode"]),
         "steps": _number(first["total_steps"], 0), "test_items": _number(first["num_test"], 0),
         "chance": _number(1 / first["num_labels"]) if _number(first["num_labels"]) else None,
-        "small_model": bool(model_size(model) < 1e9),
+        "small_model": bool(model_params(model) < 1e9),  # a fake backend's: no size, no advice
         "finished": int(len(done)), "n": int(len(group)),
-        "final": _summary(done["final_test_accuracy"]), "best": _summary(done["best_test_accuracy"]),
+        "final": _summary(done["final_test_accuracy"], first["num_test"]),
+        "best": _summary(done["best_test_accuracy"], first["num_test"]),
         "runs": [{"run_id": str(r.run_id), "seed": _number(r.seed, 0), "training_seed": _number(r.training_seed, 0),
                   "test_seed": _number(r.test_seed, 0), "final": _number(r.final_test_accuracy),
                   "best": _number(r.best_test_accuracy), "finished": bool(r.finished),
@@ -212,9 +215,12 @@ def _by_panel(configs: list) -> dict:
     return panels
 
 
-def _score_row(score) -> dict:
-    return {"model": score.model, "score": _number(score.score), "score_low": _number(score.score_ci[0]),
-            "score_high": _number(score.score_ci[1]), "score_interval": score.interval_text,
+def _score_row(score, rank: int) -> dict:
+    """One leaderboard row: a model without a score (``no_score``) has no rank and no score, only
+    why not, with its gain and gap."""
+    scored = not score.no_score
+    return {"model": score.model, "rank": rank if scored else None, "no_score": score.no_score,
+            "score": _number(score.score) if scored else None, "score_text": score.score_text,
             "gain": _number(score.gain), "gain_low": _number(score.gain_ci[0]),
             "gain_high": _number(score.gain_ci[1]), "gap": _number(score.gap), "gap_low": _number(score.gap_ci[0]),
             "gap_high": _number(score.gap_ci[1]), "stable": score.stable, "missing": score.missing,

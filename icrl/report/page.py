@@ -25,12 +25,14 @@ TEMPLATE = """<!DOCTYPE html>
 <section id="leaderboard-section"><h2>Benchmark score per model</h2>
 <p class="explain">The icrl_bench suite (docs/tools.md, "The benchmark score"): the mean gain of explorative ICRL over
 zero-shot across the tasks, divided by the mean gain of supervised ICL (gold labels in context) over zero-shot, with a
-95% bootstrap interval over seeds and items. 0: no better than zero-shot; 1: as good as supervised ICL. "Unstable": the
-supervised-ICL gap is within noise of 0, so the ratio can take any value.</p>
+95% bootstrap interval over seeds and items. 0: no better than zero-shot; 1: as good as supervised ICL. A model whose
+supervised-ICL gap is within noise of 0 has no score (the ratio can take any value) and no rank: it comes last, its rank
+column says why, and its gain and gap stand.</p>
 <div id="leaderboard"></div></section>
 <section><h2>Configurations</h2>
 <p class="explain">One row per configuration (a run's settings less its seeds). Final and best test accuracy: mean
-over the finished seeds with a Student-t 95% interval. Verdicts: paired on the test items both share, pooled over seeds
+over the finished seeds with a 95% interval that stays in [0, 1] (Student-t on the empirical-logit scale).
+Verdicts: paired on the test items both share, pooled over seeds
 (the same seeds paired first): difference with a paired bootstrap 95% interval and McNemar's exact p; &#9650; above,
 &#9660; below (p &lt; 0.05), = no difference beyond noise. A seed links to that run's episode viewer. Click a column to
 sort; hover a row to find its curves.</p>

@@ -8,11 +8,16 @@
   const DIAGNOSTICS = { accuracy: "training accuracy", reward_rate: "reward rate",
                         entropy_norm: "prediction entropy / log2(labels)", frequency_bias: "frequency bias",
                         history_frequency_bias: "history frequency bias (prediction = top label so far)" };
-  const ACCURACY_LIKE = new Set(["accuracy", "reward_rate"]); // on these the zero-shot line is drawn too
+  // chance is drawn on these too; zero-shot (a test accuracy) only on the test accuracy chart
+  const ACCURACY_LIKE = new Set(["accuracy", "reward_rate"]);
+  const REF_COLORS = { zero: "#000000", chance: "#999999" }; // the reference lines, as their legend entries
   const state = { sort: null, desc: false, text: "", model: "", task: "", method: "", diagnostic: "accuracy" };
-  const colorOf = new Map(); // a colour per configuration, by its place in its panel
-  for (const panel of D.panels) panel.configs.forEach((id, i) => colorOf.set(id, COLORS[i % COLORS.length]));
   const byId = new Map(D.configs.map((c) => [c.id, c]));
+  const colorOf = new Map(); // a colour per configuration, by its place in its panel; zero-shot: its line's
+  for (const panel of D.panels) {
+    panel.configs.forEach((id, i) => colorOf.set(id, byId.get(id).mode === "zero_shot" ? REF_COLORS.zero
+                                                                                         : COLORS[i % COLORS.length]));
+  }
 
   const num = (x, d = 3) => (x === null || x === undefined ? "–" : x.toFixed(d));
   const signed = (x, d = 3) => (x === null || x === undefined ? "–" : (x >= 0 ? "+" : "") + x.toFixed(d));
@@ -37,16 +42,16 @@
     const table = el("table", { class: "data", id: "leaderboard-table" }, el("thead", {}, el("tr", {},
       ...head.map((h) => el("th", {}, h)))));
     const body = el("tbody");
-    D.leaderboard.forEach((s, i) => {
+    D.leaderboard.forEach((s) => {
       const tasks = el("details", {}, el("summary", {}, `${s.tasks.length} tasks`),
         el("table", { class: "inner" }, el("tr", {}, ...["task", "zero-shot", "supervised ICL", "explorative ICRL",
                                                          "seeds", "items"].map((h) => el("th", {}, h))),
           ...s.tasks.map((t) => el("tr", {}, ...[t.task, num(t.zero), num(t.icl), num(t.icrl), t.seeds, t.items]
             .map((v) => el("td", {}, v))))));
       body.append(el("tr", { class: s.stable ? "" : "unstable", title: s.line },
-        el("td", {}, i + 1), el("td", {}, s.model),
-        el("td", { class: "num" }, `${num(s.score, 2)} ${s.score_interval}`,
-           s.stable ? null : el("span", { class: "warn" }, " unstable")),
+        el("td", s.rank === null ? { class: "warn" } : {}, s.rank === null ? s.no_score : s.rank),
+        el("td", {}, s.model),
+        el("td", { class: "num" }, s.rank === null ? "none" : s.score_text),
         el("td", { class: "num" }, `${signed(s.gain)} [${signed(s.gain_low)}, ${signed(s.gain_high)}]`),
         el("td", { class: "num" }, `${signed(s.gap)} [${signed(s.gap_low)}, ${signed(s.gap_high)}]`),
         el("td", {}, tasks)));
@@ -64,7 +69,7 @@
     { key: "steps", title: "steps", sort: (c) => c.steps },
     { key: "items", title: "test items", sort: (c) => c.test_items },
     { key: "seeds", title: "seeds (episode viewer)", sort: (c) => c.finished },
-    { key: "final", title: "final test accuracy [95% t over seeds]", sort: (c) => c.final.mean },
+    { key: "final", title: "final test accuracy [95% over seeds]", sort: (c) => c.final.mean },
     { key: "best", title: "best test accuracy", sort: (c) => c.best.mean },
     { key: "vs_zero", title: "vs zero-shot (paired)", sort: (c) => (c.vs_zero ? c.vs_zero.diff : null) },
     { key: "vs_paper", title: "vs the paper's methods (paired)", sort: (c) => c.vs_paper.length },
@@ -190,7 +195,8 @@
     add("text", { x: W - M.r, y: H - 10, "text-anchor": "end" }, `step ${xMax}`);
     for (const r of refs) {
       if (r.value === null || r.value === undefined) continue;
-      add("line", { x1: M.l, x2: W - M.r, y1: y(r.value), y2: y(r.value), class: `ref ${r.kind}` });
+      add("line", { x1: M.l, x2: W - M.r, y1: y(r.value), y2: y(r.value), class: `ref ${r.kind}`,
+                    stroke: REF_COLORS[r.kind] });
       const right = r.kind === "zero"; // zero-shot labelled at the right end, chance at the left
       add("text", { x: right ? W - M.r - 2 : M.l + 3, y: y(r.value) - 3, "text-anchor": right ? "end" : "start",
                     class: `ref-label ${r.kind}` }, `${r.name} ${r.value.toFixed(3)}`);
@@ -228,10 +234,10 @@
         curves.map((c) => ({ id: c.id, xs: c.curve.step, ys: c.curve.mean, low: c.curve.min, high: c.curve.max,
                              color: colorOf.get(c.id) })), [zero, chance], xMax, 1);
       const withDiag = curves.filter((c) => c.diagnostics[diagnostic]);
-      const window_ = Math.max(1, ...withDiag.map((c) => c.diagnostics.window));
-      const diag = chart(`${DIAGNOSTICS[diagnostic]} (windows of ${window_} steps)`,
+      const widest = withDiag.reduce((a, c) => (a && a.diagnostics.window >= c.diagnostics.window ? a : c), null);
+      const diag = chart(`${DIAGNOSTICS[diagnostic]} (${widest ? widest.diagnostics.window_note : "no training steps"})`,
         withDiag.map((c) => ({ id: c.id, xs: c.diagnostics.step, ys: c.diagnostics[diagnostic], color: colorOf.get(c.id) })),
-        ACCURACY_LIKE.has(diagnostic) ? [zero, chance] : [], xMax, 1);
+        ACCURACY_LIKE.has(diagnostic) ? [chance] : [], xMax, 1);
       const legend = el("ul", { class: "legend" }, ...configs.map((c) => el("li", { "data-config": c.id,
         onmouseenter: () => highlight(c.id, true), onmouseleave: () => highlight(c.id, false) },
         el("span", { class: c.mode === "zero_shot" ? "swatch dashed" : "swatch", style: `background:${colorOf.get(c.id)}` }),

@@ -274,7 +274,7 @@ def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], cha
     return Estimate(train_calls=sum(1 for c in training if c.kind == "train"), train_prompt_tokens=round(sent),
                     processed_tokens=round(processed) if mode != "zero_shot" else 0, test_calls=len(testing),
                     test_prompt_tokens=round(test_tokens), steps=record["resolved"]["steps"],
-                    note=f"sampled: every {every}th training call" if every > 1 else "")
+                    note=f"sampled: one training call in {every}" if every > 1 else "")
 
 
 def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Estimate:

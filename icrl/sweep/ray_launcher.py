@@ -35,6 +35,7 @@ from typing import Optional, Sequence
 from ..errors import UsageError
 from ..infra import plugins
 from ..infra.masking import scrub
+from ..infra.words import plural
 from ..records import inspect_run
 from .lockstep import Outcome
 
@@ -102,13 +103,21 @@ def worker_shape(ray_resources: dict, runs, opts) -> tuple[int, float, float]:
             raise UsageError(f"each worker needs {per_gpu:g} GPUs but the Ray cluster has {gpus:g}; "
                              f"lower --ray_gpus_per_worker (or --tensor_parallel_size)")
     if workers * per_gpu > gpus:
-        raise UsageError(f"{workers} workers x {per_gpu:g} GPUs = {workers * per_gpu:g} GPUs, but the Ray cluster "
-                         f"has {gpus:g}; lower --ray_workers or --ray_gpus_per_worker")
+        raise UsageError(f"{plural(workers, 'worker')} x {per_gpu:g} GPUs = {workers * per_gpu:g} GPUs, "
+                         f"but the Ray cluster has {gpus:g}; lower --ray_workers or --ray_gpus_per_worker")
     if workers * opts.ray_cpus_per_worker > cpus:
-        raise UsageError(f"{workers} workers x {opts.ray_cpus_per_worker:g} CPUs = "
+        raise UsageError(f"{plural(workers, 'worker')} x {opts.ray_cpus_per_worker:g} CPUs = "
                          f"{workers * opts.ray_cpus_per_worker:g} CPUs, but the Ray cluster has {cpus:g}; "
                          f"lower --ray_workers or --ray_cpus_per_worker")
     return workers, per_gpu, opts.ray_cpus_per_worker
+
+
+def shape_line(shape: tuple, runs: int, batches: int) -> str:
+    """What the sweep says once Ray has its workers: how many, their share of the cluster, and
+    the runs and batches they take ("Ray: 1 worker (0 GPUs, 1 CPU each) for 4 runs in 1 batch")."""
+    workers, gpus, cpus = shape
+    return (f"Ray: {plural(workers, 'worker')} ({plural(gpus, 'GPU')}, {plural(cpus, 'CPU')} each) for "
+            f"{plural(runs, 'run')} in {plural(batches, 'batch', 'batches')}")
 
 
 def batches(groups: Sequence[Sequence], workers: int) -> list[list]:
@@ -304,8 +313,7 @@ def run_all(runs: Sequence, opts, progress: bool = True) -> dict:
         shape = worker_shape(ray.cluster_resources(), todo, opts)
         work = batches(groups_of(todo), shape[0])
         shape = (min(shape[0], len(work)), shape[1], shape[2])
-        print(f"Ray: {shape[0]} workers ({shape[1]:g} GPUs, {shape[2]:g} CPUs each) for {len(todo)} runs "
-              f"in {len(work)} batches", flush=True)
+        print(shape_line(shape, len(todo), len(work)), flush=True)
         driver = Driver(ray, shape, os.getcwd())
         driver.place(opts.ray_wait_s)
         driver.load([batch[0].words for batch in work[:len(driver.actors)]])

@@ -16,7 +16,7 @@ from typing import List, Optional
 import numpy as np
 
 from ..analysis.diagnostics import (default_window, labels_of, load_states, mode_of, run_identity, step_table,
-                                    window_table)
+                                   window_note, window_table)
 from ..analysis.failures import run_failures
 from ..records.read import TypedRun
 from ..records.typed import fits
@@ -196,7 +196,9 @@ def curves(state: TypedRun) -> dict:
         return {}
     steps = step_table(state)
     windows = window_table(state, default_window(len(steps)), steps=steps)
-    out = {"step": [int(x) for x in windows["window_end"]], "window": int(windows["steps"].max())}
+    window = int(windows["steps"].max())
+    out = {"step": [int(x) for x in windows["window_end"]], "window": window,
+           "window_note": window_note(window, len(steps))}
     for name in DIAGNOSTIC_CURVES:
         out[name] = [_number(x) for x in windows[name]]
     return out

@@ -87,18 +87,19 @@
     const runs = D.runs.map((run, i) => ({ run, i }));
     const curve = (name) => runs.filter(({ run }) => run.curves.step)
       .map(({ run, i }) => ({ xs: run.curves.step, ys: run.curves[name], color: color(i), run: i }));
-    const win = Math.max(1, ...D.runs.map((r) => r.curves.window || 1));
-    // a zero-shot run (one test, no training steps): a dashed reference line across every accuracy chart
+    const widest = D.runs.filter((r) => r.curves.window).reduce((a, r) => (a && a.curves.window >= r.curves.window ? a : r), null);
+    const win = widest ? widest.curves.window_note : "no training steps";
+    // a zero-shot run (one test, no training steps): a dashed reference line on the test accuracy chart only
     const zero = runs.filter(({ run }) => run.mode === "zero_shot" && run.test.length)
       .map(({ run, i }) => ({ xs: [0, maxStep], ys: [1, 1].map(() => run.test[run.test.length - 1].accuracy),
                               color: color(i), run: i, reference: true }));
     box.append(chart("test accuracy", runs.filter(({ run }) => run.mode !== "zero_shot")
       .map(({ run, i }) => ({ xs: run.test.map((t) => t.step), ys: run.test.map((t) => t.accuracy), color: color(i),
                               run: i })).concat(zero), 1));
-    box.append(chart(`training accuracy (windows of ${win} steps)`, curve("accuracy").concat(zero), 1));
-    box.append(chart("reward rate", curve("reward_rate").concat(zero), 1));
-    box.append(chart("prediction entropy / log2(labels)", curve("entropy_norm"), 1));
-    box.append(chart("frequency bias (prediction = top context label)", curve("frequency_bias"), 1));
+    box.append(chart(`training accuracy (${win})`, curve("accuracy"), 1));
+    box.append(chart(`reward rate (${win})`, curve("reward_rate"), 1));
+    box.append(chart(`prediction entropy / log2(labels) (${win})`, curve("entropy_norm"), 1));
+    box.append(chart(`frequency bias (prediction = top context label; ${win})`, curve("frequency_bias"), 1));
     box.append(chart("history frequency bias (prediction = top label so far)", curve("history_frequency_bias"), 1));
     box.append(chart("cumulative regret", curve("cumulative_regret")));
   }

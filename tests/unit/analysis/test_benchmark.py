@@ -73,15 +73,33 @@ def test_scores_from_runs_on_shared_items(tmp_path, capsys):
     final = results.runs.groupby("method")["final_test_accuracy"].mean()
     assert part.accuracy == pytest.approx({m: final[m] for m in ("zero-shot", "ICL", "explorative")})
     assert score.gain == pytest.approx(final["explorative"] - final["zero-shot"])
-    assert score.line().startswith(f"{score.model}: ICRL benchmark score ")
+    headline = "ICRL benchmark score " if score.stable else "no ICRL benchmark score: "
+    assert score.line().startswith(f"{score.model}: {headline}")
     assert bench_scores(results, tasks=["banking77"]) == []  # no run of the suite's tasks: no score
 
 
-def test_an_unstable_score_prints_no_interval():
+def test_a_gap_within_noise_gives_no_score_and_sorts_last():
     """A gap whose interval holds 0 makes some replicates' ratios any number (1e16 and the like):
-    the line and the report say the interval is unbounded instead of printing them."""
-    from icrl.analysis.benchmark import BenchScore
+    the headline is then no number but why there is none, with the gain and gap it would rest
+    on, and such a model sorts after every model with a score, whatever its ratio."""
+    from icrl.analysis.benchmark import BenchScore, TaskResult
 
-    unstable = BenchScore("m", [], [], 2.5, (-1.0e16, 6.0), -0.125, (-0.2, -0.05), -0.05, (-0.175, 0.075))
-    stable = BenchScore("m", [], [], 0.5, (0.25, 0.75), 0.1, (0.05, 0.15), 0.2, (0.1, 0.3))
-    assert unstable.interval_text == "[unbounded]" and stable.interval_text == "[0.25, 0.75]"
+    part = [TaskResult("t", {"zero-shot": 0.5, "ICL": 0.47, "explorative": 0.48}, {"zero-shot": 2}, 40)]
+    unstable = BenchScore("a", part, [], 0.57, (-1.0e16, 6.0), -0.017, (-0.2, 0.05), -0.029, (-0.175, 0.075))
+    stable = BenchScore("b", part, [], 0.5, (0.25, 0.75), 0.1, (0.05, 0.15), 0.2, (0.1, 0.3))
+    assert stable.score_text == "0.50 [0.25, 0.75]" and stable.no_score == ""
+    assert unstable.score_text.startswith("no score: supervised ICL does not beat zero-shot beyond noise")
+    line = unstable.line()
+    assert line.startswith("a: no ICRL benchmark score: ") and "0.57" not in line and "1e+16" not in line
+    assert "ICRL gain over zero-shot -0.017 [-0.200, +0.050]" in line and "supervised-ICL gap -0.029" in line
+    assert stable.line().startswith("b: ICRL benchmark score 0.50 [0.25, 0.75] (95% bootstrap")
+
+
+def test_models_without_a_score_come_after_those_with_one():
+    from icrl.analysis.benchmark import BenchScore, ranked
+
+    def score(model, value, gap_low):
+        return BenchScore(model, ["t"], [], value, (value - 0.1, value + 0.1), 0.1, (0, 0.2), 0.1, (gap_low, 0.2))
+
+    noisy, low, high = score("a", 0.9, -0.05), score("b", 0.3, 0.02), score("c", 0.6, 0.01)
+    assert [s.model for s in ranked([noisy, low, high])] == ["c", "b", "a"]

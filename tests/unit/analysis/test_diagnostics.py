@@ -104,3 +104,25 @@ def test_write_diagnostics_files(tmp_path):
 def test_not_a_folder(tmp_path):
     with pytest.raises(UsageError, match="not a directory"):
         dg.write_diagnostics(tmp_path / "missing", tmp_path / "out")
+
+
+def test_the_figure_of_short_runs_has_whole_steps_and_says_its_windows(tmp_path, monkeypatch):
+    """Runs of 3 and 4 steps: each is one window (too few steps for windows of MIN_WINDOW), the
+    title says so, and the step axes read whole steps."""
+    import matplotlib.pyplot as plt
+
+    data = tmp_path / "data"
+    write_run(data / "naive", COLLAPSE[:4])
+    write_run(data / "explorative", [(a, a, []) for a in "abc"], strategy="random_unbiased_only_positive",
+              p_keep=0.1)
+    drawn = []
+    monkeypatch.setattr(plt, "close", drawn.append)
+    dg.write_diagnostics(data, tmp_path / "out")
+    [fig] = drawn
+    assert fig._suptitle.get_text().startswith(
+        "Degeneration diagnostics (one window a run: runs of under 5 steps are too short for windows of 5)")
+    for ax in fig.axes:
+        low, high = ax.get_xlim()
+        ticks = [t for t in ax.get_xticks() if low <= t <= high]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+    assert dg.window_note(3, 6) == "windows of 3 steps" and dg.window_note(5, 30) == "windows of 5 steps"

@@ -82,9 +82,13 @@ def test_paired_verdict_pools_seeds_and_falls_back(data):
 
 
 def test_seed_columns_and_detectable_difference():
-    row = paired.seed_columns("final_test_accuracy", [0.30, 0.35, 0.32, 0.28, 0.40])
+    row = paired.seed_columns("final_test_accuracy", [0.30, 0.35, 0.32, 0.28, 0.40], 100)
     assert row["final_test_accuracy_n"] == 5 and row["final_test_accuracy_mean"] == pytest.approx(0.33)
     assert row["final_test_accuracy_ci_low"] < 0.33 < row["final_test_accuracy_ci_high"]
+    near_zero = paired.seed_columns("best_test_accuracy", [0.0, 0.25], 8)  # Student-t: [-1.463, 1.713]
+    assert 0 < near_zero["best_test_accuracy_ci_low"] < 0.125 < near_zero["best_test_accuracy_ci_high"] < 1
+    regret = paired.seed_columns("regret", [3, 9])  # not a proportion: the Student-t interval
+    assert regret["regret_ci_low"] < 0 < 6 < regret["regret_ci_high"]
     assert paired.detectable_difference(0.5, 388) == pytest.approx(0.1, abs=0.001)
     assert math.isnan(paired.detectable_difference(float("nan"), 100))
     assert math.isnan(paired.detectable_difference(0.5, None))

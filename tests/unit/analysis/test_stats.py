@@ -82,6 +82,35 @@ def test_seed_summary_student_t():
     assert stats.seed_summary([]).n == 0
 
 
+def test_an_accuracy_interval_over_two_seeds_stays_in_0_1():
+    """0.0 and 0.25 of 8 items: the Student-t interval is [-1.463, 1.713]; the accuracy's is a
+    t interval of the empirical logits log((k + 1/2) / (8 - k + 1/2)), mapped back."""
+    summary = stats.accuracy_summary([0.0, 0.25], 8)
+    logits = np.log(np.array([0.5, 2.5]) / np.array([8.5, 6.5]))
+    half = 12.706204736174704 * logits.std(ddof=1) / math.sqrt(2)
+    expit = lambda z: 1 / (1 + math.exp(-z))  # noqa: E731
+    assert summary.low == pytest.approx(expit(logits.mean() - half))
+    assert summary.high == pytest.approx(expit(logits.mean() + half))
+    assert 0 < summary.low < 0.125 < summary.high < 1 and summary.text().startswith("0.125 [0.000, ")
+
+
+@pytest.mark.parametrize("seeds", [2, 3, 5])
+def test_accuracy_intervals_never_leave_0_1_and_hold_the_mean(seeds):
+    rng = np.random.default_rng(seeds)
+    for _ in range(300):
+        items = int(rng.integers(1, 60))
+        values = rng.integers(0, items + 1, size=seeds) / items
+        s = stats.accuracy_summary(list(values), items)
+        assert 0 <= s.low <= s.mean <= s.high <= 1, (values, items, s)
+
+
+def test_an_accuracy_interval_needs_the_number_of_items():
+    same = stats.accuracy_summary([0.5, 0.5, 0.5], 40)
+    assert (same.low, same.high) == (0.5, 0.5)  # no spread between seeds
+    unknown = stats.accuracy_summary([0.1, 0.3], None)  # records that do not say: no interval at all
+    assert unknown.mean == pytest.approx(0.2) and math.isnan(unknown.low) and unknown.text() == "0.200 (n=2)"
+
+
 def test_minimum_detectable_difference_textbook():
     # Fleiss (no continuity correction): 0.50 vs 0.60 at alpha 0.05, power 0.8 needs 388 per group
     assert stats.minimum_detectable_difference(388, 0.5) == pytest.approx(0.1, abs=0.001)

@@ -126,5 +126,7 @@ def test_the_bench_sweep_ends_with_each_models_score(data_dir, tmp_path, capsys)
                          "--test_every", "3", "--test_k", "8", "--output_dir", str(tmp_path), "--no-progress"])
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 0
-    assert out[-1].startswith("benchmark score: m: ICRL benchmark score ") and "4 tasks" in out[-1], out[-1]
-    assert "(95% bootstrap over seeds and items)" in out[-1]
+    # the fake backend gains nothing from gold labels: no score, and why, with its gain and gap
+    assert out[-1].startswith("benchmark score: m (fake): no ICRL benchmark score: supervised ICL does not beat "
+                              "zero-shot beyond noise") and "4 tasks" in out[-1], out[-1]
+    assert "ICRL gain over zero-shot " in out[-1] and "supervised-ICL gap " in out[-1]

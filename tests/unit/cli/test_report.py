@@ -52,3 +52,17 @@ def test_a_wrong_record_field_is_one_line_and_no_report(finished, capsys, name, 
     assert main([str(out)]) == 2  # the report and its viewer pages go into the data folder
     refused_field(capsys, run_dir, name, line, field)
     assert files_under(out) == before
+
+
+def test_assets_beside_the_runs_are_no_run_and_no_row(runs, capsys):
+    """``make gpu-assets`` puts a model's config.json under data/: no warning, no row for it."""
+    import json
+
+    from helpers import gpu_assets
+
+    gpu_assets(runs)
+    assert main([str(runs), "--no-viewers"]) == 0
+    out = capsys.readouterr().out
+    assert "damaged" not in out and "gpu-assets" not in out and "2 runs in 2 configurations" in out
+    page = (runs / "report.html").read_text()
+    assert "gpu-assets" not in page and json.dumps("nan") not in page

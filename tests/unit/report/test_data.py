@@ -41,8 +41,10 @@ def test_every_configuration_with_its_seeds_and_intervals(study):
     assert explorative["final"]["mean"] == pytest.approx(finals.mean(), abs=1e-4) and explorative["final"]["n"] == 3
     assert explorative["final"]["low"] < explorative["final"]["mean"] < explorative["final"]["high"] or \
         finals.nunique() == 1
-    assert explorative["curve"]["step"] == [0, 9, 19, 29] and len(explorative["diagnostics"]["accuracy"]) == 30
-    assert len(explorative["diagnostics"]["history_frequency_bias"]) == 30  # a failure metric's curve too
+    intervals = [c[k][end] for c in data["configs"] for k in ("final", "best") for end in ("low", "high")]
+    assert all(0 <= x <= 1 for x in intervals if x is not None)  # accuracies' intervals stay in [0, 1]
+    assert explorative["curve"]["step"] == [0, 9, 19, 29] and len(explorative["diagnostics"]["accuracy"]) == 6
+    assert len(explorative["diagnostics"]["history_frequency_bias"]) == 6  # a failure metric's curve too (windows of 5)
     assert all(0 <= x <= 1 for x in explorative["diagnostics"]["history_frequency_bias"] if x is not None)
     assert by_method["zero-shot"]["vs_zero"] is None and by_method["zero-shot"]["diagnostics"] == {}
 
@@ -74,3 +76,20 @@ def test_the_panel_has_zero_shot_as_its_reference(study):
     assert panel["zero_shot"] == pytest.approx(zero.mean(), abs=1e-4) and panel["zero_shot_runs"] == 3
     assert panel["chance"] == pytest.approx(1 / 4) and len(panel["configs"]) == 3
     assert data["leaderboard"] == []  # no benchmark suite here
+
+
+def test_a_model_without_a_score_has_no_rank_and_says_why(study, monkeypatch):
+    """The leaderboard ranks only models with a score; one whose supervised-ICL gap is within
+    noise comes last with no score and no rank, only why not (its gain and gap stand)."""
+    import icrl.report.data as report
+    from icrl.analysis.benchmark import BenchScore, TaskResult, ranked
+
+    part = [TaskResult("toy", {"zero-shot": 0.5, "ICL": 0.47, "explorative": 0.48}, {"explorative": 2}, 40)]
+    noisy = BenchScore("a", part, [], 0.57, (-1e16, 6.0), -0.017, (-0.2, 0.05), -0.029, (-0.175, 0.075))
+    scored = BenchScore("b", part, [], 0.3, (0.1, 0.5), 0.05, (0.01, 0.1), 0.2, (0.1, 0.3))
+    monkeypatch.setattr(report, "bench_scores", lambda results: ranked([noisy, scored]))
+    board = report_data(Results(study), {})["leaderboard"]
+    assert [(r["model"], r["rank"], r["score"]) for r in board] == [("b", 1, 0.3), ("a", None, None)]
+    assert board[0]["score_text"] == "0.30 [0.10, 0.50]" and board[0]["no_score"] == ""
+    assert board[1]["no_score"].startswith("no score: supervised ICL does not beat zero-shot beyond noise")
+    assert board[1]["gain"] == -0.017 and board[1]["gap"] == -0.029

@@ -146,7 +146,7 @@ def test_a_long_run_is_counted_from_a_sample_close_to_the_full_count(data_dir, t
         played = estimate.play(run.args, chat, 0.3)
         full = estimate.count(*played, chat)
         sample = estimate.sampled_count(*played, chat, 150)
-        assert sample.note == "sampled: every 4th training call"
+        assert sample.note == "sampled: one training call in 4"
         assert (sample.train_calls, sample.test_calls) == (full.train_calls, full.test_calls)
         assert sample.train_prompt_tokens == pytest.approx(full.train_prompt_tokens, rel=0.03), run.label()
         assert sample.test_prompt_tokens == pytest.approx(full.test_prompt_tokens, rel=0.03), run.label()

@@ -54,6 +54,13 @@ def test_worker_shape_follows_the_cluster_and_refuses_what_it_lacks():
         ray_launcher.worker_shape({"CPU": 2}, _runs(), _opts(ray_workers=3))
 
 
+def test_the_workers_line_counts_in_words():
+    assert ray_launcher.shape_line((1, 0.0, 1.0), 4, 1) == "Ray: 1 worker (0 GPUs, 1 CPU each) for 4 runs in 1 batch"
+    assert ray_launcher.shape_line((2, 1.0, 2.0), 1, 2) == "Ray: 2 workers (1 GPU, 2 CPUs each) for 1 run in 2 batches"
+    with pytest.raises(UsageError, match="^1 worker x 3 CPUs = 3 CPUs, but the Ray cluster has 2"):
+        ray_launcher.worker_shape({"CPU": 2}, _runs(), _opts(ray_workers=1, ray_cpus_per_worker=3.0))
+
+
 @pytest.mark.parametrize("address, message", [
     ("head", "write HOST:PORT"),
     ("head:port", "write HOST:PORT"),

@@ -155,7 +155,7 @@ class _Spec:
         set_groups = {f.metadata["optional"] for f in fields(self)
                       if f.metadata.get("optional") and getattr(self, f.name) != f.default}
         strategy = self.context_strategy_name
-        base = STRATEGIES.get(strategy).base if strategy in STRATEGIES else None
+        base = STRATEGIES.get(strategy).base if strategy is not None and strategy in STRATEGIES else None
         values = {f.name: getattr(self, f.name) for f in fields(self)
                   if not f.metadata.get("optional") or f.metadata["optional"] in set_groups - {"strategy"}
                   or base in f.metadata.get("owners", ())}

@@ -17,14 +17,14 @@ import functools
 import importlib
 import importlib.util
 import inspect
-from typing import Any, Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, Union, runtime_checkable
 
 from ..errors import UsageError
 from ..infra import plugins
 from .embedded import DEFAULT_MODEL
 
 # CLI name -> "module:Class", imported on demand.
-BACKENDS = {
+BACKENDS: dict[str, Union[str, type]] = {  # a class, or "module:Class" imported when chosen
     "transformers": "icrl.backends.hf:TransformersBackend",
     "vllm": "icrl.backends.vllm_backend:VLLMBackend",
     "openai": "icrl.backends.openai_backend:OpenAIBackend",
@@ -233,9 +233,10 @@ def resolve_backend_name(backend: str) -> str:
 
 def backend_class(name: str) -> type:
     """The class registered as ``name`` (not "auto"), imported now."""
-    if isinstance(BACKENDS[name], type):
-        return BACKENDS[name]
-    module_name, class_name = BACKENDS[name].split(":")
+    entry = BACKENDS[name]
+    if isinstance(entry, type):
+        return entry
+    module_name, class_name = entry.split(":")
     return getattr(importlib.import_module(module_name), class_name)
 
 
@@ -243,7 +244,9 @@ def backend_class(name: str) -> type:
 def options_class(cls: type) -> type:
     """The backend's typed options: a frozen (hashable) dataclass of the keyword-only
     parameters of ``cls.__init__``, with their annotations and defaults, declared once there."""
-    params = [p for p in inspect.signature(cls.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY]
+    # the class's own __init__ declares its options (misc: mypy calls reading it off a class unsound)
+    init = cls.__init__  # type: ignore[misc]
+    params = [p for p in inspect.signature(init).parameters.values() if p.kind is p.KEYWORD_ONLY]
     return dataclasses.make_dataclass(
         f"{cls.__name__.removesuffix('Backend')}Options",
         [(p.name, p.annotation, dataclasses.field(default=p.default)) for p in params], frozen=True,

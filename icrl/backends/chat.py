@@ -251,5 +251,7 @@ def apply_rope_length(chat: "ChatTokenizer", model_name: str, rope_scaling: Opti
 
     spec = resolve_rope_scaling(model_name, rope_scaling)
     if spec and not max_model_len:
-        chat.max_model_len = scaled_length(spec)
+        length = scaled_length(spec)
+        assert length is not None  # a set spec has a length
+        chat.max_model_len = length
     return spec

@@ -82,11 +82,11 @@ def config_overrides(spec: Optional[str], rope_theta: Optional[float] = None,
     if not spec:
         return {}
     kind, factor, original = parse_rope_scaling_spec(spec)
-    scaling = {"rope_type": kind, "factor": factor, "original_max_position_embeddings": original}
+    scaling: dict[str, object] = {"rope_type": kind, "factor": factor, "original_max_position_embeddings": original}
     if transformers_major >= 5:
         if rope_theta is not None:
             scaling["rope_theta"] = rope_theta
-        overrides = {"rope_parameters": scaling}
+        overrides: dict[str, object] = {"rope_parameters": scaling}
     else:
         overrides = {"rope_scaling": scaling}
         if rope_theta is not None:

@@ -119,7 +119,7 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> 
         raise UsageError(f"--exemplars_per_label must be >= 0, got {s.exemplars_per_label}")
     if o.debug_k < 0 or o.batch_size < 1:
         raise UsageError("--debug_k must be >= 0 and --batch_size >= 1")
-    if min(s.seed, s.training_seed, s.test_seed) < 0:
+    if any(seed is not None and seed < 0 for seed in (s.seed, s.training_seed, s.test_seed)):  # all set here
         raise UsageError("seeds must be >= 0")
     if not s.icrl and strategy and strategy_of(strategy).filter:
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
@@ -232,7 +232,7 @@ def validate_strategy(config: RunConfig, spelled: Optional[Mapping[str, str]] = 
         problem = param.problem(value)
         if problem:
             raise UsageError(problem)
-    if entry is not None:
+    if entry is not None and name is not None:  # an entry comes from a name
         entry.cls.check(name, config.values())
 
 

@@ -33,7 +33,7 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
@@ -75,7 +75,7 @@ class Embedder:
         folder = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
         self.cache_dir = Path(cache_dir) if cache_dir is not None else cache_root()
         self.model_dir = self.cache_dir / folder
-        self._model = None
+        self._model: Any = None  # a SentenceTransformer once loaded
         self._dim: Optional[int] = DIMENSIONS.get(name)
         self._memory: dict[str, np.ndarray] = {}
         self.encoded = 0  # texts this Embedder encoded with the model (not read from the cache)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 from ..config import RunConfig
 from ..errors import UsageError
-from ..tasks import load_task
+from ..tasks import Task, load_task
 from .environment import say
 
 
 @dataclass
 class RunData:
-    task: object
+    task: Task
     train: list
     test: list
     exemplars: list = field(default_factory=list)

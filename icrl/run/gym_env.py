@@ -41,7 +41,7 @@ from .data import load_data
 class ClassificationEnv(gym.Env):
     """One run's training stream (see the module docstring)."""
 
-    metadata = {"render_modes": []}
+    metadata: dict[str, list[str]] = {"render_modes": []}
 
     def __init__(self, task_name: str, training_seed: int = 100, train_k: int = -1,
                  data_dir: Optional[str] = None, reward: Optional[Reward] = None, seed: int = 100,

@@ -11,7 +11,7 @@ training record is on disk; ``on_step(t, loop)`` at the end of each step (after 
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any
 
 from ..errors import UsageError
 
@@ -60,7 +60,8 @@ class ProgressBar(Observer):
     each step the running train and last test accuracy."""
 
     def __init__(self, enabled: bool, desc: str):
-        self.enabled, self.desc, self.bar = enabled, desc, None
+        self.enabled, self.desc = enabled, desc
+        self.bar: Any = None  # the tqdm bar, made in on_start
         self.wants_test_progress = enabled
 
     def on_start(self, loop, start):
@@ -102,7 +103,7 @@ class Wandb(Observer):
             raise UsageError("--wandb needs the wandb package: pip install wandb") from None
         os.environ.setdefault("WANDB_MODE", "offline")
         self.wandb, self.config, self.directory, self.name = wandb, config, directory, name
-        self.run: Optional[object] = None
+        self.run: Any = None  # the wandb run, made in on_start
 
     def on_start(self, loop, start):
         self.run = self.wandb.init(project="icrl", dir=str(self.directory), config=self.config, name=self.name)

@@ -90,13 +90,14 @@ def _worst_label(chat, task) -> tuple[str, int, str, int]:
     for label in labels:
         texts += [f"{prefix} {label}", feedback_message(label, 0), feedback_message(label, 1)]
     counts = _count_many(chat, texts)
-    best = None
+    best: Optional[tuple[str, int, str, int]] = None
     for i, label in enumerate(labels):
         answer, negative, positive = counts[3 * i: 3 * i + 3]
         feedback = 1 if positive > negative else 0
         total = answer + max(negative, positive)
         if best is None or total > best[3]:
             best = (label, feedback, feedback_message(label, feedback), total)
+    assert best is not None, "a task has labels"
     return best
 
 

@@ -43,12 +43,17 @@ class Run:
         given = [word for plugin in plugins.loaded() for word in (plugins.FLAG, plugin.source)]
         return shlex.join(["python", "run_experiment.py", *given, *mask_words(self.words)])
 
+    def valid_args(self) -> RunConfig:
+        """The parsed arguments of a valid run (only valid runs are keyed, labelled and run)."""
+        assert self.args is not None, f"run #{self.index} is invalid: {self.error}"
+        return self.args
+
     def backend_key(self):
         """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
-        return backend_spec_of(self.args, engine=False)
+        return backend_spec_of(self.valid_args(), engine=False)
 
     def label(self) -> str:
-        a = self.args
+        a = self.valid_args()
         what = a.spec.context_strategy_name if a.spec.agent == "llm" else f"agent {a.spec.agent}"
         return f"#{self.index} {a.spec.task_name} {what} seed {a.spec.seed}"
 
@@ -89,7 +94,7 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
     (else loaded here, unless every run is already finished). ``reporter(experiments)``, when
     given, makes what hears the progress (``update()`` after each batch, ``close()``) in place of
     the console bar (a Ray worker reports to the driver)."""
-    experiments = {run: Experiment(run.args) for run in runs}
+    experiments = {run: Experiment(run.valid_args()) for run in runs}
     owned = None  # a backend loaded here is closed here, when the group is done
     if backend is None and not all(inspect_run(exp.out_dir).finished for exp in experiments.values()):
         loader = experiments[runs[0]]

@@ -97,7 +97,8 @@ class LockStep:
                 signum = self.signum
         finally:
             self.baton.acquire()
-        if result is None:
+        if result is None:  # the wait ended on a signal: no result came
+            assert signum is not None
             raise Interrupted(signum)
         if isinstance(result, BaseException):
             raise result

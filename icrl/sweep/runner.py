@@ -206,7 +206,8 @@ def print_epilogue(opts, runs: Sequence[Run]) -> int:
     record it reads does not parse (``records.read``), else 0."""
     valid = [r for r in runs if r.out_dir is not None]
     try:
-        lines = preset_epilogue(opts.preset, {r.args.options.output_dir for r in valid}, [r.out_dir for r in valid])
+        folders = {r.args.options.output_dir for r in valid if r.args is not None}  # every valid run has args
+        lines = preset_epilogue(opts.preset, folders, [r.out_dir for r in valid])
     except UsageError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2

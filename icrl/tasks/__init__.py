@@ -157,11 +157,11 @@ class Task:
         random.seed(seed)
         walk = list(self.train)
         random.shuffle(walk)
-        counts = [0] * len(self.labels)
+        taken = [0] * len(self.labels)
         chosen, rest = [], []
         for ex in walk:
-            if counts[ex.label] < per_label:
-                counts[ex.label] += 1
+            if taken[ex.label] < per_label:
+                taken[ex.label] += 1
                 chosen.append(ex)
             else:
                 rest.append(ex)

@@ -76,6 +76,13 @@ def _string(path: Path, table: dict, key: str, where: str, default=None, require
     return value
 
 
+def _text(path: Path, table: dict, key: str, default: Optional[str] = None) -> str:
+    """A top-level string that always has a value: ``default`` when absent, else required."""
+    value = _string(path, table, key, "", default=default, required=True)
+    assert value is not None  # _string refused a missing required key
+    return value
+
+
 def _check_template(path: Path, template: str) -> None:
     try:
         fields = {f for _, f, _, _ in string.Formatter().parse(template) if f is not None}
@@ -153,11 +160,11 @@ def read_task_file(path, builtin: bool = False) -> TaskSpec:
     path = Path(path).expanduser().resolve()
     raw = _load_toml(path)
     _unknown(path, raw, _TOP_KEYS, "the file")
-    name = _string(path, raw, "name", "", default=path.stem)
-    template = _string(path, raw, "prompt_template", "", required=True)
+    name = _text(path, raw, "name", default=path.stem)
+    template = _text(path, raw, "prompt_template")
     _check_template(path, template)
-    prefix = _string(path, raw, "prediction_prefix", "", required=True)
-    description = _string(path, raw, "description", "", default="")
+    prefix = _text(path, raw, "prediction_prefix")
+    description = _text(path, raw, "description", default="")
     data = _table(path, raw, "data", required=True)
     kind, spec = _read_data(path, data)
     _read_test_set(path, data, kind, spec)

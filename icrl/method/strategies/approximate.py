@@ -146,10 +146,10 @@ class Approximate(Strategy):
 
 def softmax(log_probs: Sequence[float]) -> np.ndarray:
     """exp(l - logsumexp(l)) as in the published code; -inf entries get probability 0."""
-    log_probs = np.asarray(log_probs, dtype=float)
-    if np.all(np.isneginf(log_probs)):  # cannot happen (p_keep > 0), but never return NaN
-        return np.full(len(log_probs), 1 / len(log_probs))
-    return np.exp(log_probs - np.logaddexp.reduce(log_probs))
+    values = np.asarray(log_probs, dtype=float)
+    if np.all(np.isneginf(values)):  # cannot happen (p_keep > 0), but never return NaN
+        return np.full(len(values), 1 / len(values))
+    return np.exp(values - np.logaddexp.reduce(values))
 
 
 def _fmt(value) -> str:

@@ -32,7 +32,7 @@ strategies accept them, and neither filter matches them.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, TypeVar
 
 import numpy as np
 
@@ -175,7 +175,7 @@ class Strategy:
 class StrategyName(NamedTuple):
     """A registered name taken apart: its strategy class and its filter suffix."""
 
-    cls: type
+    cls: "type[Strategy]"
     filter: str
 
     @property
@@ -194,7 +194,10 @@ class StrategyName(NamedTuple):
 STRATEGIES: Registry[StrategyName] = Registry("context strategy", "--context_strategy_name")
 
 
-def register_strategy(cls: type) -> type:
+_S = TypeVar("_S", bound=Strategy)
+
+
+def register_strategy(cls: type[_S]) -> type[_S]:
     """Register a Strategy subclass under its name with each of its filters (a class decorator).
     A query-aware strategy must be stateless (its select is called once per test input)."""
     if not cls.name or not cls.family:
@@ -206,7 +209,7 @@ def register_strategy(cls: type) -> type:
     return cls
 
 
-def unregister_strategy(cls: type) -> None:
+def unregister_strategy(cls: type[Strategy]) -> None:
     """Take a strategy's names out of the registry again (tests that register one of their own)."""
     for suffix in cls.filters:
         STRATEGIES.unregister(cls.name + suffix)

@@ -31,7 +31,7 @@ resumes exactly; caches (tokens, vectors, the BM25 index of the last pool) only 
 
 from __future__ import annotations
 
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
@@ -55,10 +55,10 @@ class _LastPool:
     """The value computed for the last list of documents (same texts, same order), reused while
     the documents are unchanged: at a test step every test input is scored against one pool."""
 
-    def __init__(self, build: Callable[[Sequence[str]], object]):
+    def __init__(self, build: Callable[[tuple[str, ...]], Any]):
         self.build = build
         self.documents: Optional[tuple] = None
-        self.value = None
+        self.value: Any = None  # what ``build`` made of ``documents``
         self.builds = 0
 
     def __call__(self, documents: Sequence[str]):

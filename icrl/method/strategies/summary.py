@@ -49,8 +49,10 @@ def summary_text(history: Sequence[Episode], labels: Sequence[str]) -> str:
     given = {label: 0 for label in labels}
     rewarded = {label: 0.0 for label in labels}
     for e in answered:
-        given[e.prediction] = given.get(e.prediction, 0) + 1
-        rewarded[e.prediction] = rewarded.get(e.prediction, 0.0) + float(e.feedback)
+        label, shown = e.prediction, e.feedback
+        assert label is not None and shown is not None  # answered holds only these
+        given[label] = given.get(label, 0) + 1
+        rewarded[label] = rewarded.get(label, 0.0) + float(shown)
     lines = [f"- {label}: {given[label]} given, {rewarded[label]:g} rewarded" for label in given]
     return "\n".join([HEADING, *lines])
 

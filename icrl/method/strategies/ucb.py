@@ -36,6 +36,7 @@ class UCB:
 
     def observe(self, k: Optional[int], reward) -> None:
         """The reward of the step that showed context ``k``."""
+        assert k is not None, "a reward follows the pick that showed a context"
         self.counts[k] += 1
         self.sums[k] += float(reward)
 

@@ -20,7 +20,11 @@ import pytest
 from icrl.infra import threads
 
 # torch's threads sleep while they wait, as in every entry point (icrl/infra/threads.py): set
-# before any test imports torch, and inherited by the runs and scripts the tests start.
+# before any test imports torch, and inherited by the runs and scripts the tests start. The
+# thread count is torch's own unless the caller chose one: the suite's speed must not depend on
+# how busy the machine happened to be when it started (one thread for every test and every run
+# it starts, on a CI runner that had just installed the packages).
+os.environ.setdefault(threads.THREADS_CHOICE, "torch")
 threads.apply()
 
 # The runs these tests start must meet Ctrl-C and a hang-up as a user's terminal gives them,

@@ -238,8 +238,23 @@ class OpenAIBackend:
                 if not self._watch.dead:
                     raise
                 raise dead_server(self.url, self._watch.dead_s) from None
+            except BaseException:
+                if not task.done():  # a stop (Ctrl-C) with requests in flight
+                    self._cancel(task)
+                raise
         check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
         return result
+
+    def _cancel(self, task: asyncio.Task) -> None:
+        """Cancel the requests a stop left in flight, and wait a second at most for them to end:
+        a task collected while pending makes asyncio print 'Task was destroyed but it is pending!'
+        after the stop's own line. A second stop cuts the wait short; the loop then stays quiet."""
+        self._loop.set_exception_handler(lambda loop, context: None)
+        task.cancel()
+        try:
+            self._loop.run_until_complete(asyncio.wait([task], timeout=1.0))
+        except BaseException:  # noqa: BLE001 - a second Ctrl-C: the first one is already on its way
+            pass
 
     def _fail(self, exc: BaseException) -> UsageError:
         return server_error(self.url, exc, self.max_retries)

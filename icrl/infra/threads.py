@@ -23,9 +23,12 @@ The thread count:
 - ``OMP_NUM_THREADS`` already set is kept;
 - else ``ICRL_THREADS`` picks: ``auto`` (the default), ``torch`` (set nothing: torch's default,
   one thread per core) or a positive number N (``OMP_NUM_THREADS=N``). ``auto`` looks at the
-  machine once, at the start: when other work already keeps at least half of the CPUs this
-  process may use busy (the 1-minute load average), it sets ``OMP_NUM_THREADS`` to the CPUs left
-  idle, rounded, at least 1; else it sets nothing. The count does not change what a run computes
+  machine once, at the start: when other work keeps at least half of the CPUs this process may
+  use busy right now (the CPU time the kernel counts in ``/proc/stat`` over a quarter of a
+  second, while this process sleeps; the 1-minute load average where there is no
+  ``/proc/stat``), it sets ``OMP_NUM_THREADS`` to the CPUs left idle, rounded, at least 1; else
+  it sets nothing. A load average would count this user's own work of the last minute too (the
+  run that just finished), and give the next run one thread on an idle machine. The count does not change what a run computes
   (the same logits, bit for bit, with 1 and 2 threads), only how fast.
 
 Any other value of the two ``ICRL_`` variables is a ``UsageError``. libgomp reads the
@@ -42,6 +45,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import MutableMapping, Optional
 
 from ..errors import UsageError
@@ -81,9 +85,38 @@ def _set_threads(environ, load: Optional[float], cpus: Optional[int]) -> None:
         raise UsageError(f"{THREADS_CHOICE}={environ.get(THREADS_CHOICE)!r}: use auto, torch or a number of "
                          f"threads (or set OMP_NUM_THREADS yourself)")
     if choice == "auto":
-        threads = auto_threads(os.getloadavg()[0] if load is None else load, cpus or usable_cpus())
+        threads = auto_threads(busy_cpus() if load is None else load, cpus or usable_cpus())
         if threads is not None:
             environ["OMP_NUM_THREADS"] = str(threads)
+
+
+def busy_cpus(interval: float = 0.25) -> float:
+    """How many CPUs other work keeps busy now: the share of CPU time the kernel counted as busy
+    over ``interval`` seconds (this process sleeps meanwhile) times the CPUs; the 1-minute load
+    average where /proc/stat cannot be read."""
+    first = _cpu_times()
+    if first is None:
+        return os.getloadavg()[0]
+    time.sleep(interval)
+    second = _cpu_times()
+    if second is None:
+        return os.getloadavg()[0]
+    busy, total = second[0] - first[0], second[1] - first[1]
+    return (os.cpu_count() or 1) * busy / total if total > 0 else 0.0
+
+
+def _cpu_times() -> Optional[tuple[int, int]]:
+    """(busy, total) clock ticks of all CPUs since boot, from /proc/stat's ``cpu`` line."""
+    try:
+        with open("/proc/stat", encoding="ascii") as fh:
+            fields = fh.readline().split()
+    except OSError:
+        return None
+    if not fields or fields[0] != "cpu" or len(fields) < 5:
+        return None
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)
+    return sum(ticks) - idle, sum(ticks)
 
 
 def usable_cpus() -> int:

@@ -396,3 +396,22 @@ def test_a_silent_server_fails_in_one_line_at_its_bound_not_the_timeout_times_th
     assert code == 2 and len(err) == 1 and err[0].startswith("error: the server at " + server.base_url), err
     assert "answered nothing for 4 s" in err[0]
     assert seconds < 4 + 10, seconds  # not 6 tries of 4 s with backoff
+
+
+def test_a_stop_while_requests_are_in_flight_cancels_them(monkeypatch, caplog):
+    """Ctrl-C during a call: the stop goes on up, and the requests in flight are cancelled, not
+    left pending for asyncio to report ('Task was destroyed but it is pending!') at the exit."""
+    import asyncio
+
+    server = FakeServer(delay=2.0)
+    backend = make_backend(monkeypatch, server, api_mode="chat")
+
+    def stop():
+        raise KeyboardInterrupt
+
+    backend._loop.call_later(0.3, stop)
+    with caplog.at_level("ERROR", logger="asyncio"):
+        with pytest.raises(KeyboardInterrupt):
+            backend.predict([backend.render(messages_for(0), "Intent:")], LABELS, 0.0, 1)
+        assert not [task for task in asyncio.all_tasks(backend._loop) if not task.done()]
+    assert not caplog.records, caplog.text

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -94,6 +95,27 @@ def test_a_bad_choice_is_one_line_naming_the_values():
     for bad in ("0", "-1", "two", "1.5"):
         with pytest.raises(UsageError, match=rf"ICRL_THREADS='{bad}': use auto, torch or a number of threads"):
             threads.configure({"ICRL_THREADS": bad})
+
+
+def test_auto_counts_the_cpus_busy_now(monkeypatch):
+    monkeypatch.setattr(threads, "busy_cpus", lambda: 1.6)
+    env = {}
+    threads.configure(env, cpus=2)
+    assert env["OMP_NUM_THREADS"] == "1"
+    monkeypatch.setattr(threads, "busy_cpus", lambda: 0.2)
+    env = {}
+    threads.configure(env, cpus=2)
+    assert "OMP_NUM_THREADS" not in env
+
+
+def test_busy_cpus_sees_a_process_that_computes_now():
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nend = time.time() + 20\nwhile time.time() < end: pass"])
+    try:
+        time.sleep(0.5)
+        assert threads.busy_cpus(interval=0.5) >= 0.8  # other work on a shared machine only adds to it
+    finally:
+        spin.kill()
+        spin.wait()
 
 
 def test_the_test_suite_runs_with_a_policy():

@@ -363,6 +363,11 @@ CONTRADICTIONS = {
     "judged_prediction": ("reasoning_judged", lambda r: r.update(prediction=r["answer"] if not r["accuracy"]
                                                                    else other_label(r["answer"])), "prediction"),
     "reasoning_above_budget": ("reasoning_judged", lambda r: r.update(reasoning_tokens=6000), "reasoning_tokens"),
+    "judged_accuracy": ("judged_only_positive", lambda r: r.update(accuracy=1 - r["accuracy"]), "prediction"),
+    "reasoning_missing": ("reasoning_judged", lambda r: r.pop("reasoning"), "reasoning"),
+    "guide_missing": ("reflection", lambda r: r.pop("reflection"), "reflection"),
+    "guide_shown": ("reflection", lambda r: r["metrics"].update(reflection_step=0), "reflection_step"),
+    "pruned": ("curated", lambda r: r["metrics"].update(pruned=[0]), "pruned"),
 }
 
 
@@ -374,10 +379,12 @@ def _first_called_step(rows, start=3):
 @pytest.mark.parametrize("case", list(CONTRADICTIONS))
 def test_a_line_whose_fields_contradict_each_other_is_refused_there_and_the_advice_gives_the_run(
         runs, tmp_path, capsys, case):
-    """A verdict that does not give the recorded reward, a prediction its accuracy contradicts
-    (a judged run: nothing else witnesses it), a reasoning count above --reasoning: refused at
-    that line, naming the field; deleting that line and the ones after it (the advice) gives
-    the uninterrupted run's records."""
+    """A verdict that does not give the recorded reward, a prediction and its accuracy that
+    disagree (a judged run: nothing else witnesses the prediction), a reasoning count above
+    --reasoning or reasoning missing, a guide missing at its step or another step's guide said
+    shown, episodes said pruned that the rewards did not prune: refused at that line, naming
+    the field; deleting that line and the ones after it (the advice) gives the uninterrupted
+    run's records."""
     name, edit, field = CONTRADICTIONS[case]
     argv, run_dir, whole = copy_of(runs, name, tmp_path)
     rows = lines(run_dir, "train.jsonl")

@@ -15,7 +15,10 @@ the window of its model (``--max_model_len``, else the model's own, as its token
   budget or its longest answer.
 
 A budget that does not fit is one line (UsageError, exit 2) naming the flag to lower and by how
-much. A prompt too long with no budget at all is not this check's to say (``check_window``:
+much (the tightest of the bounds found, so that lowering it by that much fits every call); a
+call that answers with a label and whose prompt alone outgrows its model's window names
+``--max_model_len`` (when given) and the option that names its model. The acting model's
+prompt too long with no budget at all is not this check's to say (``check_window``:
 ``--max_model_len``; the backends: the context size). Runs on a server (``--backend openai``)
 are not checked here: the server's window is not known from a local tokenizer.
 """

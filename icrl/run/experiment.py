@@ -157,10 +157,9 @@ class Experiment:
         """The models of the run's calls (``icrl.run.assemble.by_option``), loaded now: the acting
         model (a learner has none), then the other models its parts' calls name."""
         cfg, s = self.config, self.config.spec
-        if self.backend is None:  # said from the tokenizers alone, before any model loads
-            if not is_learner(s.agent):
-                check_window(cfg, data)  # a window too small for any prompt
-            check_budgets(cfg, data)  # a token budget too large for its model's window
+        if self.backend is None and not is_learner(s.agent):  # from the tokenizer, before the model loads
+            check_window(cfg, data)  # a window too small for any prompt
+        check_budgets(cfg, data)  # a token budget too large for its model's window (a sweep's runs too)
         if is_learner(s.agent):  # icrl.method.agents: no context, no model
             self.backend = None
         else:

@@ -19,7 +19,7 @@ from ..errors import UsageError
 log = logging.getLogger(__name__)
 
 
-def in_batches(items: Sequence, size: int, run: Callable[[Sequence], None], out_of_memory: type,
+def in_batches(items: Sequence, size: int, run: Callable[[Sequence], None], out_of_memory: type[BaseException],
                free: Callable[[], None] = lambda: None) -> int:
     """Run ``items`` in batches of at most ``size``, halving on ``out_of_memory`` (module docstring)."""
     start = 0

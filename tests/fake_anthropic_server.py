@@ -41,8 +41,9 @@ def _words(value) -> int:
 class FakeAnthropicServer:
     """``with FakeAnthropicServer(labels) as s: s.base_url`` (http://127.0.0.1:PORT)."""
 
-    def __init__(self, labels=(), fail=(), models=(MODEL,), key=KEY, fail_all=None):
+    def __init__(self, labels=(), fail=(), models=(MODEL,), key=KEY, fail_all=None, delay=0.0):
         self.labels, self.fail, self.models, self.key = list(labels), list(fail), list(models), key
+        self.delay = delay  # seconds before each answer to /v1/messages
         self.fail_all = fail_all  # a cue answered to every /v1/messages request
         self.requests: list[tuple[str, dict]] = []
         self.problems: list[str] = []
@@ -127,6 +128,7 @@ class FakeAnthropicServer:
 
     def answer(self, body: dict, cue):
         """A message answering a label chosen from the query (or the cue's misbehaviour)."""
+        time.sleep(self.delay)
         if cue == "hang":
             time.sleep(3600)
         if cue in ("429", "500"):

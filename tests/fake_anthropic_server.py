@@ -171,7 +171,8 @@ class FakeAnthropicServer:
 
 
 def _model(name: str) -> dict:
-    return {"type": "model", "id": name, "display_name": name, "created_at": "2025-01-01T00:00:00Z"}
+    return {"type": "model", "id": name, "display_name": name, "created_at": "2025-01-01T00:00:00Z",
+            "lifecycle": "active", "max_input_tokens": 200000, "max_tokens": 64000}
 
 
 def _error(kind: str, message: str) -> dict:

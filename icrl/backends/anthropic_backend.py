@@ -91,8 +91,9 @@ class AnthropicBackend:
     def max_model_len(self) -> int:
         if self._max_model_len:
             return self._max_model_len
-        raise UsageError(f"the Anthropic API does not give the window of {self.model_name!r}: pass "
-                         f"--max_context_examples (and --max_model_len if you want it recorded)")
+        raise UsageError(f"the anthropic backend cannot find the context size of {self.model_name!r} (no local "
+                         f"tokenizer to search with): pass --max_context_examples (and --max_model_len if you want "
+                         f"the window recorded)")
 
     def render(self, messages, prefix):
         """The messages themselves, as JSON: the API renders them."""
@@ -170,6 +171,8 @@ class AnthropicBackend:
             "temperature": "not supported by the API", "supports_system_role": True}
         if self._max_model_len:
             out["max_model_len"] = self._max_model_len
+        if self.max_input_tokens:
+            out["max_input_tokens"] = self.max_input_tokens
         return out
 
     def close(self) -> None:
@@ -181,7 +184,8 @@ class AnthropicBackend:
     def check_model(self) -> None:
         """The API answers, takes the key and knows ``api_model`` (else one line)."""
         client = self._client.with_options(max_retries=min(1, self.max_retries))  # a missing API is said at once
-        self._guarded(client.models.retrieve(self.api_model))
+        info = self._guarded(client.models.retrieve(self.api_model))
+        self.max_input_tokens = getattr(info, "max_input_tokens", None)  # the model's window, when the API says
 
     def _guarded(self, coroutine):
         """Run ``coroutine`` on the backend's loop under the silence watch; a failure of the API is

@@ -139,6 +139,7 @@ def test_tokens_are_counted_by_the_api_once_per_text_and_nothing_records_the_key
     assert len(counted) == 1 and counted[0]["messages"][-1] == {"role": "assistant", "content": "Intent:"}
     assert KEY not in described and "SECRET" not in described
     assert json.loads(described)["seed"] == "not supported by the API"
+    assert json.loads(described)["max_input_tokens"] == 200000  # the model's window, as the API gave it
 
 
 def test_reasoning_is_written_as_text_then_answered_after_it():
@@ -200,3 +201,16 @@ def test_an_answer_outside_the_labels_mid_run_is_one_line_and_keeps_the_finished
     assert KEY not in out
     (train,) = list((tmp_path / "out").rglob("train.jsonl"))
     assert len(train.read_text().splitlines()) == 3
+
+
+def test_a_run_without_a_context_size_is_one_line_naming_the_flag(tmp_path, capsys):
+    from icrl.cli.run import main
+
+    with FakeAnthropicServer(LABELS) as server:
+        code = main(["--backend", "anthropic", "--model_name", MODEL, "--base_url", server.base_url, "--api_key", KEY,
+                     "--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl", "--train_k", "2",
+                     "--test_k", "2", "--seed", "1", "--training_seed", "1", "--test_seed", "1",
+                     "--output_dir", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "pass --max_context_examples" in err[0], err
+    assert not list((tmp_path / "out").rglob("*.jsonl"))

@@ -7,7 +7,7 @@ It serves ``GET /v1/models/{id}`` (and the list), ``POST /v1/messages`` and
 (``problems`` collects what is wrong; such a request gets a 400): the key (``x-api-key``, or
 ``Authorization: Bearer`` as SDK 2 sends it), an
 ``anthropic-version`` header, a known model, the system prompt in ``system``, alternating turns
-that start with ``user``, at most one cache breakpoint and only on the last context turn, and
+that start with ``user``, at most one cache breakpoint, on an assistant turn before the last, and
 either a forced call of the ``answer`` tool whose ``label`` is an enum (chat mode; no prefill,
 which the API refuses with tools), or no tool: text after a prefilled prediction prefix
 (completions mode: the last turn the assistant's, not ending in white space), else free text
@@ -105,9 +105,8 @@ class FakeAnthropicServer:
             out.append("two turns of one role in a row")
         marked = [i for i, t in enumerate(turns) if isinstance(t.get("content"), list)
                   and any("cache_control" in block for block in t["content"])]
-        users = [i for i, t in enumerate(turns) if t.get("role") == "user"]
-        if len(marked) > 1 or marked and (turns[marked[0]]["role"] != "assistant" or marked[0] != users[-1] - 1):
-            out.append(f"cache breakpoints on turns {marked}, not on the last context turn")
+        if len(marked) > 1 or marked and (turns[marked[0]]["role"] != "assistant" or marked[0] == len(turns) - 1):
+            out.append(f"cache breakpoints on turns {marked}, not on one context turn")
         if counting:
             return out
         prefilled = bool(turns) and turns[-1].get("role") == "assistant"

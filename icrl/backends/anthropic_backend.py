@@ -27,9 +27,8 @@ from typing import Any, Optional
 from ..errors import UsageError
 from ..infra.masking import register, register_args, strip_userinfo
 from ..infra.signals import check
-from .anthropic_requests import (MODES, count_request, generation_request, message_request, parse_text, parse_tool,
-                                 text_of, usage_of)
-from .openai_requests import chat_frame, decode_messages, encode_messages
+from .anthropic_requests import (MODES, count_request, encode_prompt, generation_request, message_request, parse_text,
+                                 parse_tool, text_of, usage_of)
 from .server_watch import SilenceWatch, answers, bad_response, dead_server
 from .usage import Usage
 
@@ -97,12 +96,15 @@ class AnthropicBackend:
 
     def render(self, messages, prefix):
         """The messages themselves, as JSON: the API renders them."""
-        return encode_messages(messages, prefix)
+        return encode_prompt(messages, prefix)
 
     def reasoning_frame(self, messages, prefix):
         """Reasoning in the answer's text: the messages, then the reasoning as the assistant's turn
         and a user turn asking for the answer."""
-        return chat_frame(messages, prefix)
+        from .openai_requests import chat_frame
+
+        frame = chat_frame(messages, prefix)
+        return frame._replace(prompt=self.render(messages, prefix))  # with the breakpoint before the query
 
     def predict(self, prompts, labels, temperature, seed, progress=None):
         from . import Call
@@ -131,7 +133,8 @@ class AnthropicBackend:
 
         async def one(semaphore, prompt):
             async with semaphore:
-                body = generation_request(self.api_model, decode_messages(prompt), max_tokens, stop)
+                doc = json.loads(prompt)
+                body = generation_request(self.api_model, doc["messages"], max_tokens, stop, doc.get("cache_at"))
                 response = await self._create(body)
             text = text_of(response)
             for marker in stop:
@@ -270,7 +273,8 @@ class AnthropicBackend:
 
     async def _one(self, semaphore, prompt: str, labels) -> str:
         doc = json.loads(prompt)
-        body = message_request(self.api_model, doc["messages"], doc["prefix"], labels, self.api_mode)
+        body = message_request(self.api_model, doc["messages"], doc["prefix"], labels, self.api_mode,
+                               doc.get("cache_at"))
         async with semaphore:
             response = await self._create(body)
         if self.api_mode == "completions":

@@ -3,7 +3,8 @@
 The messages are the run's own (``icrl.method.prompts.build_messages``): the system prompt goes
 to the request's ``system`` field, the history as alternating ``user`` / ``assistant`` turns
 (turns of one role in a row, which the run never builds, are joined with a blank line). The last
-context turn (the last ``assistant`` turn before the query) carries a cache breakpoint
+context turn (the last ``assistant`` turn before the query, fixed when the prompt is rendered) carries a
+cache breakpoint
 (``cache_control: {"type": "ephemeral"}``): the system prompt and every context episode before
 it are one cacheable prefix, shared by the prompts of a test step.
 
@@ -22,6 +23,7 @@ reads and cache writes together are the prompt tokens, cache reads the cached pa
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional, Sequence
 
 from .choices import max_label_tokens
@@ -31,6 +33,7 @@ TOOL = "answer"
 FIELD = "label"
 CACHE = {"type": "ephemeral"}
 MODES = ("completions", "chat")
+AUTO = -1  # with_breakpoint: the last context turn of the turns given
 
 
 def turns_of(messages: Sequence[dict]) -> tuple[Optional[str], list[dict]]:
@@ -49,15 +52,32 @@ def turns_of(messages: Sequence[dict]) -> tuple[Optional[str], list[dict]]:
     return system, turns
 
 
-def with_breakpoint(turns: list[dict]) -> list[dict]:
-    """The turns with a cache breakpoint on the last context turn: the last assistant turn before
-    the final user turn (none without a context)."""
+def breakpoint_at(turns: Sequence[dict]) -> Optional[int]:
+    """The index of the last context turn: the last assistant turn before the final (query) turn;
+    None without a context."""
+    for i in range(len(turns) - 2, -1, -1):
+        if turns[i]["role"] == "assistant":
+            return i
+    return None
+
+
+def with_breakpoint(turns: list[dict], at: Optional[int] = AUTO) -> list[dict]:
+    """The turns with a cache breakpoint on turn ``at`` (``AUTO``: ``breakpoint_at(turns)``; None:
+    none), an assistant turn."""
     out = [dict(turn) for turn in turns]
-    for turn in reversed(out[:-1]):
-        if turn["role"] == "assistant":
-            turn["content"] = [{"type": "text", "text": turn["content"], "cache_control": dict(CACHE)}]
-            break
+    at = breakpoint_at(turns) if at == AUTO else at
+    if at is not None and 0 <= at < len(out) and out[at]["role"] == "assistant":
+        out[at]["content"] = [{"type": "text", "text": out[at]["content"], "cache_control": dict(CACHE)}]
     return out
+
+
+def encode_prompt(messages: Sequence[dict], prefix: str) -> str:
+    """The backend's "rendered prompt": the messages (the API renders them), the prefix and where
+    the breakpoint goes (``cache_at``, fixed here, where the query is the last turn: a reasoning
+    frame's answer prompt appends turns after it and keeps it)."""
+    _, turns = turns_of(messages)
+    return json.dumps({"messages": list(messages), "prefix": prefix, "cache_at": breakpoint_at(turns)},
+                      ensure_ascii=False)
 
 
 def answer_tool(labels: Sequence[str], prefix: str) -> dict:
@@ -73,13 +93,14 @@ def prefill(prefix: str) -> str:
     return prefix.rstrip()
 
 
-def message_request(model: str, messages: Sequence[dict], prefix: str, labels: Sequence[str], mode: str) -> dict:
+def message_request(model: str, messages: Sequence[dict], prefix: str, labels: Sequence[str], mode: str,
+                    cache_at: Optional[int] = AUTO) -> dict:
     """Keyword arguments of ``client.messages.create`` for one prompt. No seed and no temperature:
     the Messages API version the SDK speaks (``anthropic.ANTHROPIC_API_VERSION``) takes neither."""
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}")
     system, turns = turns_of(messages)
-    body: dict[str, Any] = {"model": model, "messages": with_breakpoint(turns)}
+    body: dict[str, Any] = {"model": model, "messages": with_breakpoint(turns, cache_at)}
     if system is not None:
         body["system"] = system
     if mode == "completions":
@@ -94,10 +115,12 @@ def message_request(model: str, messages: Sequence[dict], prefix: str, labels: S
     return body
 
 
-def generation_request(model: str, messages: Sequence[dict], max_tokens: int, stop: Sequence[str]) -> dict:
+def generation_request(model: str, messages: Sequence[dict], max_tokens: int, stop: Sequence[str],
+                       cache_at: Optional[int] = AUTO) -> dict:
     """Keyword arguments of ``client.messages.create`` for free text after the messages."""
     system, turns = turns_of(messages)
-    body: dict[str, Any] = {"model": model, "messages": with_breakpoint(turns), "max_tokens": int(max_tokens)}
+    body: dict[str, Any] = {"model": model, "messages": with_breakpoint(turns, cache_at),
+                            "max_tokens": int(max_tokens)}
     if system is not None:
         body["system"] = system
     if [s for s in stop if s.strip()]:

@@ -152,6 +152,9 @@ def test_reasoning_is_written_as_text_then_answered_after_it():
     assert written.text.startswith("It reads like") and "Intent:" not in written.text and written.tokens == 3
     assert label[0] in LABELS and not server.problems
     assert server.messages[0]["stop_sequences"] == ["Intent:"] and server.messages[0]["max_tokens"] == 50
+    answer = server.messages[1]["messages"]  # the breakpoint stays after the context, not on the reasoning
+    assert [t["content"][0]["text"] for t in answer if isinstance(t["content"], list)] == ["Intent: refund"]
+    assert answer[-3]["content"] == written.text.strip() and answer[-1] == {"role": "assistant", "content": "Intent:"}
 
 
 # -- run_experiment.py: bad input is one line, exit 2, nothing written, the key never shown -------------

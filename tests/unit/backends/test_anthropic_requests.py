@@ -4,6 +4,7 @@ the usage read back."""
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -103,3 +104,13 @@ def test_usage_counts_cache_reads_and_writes_as_prompt_tokens_and_the_reads_as_c
     plain = SimpleNamespace(input_tokens=7, cache_read_input_tokens=None, cache_creation_input_tokens=None,
                             output_tokens=2)
     assert ar.usage_of(plain) == Usage(7, 0, 2, 1)
+
+
+def test_the_rendered_prompt_fixes_the_breakpoint_before_turns_are_added_after_the_query():
+    messages, prefix = history()
+    doc = json.loads(ar.encode_prompt(messages, prefix))
+    assert doc["cache_at"] == 3 and doc["prefix"] == "Intent:"  # the context's last prediction
+    longer = [*messages, {"role": "assistant", "content": "Some reasoning."}, {"role": "user", "content": "Answer."}]
+    body = ar.message_request("claude-x", longer, prefix, LABELS, "chat", doc["cache_at"])
+    assert [i for i, t in enumerate(body["messages"]) if isinstance(t["content"], list)] == [3]
+    assert ar.message_request("claude-x", longer, prefix, LABELS, "chat", None)["messages"] == ar.turns_of(longer)[1]

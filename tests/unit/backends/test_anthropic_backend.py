@@ -15,6 +15,7 @@ from helpers import TOY_TASK
 
 from icrl.backends import load_backend
 from icrl.backends import anthropic_backend as ab
+from icrl.backends import anthropic_requests
 from icrl.backends.usage import ReportsUsage, Usage
 from icrl.errors import UsageError
 
@@ -68,6 +69,24 @@ def test_usage_sums_what_the_api_reported_and_the_test_step_reads_its_context_fr
     assert used.requests == 4 and used.output_tokens == 12
     assert 0 < used.cached_prompt_tokens < used.prompt_tokens  # the first writes the context, three read it
     assert server.cached  # the stand-in saw the breakpoint's prefix
+
+
+def test_the_stand_in_refuses_what_the_api_would_refuse():
+    """Its checks can fail: a seed, a prefill beside a tool, two breakpoints are 400s, named."""
+    with FakeAnthropicServer(LABELS) as server:
+        b = backend(server, max_retries=0)
+        messages = json.loads(step_prompts(b, 1)[0])["messages"]
+        body = anthropic_requests.message_request(MODEL, messages, "Intent:", LABELS, "chat")
+        twice = [{**t, "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}
+                 for t in body["messages"][:2]] + body["messages"][2:]
+        for bad in ({**body, "extra_body": {"seed": 1}},
+                    {**body, "messages": [*body["messages"], {"role": "assistant", "content": "Intent:"}]},
+                    {**body, "messages": twice}):
+            with pytest.raises(UsageError, match="HTTP 400"):
+                b._guarded(b._create(bad))
+        b.close()
+    assert len(server.problems) == 3 and "seed" in server.problems[0] and "prefill" in server.problems[1]
+    assert "breakpoints" in server.problems[2]
 
 
 def test_429_and_500_are_retried_with_backoff_and_the_labels_still_come():

@@ -189,8 +189,8 @@ class RunOptions:
     enforce_eager: Optional[bool] = flag(
         None, "vLLM without CUDA graphs / compilation (default: on for the CPU build, off on GPUs)", backend=True)
     base_url: Optional[str] = flag(
-        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL)",
-        backend=True)
+        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL); "
+              "--backend gemini: another endpoint of the Gemini API (default: Google's)", backend=True)
     max_concurrency: int = flag(32, "requests in flight at once", backend=True)
     timeout: float = flag(600.0, "seconds per request", backend=True)
     max_retries: int = flag(5, "retries (with backoff) on 429, 5xx, timeouts", backend=True)
@@ -207,7 +207,8 @@ class Secrets:
     hf_token: Optional[str] = field(default=None, repr=False, metadata={
         "help": "for gated models; never written to disk (default: $HF_TOKEN)", "backend": True})
     api_key: Optional[str] = field(default=None, repr=False, metadata={
-        "help": "API key, never written to disk (default: $OPENAI_API_KEY)", "backend": True})
+        "help": "API key, never written to disk (default: $OPENAI_API_KEY; --backend gemini: $GEMINI_API_KEY, "
+                "$GOOGLE_API_KEY or $API_KEY)", "backend": True})
 
 
 def _check_parameter_names() -> None:

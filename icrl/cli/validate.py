@@ -43,8 +43,8 @@ def check_flags(values: Mapping) -> None:
     if values["max_model_len"] is not None and values["max_model_len"] > MAX_WINDOW:
         raise UsageError(f"--max_model_len {values['max_model_len']} is larger than any model's window "
                          f"(at most {MAX_WINDOW}); give the window in tokens, e.g. 8192")
-    if values["base_url"] and values["backend"] not in ("openai", "auto"):
-        raise UsageError(f"--base_url is for --backend openai, not {values['backend']}; "
+    if values["base_url"] and values["backend"] not in ("openai", "gemini", "auto"):
+        raise UsageError(f"--base_url is for --backend openai or gemini, not {values['backend']}; "
                          "drop it or use --backend openai")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
@@ -127,7 +127,7 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> 
     exploration.validate(s)
     rewards.validate(s)
     validate_backend_flags(config)
-    if s.backend not in ("openai", "fake") and not is_learner(s.agent):  # the fake loads no model: any name is a label
+    if s.backend not in ("openai", "gemini", "fake") and not is_learner(s.agent):  # hosted or fake: the name is a label
         validate_model_path(s.model_name)
         validate_device(s.device)
 

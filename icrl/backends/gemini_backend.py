@@ -79,12 +79,12 @@ class GeminiBackend:
         self.endpoint, self.api_version = split_version(base_url or DEFAULT_URL)
         self.url = strip_userinfo(f"{self.endpoint}/{self.api_version}")  # shown and recorded
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
-        import httpx  # the SDK retries httpx's timeouts (not aiohttp's): its transport, always
+        import httpx2  # the SDK's own HTTP client: its timeouts are retried (aiohttp's would not be)
 
         retry = types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=1.0, exp_base=2.0, max_delay=60.0)
         self._client = genai.Client(api_key=key, http_options=types.HttpOptions(
             base_url=self.endpoint, api_version=self.api_version, timeout=int(timeout * 1000), retry_options=retry,
-            async_client_args={"transport": httpx.AsyncHTTPTransport()}))
+            async_client_args={"transport": httpx2.AsyncHTTPTransport()}))
         probe_url, headers = f"{self.endpoint}/{self.api_version}", {"x-goog-api-key": key}
         self._loop = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries,
                                                         probe=lambda: answers(probe_url, headers)))
@@ -166,8 +166,8 @@ class GeminiBackend:
                              f"({type(exc).__name__}: {detail}); is --base_url the Gemini API ({DEFAULT_URL})?") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise self._transport_error(exc) from None
-        except Exception as exc:  # noqa: BLE001 - httpx's errors, after the SDK's retries
-            if type(exc).__module__.split(".")[0] in ("httpx", "httpcore"):
+        except Exception as exc:  # noqa: BLE001 - the HTTP client's errors, after the SDK's retries
+            if type(exc).__module__.split(".")[0] in ("httpx2", "httpcore2", "httpx", "httpcore"):
                 raise self._transport_error(exc) from None
             raise
 

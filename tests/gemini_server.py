@@ -13,7 +13,8 @@ A protocol stand-in for tests, not the service: its answers are a hash of the re
 - ``mode`` makes generateContent misbehave on cue: ``429`` / ``500`` (the first ``failures``
   requests, or all when None), ``hang`` (never answers), ``garbage`` (a body that is not
   JSON), ``outside`` (an answer outside the enum), ``blocked`` (the prompt blocked, no
-  candidate), ``empty`` (a candidate with no text, finish reason SAFETY)."""
+  candidate), ``empty`` (a candidate with no text, finish reason SAFETY); ``delay``: seconds
+  before each answer (a run slow enough to be killed mid-way)."""
 
 from __future__ import annotations
 
@@ -123,6 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _generate(self, server, body: dict, number: int) -> None:
         mode = server.mode
+        time.sleep(server.delay)
         if mode in ("429", "500") and (server.failures is None or number <= server.failures):
             return self._error(int(mode), "RESOURCE_EXHAUSTED" if mode == "429" else "INTERNAL", f"cue {mode}")
         if mode == "hang":
@@ -159,9 +161,11 @@ class _Quiet(ThreadingHTTPServer):
 class GeminiServer:
     """``with GeminiServer() as s: s.base_url`` (http://127.0.0.1:PORT)."""
 
-    def __init__(self, mode: str = "ok", failures: Optional[int] = None, window: int = 1_048_576, cached: int = 0):
+    def __init__(self, mode: str = "ok", failures: Optional[int] = None, window: int = 1_048_576, cached: int = 0,
+                 delay: float = 0.0):
         self.httpd = _Quiet(("127.0.0.1", 0), _Handler)
         self.httpd.mode, self.httpd.failures, self.httpd.window, self.httpd.cached = mode, failures, window, cached
+        self.httpd.delay = delay
         self.httpd.requests, self.httpd.counted, self.httpd.faults = [], [], []
         self.httpd.lock = threading.Lock()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"

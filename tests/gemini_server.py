@@ -153,6 +153,7 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Quiet(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 256  # a backend's requests in flight together (the default backlog, 5, resets some)
 
     def handle_error(self, request, client_address):  # a client that went away (a killed run)
         pass

@@ -172,9 +172,10 @@ class GeminiBackend:
             raise
 
     def _transport_error(self, exc: BaseException) -> UsageError:
-        return UsageError(f"no answer from the Gemini API at {self.url} ({type(exc).__name__}) after "
-                          f"{self.max_retries} retries; finished steps are saved: check --base_url and the network "
-                          f"and rerun the same command to resume (--timeout sets how long a request may take)")
+        return UsageError(f"no answer from the Gemini API at {self.url} ({type(exc).__name__}; timeouts and refused "
+                          f"connections are tried {self.max_retries} more times); finished steps are saved: check "
+                          f"--base_url and the network and rerun the same command to resume (--timeout sets how long "
+                          f"a request may take)")
 
     def _api_error(self, exc) -> UsageError:
         code, status = getattr(exc, "code", None), str(getattr(exc, "status", "") or "")

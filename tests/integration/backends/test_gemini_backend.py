@@ -92,3 +92,27 @@ def test_a_wrong_key_is_refused_without_showing_it(tmp_path):
     assert wrong not in done.stdout + done.stderr
     for path in Path(tmp_path).rglob("*"):
         assert not path.is_file() or wrong not in path.read_text(encoding="utf-8", errors="replace")
+
+
+def test_the_context_size_comes_from_the_models_window_and_the_api_counter(tmp_path):
+    """No --max_context_examples: the published search over the model's input token limit with
+    the API's countTokens, as the window tool finds it."""
+    from icrl.backends import load_backend
+    from icrl.run.window import find_max_examples
+    from icrl.tasks import load_task
+
+    with GeminiServer(window=600) as server:
+        argv = _words(server, tmp_path)
+        cut = argv.index("--max_context_examples")
+        del argv[cut:cut + 2]
+        done = subprocess.run(argv, cwd=REPO, env={**ENV, "GOOGLE_API_KEY": KEY}, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        backend = load_backend(MODEL, "gemini", base_url=server.base_url, api_key=KEY)
+        try:
+            expected = find_max_examples(backend.chat, load_task(TOY_TASK), backend.max_model_len)
+        finally:
+            backend.close()
+    config = __import__("json").loads((_run_dir(tmp_path) / "config.json").read_text())
+    assert config["resolved"]["max_context_examples"] == expected and expected > 1
+    assert config["backend"]["max_model_len"] == 600

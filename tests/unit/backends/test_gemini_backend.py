@@ -171,5 +171,5 @@ def test_no_server_at_the_url_is_one_line():
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(UsageError, match=r"no answer from the Gemini API at http://127.0.0.1:\d+/v1beta \(ConnectError\)"):
+    with pytest.raises(UsageError, match=r"no answer from the Gemini API at http://127.0.0.1:\d+/v1beta \(ConnectError;"):
         load_backend(MODEL, "gemini", base_url=f"http://127.0.0.1:{port}", api_key=KEY, max_retries=0)

@@ -33,7 +33,8 @@ from .watched_loop import WatchedLoop
 
 log = logging.getLogger(__name__)
 
-INSTALL_HINT = "the gemini backend needs the google-genai package: pip install -e .[gemini] (or pip install google-genai)"
+INSTALL_HINT = ("the gemini backend needs the google-genai package: pip install -e .[gemini] "
+                "(or pip install google-genai)")
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "API_KEY")
 DEFAULT_URL = "https://generativelanguage.googleapis.com"
 API_VERSIONS = ("v1beta", "v1alpha", "v1")
@@ -77,7 +78,7 @@ class GeminiBackend:
         register(key)  # masked wherever it could be shown or written
         self.model_name, self.api_model = model_name, api_model or model_name
         self.endpoint, self.api_version = split_version(base_url or DEFAULT_URL)
-        self.url = strip_userinfo(f"{self.endpoint}/{self.api_version}")  # shown and recorded
+        self.url = strip_userinfo(f"{self.endpoint}/{self.api_version}") or self.endpoint  # shown and recorded
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         import httpx2  # the SDK's own HTTP client: its timeouts are retried (aiohttp's would not be)
 
@@ -163,10 +164,11 @@ class GeminiBackend:
         except (ValueError, LookupError, AttributeError, TypeError) as exc:  # the SDK could not read it
             detail = scrub((str(exc).splitlines() or [""])[0][:120])
             raise UsageError(f"the server at {self.url} sent something that is not a Gemini API response "
-                             f"({type(exc).__name__}: {detail}); is --base_url the Gemini API ({DEFAULT_URL})?") from None
+                             f"({type(exc).__name__}: {detail}); is --base_url the Gemini API "
+                             f"({DEFAULT_URL})?") from None
         except (OSError, asyncio.TimeoutError) as exc:
             raise self._transport_error(exc) from None
-        except Exception as exc:  # noqa: BLE001 - the HTTP client's errors, after the SDK's retries
+        except Exception as exc:  # the HTTP client's errors, after the SDK's retries
             if type(exc).__module__.split(".")[0] in ("httpx2", "httpcore2", "httpx", "httpcore"):
                 raise self._transport_error(exc) from None
             raise

@@ -32,7 +32,8 @@ _MARK = "gemini_request"  # the key that tells a rendered prompt from plain text
 def turns(messages: Sequence[dict]) -> tuple[str, list[dict]]:
     """(system instruction, contents) of chat messages: the system message becomes the
     instruction, ``assistant`` turns become ``model`` turns, each turn one text part."""
-    system, contents = "", []
+    system = ""
+    contents: list[dict] = []
     for message in messages:
         role, text = message["role"], message["content"]
         if role == "system":
@@ -84,8 +85,8 @@ def generation_config(system: str, prefix: str, labels: Sequence[str], temperatu
 def counted_contents(request: dict) -> list[dict]:
     """What ``countTokens`` counts for a request: the Gemini API counts no system instruction
     there, so it goes first as a user turn of its own."""
-    head = [{"role": "user", "parts": [{"text": request["system_instruction"]}]}] if request["system_instruction"] else []
-    return head + list(request["contents"])
+    system = request["system_instruction"]
+    return (text_contents(system) if system else []) + list(request["contents"])
 
 
 def text_contents(text: str) -> list[dict]:

@@ -21,7 +21,10 @@ class WatchedLoop:
 
     def run(self, coroutine):
         task = self.loop.create_task(coroutine)
-        with self.watch.watching(lambda: self.loop.call_soon_threadsafe(task.cancel)):
+        def cancel() -> None:  # from the watch's thread
+            self.loop.call_soon_threadsafe(task.cancel)
+
+        with self.watch.watching(cancel):
             try:
                 result = self.loop.run_until_complete(task)
             except asyncio.CancelledError:

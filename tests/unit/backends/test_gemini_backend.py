@@ -54,7 +54,8 @@ def test_predict_sends_the_published_request_and_reports_usage():
                 {"role": "model", "parts": [{"text": "Intent: billing"}]},
                 {"role": "user", "parts": [{"text": "'billing' is the correct answer! Good job!\n\nMessage: q2"}]},
                 {"role": "model", "parts": [{"text": "Intent: refund"}]},
-                {"role": "user", "parts": [{"text": "The answer 'refund' is wrong! You can do better!\n\nMessage: q3"}]}]
+                {"role": "user", "parts": [{"text": "The answer 'refund' is wrong! You can do better!"
+                                                    "\n\nMessage: q3"}]}]
             assert body["systemInstruction"]["parts"][0]["text"].endswith("\nClassify.")
             assert body["generationConfig"] == {
                 "candidateCount": 1, "temperature": 0.5, "seed": 11, "responseMimeType": "text/x.enum",
@@ -76,8 +77,8 @@ def test_tokens_are_counted_by_the_api_once_per_text():
             assert backend.max_model_len == 4096 and backend.chat is backend
             assert backend.count_tokens("one two three") == 3
             prompt = _prompt(backend)
-            words = sum(len(part["text"].split()) for turn in [{"parts": [{"text": build_messages(
-                TASK, CONTEXT, "Message: q3", "icrl")[0][0]["content"]}]}] for part in turn["parts"])
+            system = build_messages(TASK, CONTEXT, "Message: q3", "icrl")[0][0]["content"]
+            words = len(system.split())  # the stand-in counts words
             assert backend.count_many([prompt, "one two three"]) == [backend.count_tokens(prompt), 3]
             assert backend.count_tokens(prompt) > words  # the instruction and the turns
             assert len(server.counted) == 2  # each text asked once
@@ -101,7 +102,7 @@ def test_a_429_is_retried_with_backoff():
     ("hang", {"max_retries": 0, "timeout": 1.0}, "answered nothing for 1 s"),  # the silent-server rule
     ("garbage", {}, "not a Gemini API response"),
     ("outside", {}, "answered 'Intent: not-a-label', which is not one of the 3 answers"),
-    ("blocked", {}, "gave no answer for a prompt of 'gemini-1.5-flash-8b': the prompt was blocked (PROHIBITED_CONTENT)"),
+    ("blocked", {}, "no answer for a prompt of 'gemini-1.5-flash-8b': the prompt was blocked (PROHIBITED_CONTENT)"),
     ("empty", {}, "the candidate is empty (finish reason SAFETY)"),
 ])
 def test_what_cannot_go_on_is_one_line(mode, options, line):
@@ -171,5 +172,6 @@ def test_no_server_at_the_url_is_one_line():
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    with pytest.raises(UsageError, match=r"no answer from the Gemini API at http://127.0.0.1:\d+/v1beta \(ConnectError;"):
+    line = r"no answer from the Gemini API at http://127\.0\.0\.1:\d+/v1beta \(ConnectError;"
+    with pytest.raises(UsageError, match=line):
         load_backend(MODEL, "gemini", base_url=f"http://127.0.0.1:{port}", api_key=KEY, max_retries=0)

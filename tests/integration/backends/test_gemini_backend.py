@@ -74,6 +74,8 @@ def test_a_killed_run_resumes_to_the_records_of_an_uninterrupted_one(tmp_path):
     ("ok", [], ENV, "error: the gemini backend needs an API key: set GEMINI_API_KEY"),
     ("ok", ["--model_name", "gemini-0"], None, "does not know the model 'gemini-0' (HTTP 404)"),
     ("blocked", [], None, "the prompt was blocked (PROHIBITED_CONTENT)"),
+    ("ok", ["--reasoning", "32"], None, "the gemini backend sends the published protocol (one enum answer per "
+                                        "request): drop --reasoning"),
 ])
 def test_bad_input_is_one_line_and_exit_2(tmp_path, mode, extra, env, line):
     with GeminiServer(mode=mode) as server:

@@ -8,8 +8,14 @@ A protocol stand-in for tests, not the service: its answers are a hash of the re
   service answers a wrong key.
 - ``:generateContent``: a request whose shape differs from the published one is answered 400
   and its fault kept in ``faults``; else the enum value the hash of (contents, seed) picks,
-  with usage metadata (prompt tokens: words of the request; cached: ``cached``; candidates: 2).
-- ``:countTokens``: the words of its contents.
+  with usage metadata (prompt tokens: words of the request; candidates: 2).
+- ``:countTokens``: the words of its contents (times ``per_word``: the tokens of a word, the
+  same in every count the stand-in gives).
+- ``POST /v1beta/cachedContents``: a context cache (its contents and system instruction),
+  refused 400 below ``cache_floor`` words, as the service refuses a cache too small;
+  ``DELETE /v1beta/cachedContents/<id>`` deletes it. A generateContent request that names a
+  cache is checked, answered and counted as the cache's turns followed by its own; its usage
+  reports the cache's words as cached tokens. ``caches``: the caches alive; ``created``: all.
 - ``mode`` makes generateContent misbehave on cue: ``429`` / ``500`` (the first ``failures``
   requests, or all when None), ``hang`` (never answers), ``garbage`` (a body that is not
   JSON), ``outside`` (an answer outside the enum), ``blocked`` (the prompt blocked, no
@@ -31,6 +37,7 @@ KEY = "test-gemini-key-0123456789"
 HARMS = ["HARM_CATEGORY_HATE_SPEECH", "HARM_CATEGORY_HARASSMENT", "HARM_CATEGORY_DANGEROUS_CONTENT",
          "HARM_CATEGORY_SEXUALLY_EXPLICIT"]
 _PATH = re.compile(r"^/v1beta/models/(?P<model>[^:/?]+)(?::(?P<method>\w+))?")
+_CACHE = re.compile(r"^/v1beta/cachedContents(?:/(?P<id>[^/?]+))?$")
 
 
 def words(contents) -> int:
@@ -109,12 +116,14 @@ class _Handler(BaseHTTPRequestHandler):
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if self._refused():
             return
+        if _CACHE.match(self.path):
+            return self._create_cache(server, body)
         match = _PATH.match(self.path)
         if match is None or match["model"] != MODEL:
             return self._error(404, "NOT_FOUND", "not found")
         if match["method"] == "countTokens":
             server.counted.append(body)
-            return self._send(200, {"totalTokens": words(body["contents"])})
+            return self._send(200, {"totalTokens": server.per_word * words(body["contents"])})
         if match["method"] != "generateContent":
             return self._error(404, "NOT_FOUND", "not found")
         with server.lock:
@@ -122,9 +131,43 @@ class _Handler(BaseHTTPRequestHandler):
             number = len(server.requests)
         self._generate(server, body, number)
 
+    def do_DELETE(self):
+        server = self.server
+        if self._refused():
+            return
+        match = _CACHE.match(self.path)
+        name = f"cachedContents/{match['id']}" if match and match["id"] else None
+        if name not in server.caches:
+            return self._error(404, "NOT_FOUND", f"{name} not found")
+        del server.caches[name]
+        self._send(200, {})
+
+    def _create_cache(self, server, body: dict) -> None:
+        if set(body) - {"model", "ttl", "contents", "systemInstruction"} or body.get("model") != f"models/{MODEL}":
+            return self._error(400, "INVALID_ARGUMENT", f"not a cache of {MODEL}: {sorted(body)}")
+        size = server.per_word * (words(body["contents"]) + words([body.get("systemInstruction", {})]))
+        if size < server.cache_floor:
+            return self._error(400, "INVALID_ARGUMENT", f"Cached content is too small. total_token_count={size}, "
+                                                        f"min_total_token_count={server.cache_floor}")
+        with server.lock:
+            name = f"cachedContents/c{len(server.created)}"
+            server.created.append(name)
+            server.caches[name] = body
+        self._send(200, {"name": name, "model": body["model"], "usageMetadata": {"totalTokenCount": size}})
+
     def _generate(self, server, body: dict, number: int) -> None:
         mode = server.mode
         time.sleep(server.delay)
+        cached = 0
+        if "cachedContent" in body:
+            cache = server.caches.get(body["cachedContent"])
+            if cache is None or "systemInstruction" in body:
+                return self._error(400, "INVALID_ARGUMENT", "no such cache, or a system instruction beside one")
+            body = {**{k: v for k, v in body.items() if k != "cachedContent"},
+                    "contents": cache["contents"] + body["contents"]}
+            if "systemInstruction" in cache:
+                body["systemInstruction"] = cache["systemInstruction"]
+            cached = server.per_word * (words(cache["contents"]) + words([cache.get("systemInstruction", {})]))
         if mode in ("429", "500") and (server.failures is None or number <= server.failures):
             return self._error(int(mode), "RESOURCE_EXHAUSTED" if mode == "429" else "INTERNAL", f"cue {mode}")
         if mode == "hang":
@@ -135,8 +178,8 @@ class _Handler(BaseHTTPRequestHandler):
         if fault:
             server.faults.append(fault)
             return self._error(400, "INVALID_ARGUMENT", f"not the published request shape: {fault}")
-        usage = {"promptTokenCount": words(body["contents"]) + words([body["systemInstruction"]]),
-                 "candidatesTokenCount": 2, "cachedContentTokenCount": server.cached}
+        usage = {"promptTokenCount": server.per_word * (words(body["contents"]) + words([body["systemInstruction"]])),
+                 "candidatesTokenCount": 2, "cachedContentTokenCount": cached}
         usage["totalTokenCount"] = usage["promptTokenCount"] + 2
         if mode == "blocked":
             return self._send(200, {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": usage})
@@ -162,11 +205,12 @@ class _Quiet(ThreadingHTTPServer):
 class GeminiServer:
     """``with GeminiServer() as s: s.base_url`` (http://127.0.0.1:PORT)."""
 
-    def __init__(self, mode: str = "ok", failures: Optional[int] = None, window: int = 1_048_576, cached: int = 0,
-                 delay: float = 0.0):
+    def __init__(self, mode: str = "ok", failures: Optional[int] = None, window: int = 1_048_576,
+                 delay: float = 0.0, cache_floor: int = 0, per_word: int = 1):
         self.httpd = _Quiet(("127.0.0.1", 0), _Handler)
-        self.httpd.mode, self.httpd.failures, self.httpd.window, self.httpd.cached = mode, failures, window, cached
-        self.httpd.delay = delay
+        self.httpd.mode, self.httpd.failures, self.httpd.window = mode, failures, window
+        self.httpd.delay, self.httpd.cache_floor, self.httpd.per_word = delay, cache_floor, per_word
+        self.httpd.caches, self.httpd.created = {}, []
         self.httpd.requests, self.httpd.counted, self.httpd.faults = [], [], []
         self.httpd.lock = threading.Lock()
         self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -183,6 +227,14 @@ class GeminiServer:
     @property
     def faults(self) -> list:
         return self.httpd.faults
+
+    @property
+    def caches(self) -> dict:
+        return self.httpd.caches
+
+    @property
+    def created(self) -> list:
+        return self.httpd.created
 
     def __enter__(self):
         self.thread.start()

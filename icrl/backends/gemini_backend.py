@@ -13,8 +13,13 @@
   at most), --max_retries times; a server silent for two minutes is given up on
   (``server_watch``). What cannot be retried is one line: a refused key, an unknown model, a
   blocked prompt or an empty candidate, an answer outside the labels.
+- A call's prompts that share their context (a test step's) share one context cache: the
+  system instruction and every turn but the last go into a ``cachedContents`` (when they
+  reach ``cache_min_tokens``), each request sends its last turn and the cache's name, and the
+  cache is deleted when the call ends.
 - ``count_tokens``: the API's ``countTokens`` (each text once), which the window search reads
-  through ``chat``; ``usage()``: the prompt, cached and candidate tokens the API reported.
+  through ``chat``; ``usage()``: the prompt, cached and candidate tokens the API reported (a
+  cache's writing counted as one request of its tokens).
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ INSTALL_HINT = ("the gemini backend needs the google-genai package: pip install 
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "API_KEY")
 DEFAULT_URL = "https://generativelanguage.googleapis.com"
 API_VERSIONS = ("v1beta", "v1alpha", "v1")
+CACHE_MIN_TOKENS = 1024  # the smallest context cache the API takes (Gemini 2.x Flash; a refusal raises it)
+CACHE_TTL = "3600s"  # deleted after its call; the TTL only bounds a cache a killed run leaves
 
 
 def import_genai():
@@ -67,7 +74,7 @@ class GeminiBackend:
 
     def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  api_model: Optional[str] = None, max_concurrency: int = 32, timeout: float = 600.0,
-                 max_retries: int = 5, max_model_len: Optional[int] = None):
+                 max_retries: int = 5, max_model_len: Optional[int] = None, cache_min_tokens: int = CACHE_MIN_TOKENS):
         genai, self._errors, types = import_genai()
         if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
             raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
@@ -80,6 +87,7 @@ class GeminiBackend:
         self.endpoint, self.api_version = split_version(base_url or DEFAULT_URL)
         self.url = strip_userinfo(f"{self.endpoint}/{self.api_version}") or self.endpoint  # shown and recorded
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
+        self.cache_min_tokens = cache_min_tokens  # 0: no context caches
         import httpx2  # the SDK's own HTTP client: its timeouts are retried (aiohttp's would not be)
 
         retry = types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=1.0, exp_base=2.0, max_delay=60.0)
@@ -211,23 +219,57 @@ class GeminiBackend:
         return int(response.total_tokens)
 
     async def _predict_all(self, call, semaphore) -> list[str]:
-        tasks = [asyncio.ensure_future(self._one(p, call.labels, call.temperature, call.seed, semaphore))
-                 for p in call.prompts]
+        decoded = [req.decode(p) for p in call.prompts]
+        requests = [r for r in decoded if r is not None]
+        if len(requests) < len(decoded):
+            raise UsageError("the gemini backend predicts on prompts it rendered itself (render), not on plain text")
+        cache = await self._cache(requests)
+        tasks = [asyncio.ensure_future(self._one(r, call.labels, call.temperature, call.seed, semaphore, cache))
+                 for r in requests]
         try:
             return list(await asyncio.gather(*tasks))
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if cache is not None:
+                await self._drop(cache)
 
-    async def _one(self, prompt: str, labels, temperature: float, seed: int, semaphore) -> str:
-        request = req.decode(prompt)
-        if request is None:
-            raise UsageError("the gemini backend predicts on prompts it rendered itself (render), not on plain text")
-        config = req.generation_config(request["system_instruction"], request["prefix"], labels, temperature, seed)
+    async def _cache(self, requests) -> Optional[str]:
+        """A context cache of the call's shared head (``gemini_requests.shared_head``) when it
+        has at least ``cache_min_tokens`` tokens; None otherwise, or when the API refuses it
+        (then heads as small are not offered again)."""
+        head = req.shared_head(requests) if self.cache_min_tokens > 0 else None
+        if head is None:
+            return None
+        system, turns = head
+        tokens = await self._count_one(req.encode(system, turns), asyncio.Semaphore(1))
+        if tokens < self.cache_min_tokens:
+            return None
+        config = {"contents": turns, "ttl": CACHE_TTL, **({"system_instruction": system} if system else {})}
+        try:
+            cache = await self._client.aio.caches.create(model=self.api_model, config=config)
+        except self._errors.ClientError as exc:  # too small for this model, or no caching for it
+            log.info("no context cache of %d tokens for %s (%s)", tokens, self.api_model, exc)
+            self.cache_min_tokens = tokens + 1
+            return None
+        self._loop.watch.answered()
+        self._usage += Usage(tokens, 0, 0, 1)  # writing the cache: its tokens, at the input price
+        return cache.name
+
+    async def _drop(self, name: str) -> None:
+        try:
+            await self._client.aio.caches.delete(name=name)
+        except Exception as exc:  # noqa: BLE001 - it expires after CACHE_TTL anyway
+            log.warning("could not delete the context cache %s (%s); it expires after %s", name, exc, CACHE_TTL)
+
+    async def _one(self, request: dict, labels, temperature: float, seed: int, semaphore, cache=None) -> str:
+        config = req.generation_config(request["system_instruction"], request["prefix"], labels, temperature, seed,
+                                       cache)
+        contents = request["contents"][-1:] if cache is not None else request["contents"]
         async with semaphore:
             response = await self._client.aio.models.generate_content(
-                model=self.api_model, contents=request["contents"], config=config)
+                model=self.api_model, contents=contents, config=config)
         self._loop.watch.answered()
         self._count(response.usage_metadata)
         text = req.answer_text(response)

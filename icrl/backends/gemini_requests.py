@@ -49,9 +49,26 @@ def turns(messages: Sequence[dict]) -> tuple[str, list[dict]]:
 
 def render(messages: Sequence[dict], prefix: str) -> str:
     """The backend's rendered prompt: the request's messages and the prediction prefix, as JSON."""
-    system, contents = turns(messages)
-    return json.dumps({_MARK: {"system_instruction": system, "contents": contents, "prefix": prefix}},
+    return encode(*turns(messages), prefix)
+
+
+def encode(system: str, contents: Sequence[dict], prefix: str = "") -> str:
+    return json.dumps({_MARK: {"system_instruction": system, "contents": list(contents), "prefix": prefix}},
                       ensure_ascii=False)
+
+
+def shared_head(requests: Sequence[dict]) -> Optional[tuple[str, list[dict]]]:
+    """(system instruction, turns) that every request of a call starts with: all turns but the
+    last (the user turn with the new input), when two or more requests share them; else None.
+    A context cache holds them, and each request then sends its last turn alone."""
+    if len(requests) < 2:
+        return None
+    first = requests[0]
+    head = first["contents"][:-1]
+    if not head or any(r["system_instruction"] != first["system_instruction"] or r["contents"][:-1] != head
+                       for r in requests[1:]):
+        return None
+    return first["system_instruction"], head
 
 
 def decode(rendered: str) -> Optional[dict]:
@@ -67,15 +84,18 @@ def answers(prefix: str, labels: Sequence[str]) -> list[str]:
 
 
 def generation_config(system: str, prefix: str, labels: Sequence[str], temperature: float,
-                      seed: Optional[int]) -> dict:
-    """The ``config`` of ``models.generate_content`` (the SDK's GenerateContentConfig fields)."""
+                      seed: Optional[int], cache: Optional[str] = None) -> dict:
+    """The ``config`` of ``models.generate_content`` (the SDK's GenerateContentConfig fields);
+    with ``cache`` (a context cache's name, which holds the system instruction) no instruction."""
     if temperature < 0:
         raise UsageError(f"--temperature must be >= 0, got {temperature}")
     config: dict[str, Any] = {
         "candidate_count": 1, "temperature": float(temperature),
         "response_mime_type": ENUM_MIME_TYPE, "response_schema": {"type": "STRING", "enum": answers(prefix, labels)},
         "safety_settings": [{"category": c, "threshold": "BLOCK_NONE"} for c in HARM_CATEGORIES]}
-    if system:
+    if cache is not None:
+        config["cached_content"] = cache
+    elif system:
         config["system_instruction"] = system
     if seed is not None:
         config["seed"] = int(seed)

@@ -118,3 +118,19 @@ def test_the_context_size_comes_from_the_models_window_and_the_api_counter(tmp_p
     config = __import__("json").loads((_run_dir(tmp_path) / "config.json").read_text())
     assert config["resolved"]["max_context_examples"] == expected and expected > 1
     assert config["backend"]["max_model_len"] == 600
+
+
+def test_test_steps_share_a_context_cache_and_get_the_records_of_whole_requests(tmp_path):
+    """Above the cache minimum (1,024 tokens: the stand-in counts 40 a word here) each test step's
+    shared context goes into one cache, deleted after the step; the records equal those of a
+    run whose caches the API refuses (whole requests)."""
+    with GeminiServer(per_word=40) as server:
+        cached = _run(server, tmp_path / "cached")
+        assert cached.returncode == 0, cached.stderr
+        assert server.faults == [] and server.created and server.caches == {}  # step 0 has no context
+        assert any("cachedContent" in body for body in server.requests)
+    with GeminiServer(per_word=40, cache_floor=10 ** 9) as server:
+        whole = _run(server, tmp_path / "whole")
+        assert whole.returncode == 0, whole.stderr
+        assert server.created == [] and not any("cachedContent" in body for body in server.requests)
+    assert run_records(_run_dir(tmp_path / "cached")) == run_records(_run_dir(tmp_path / "whole"))

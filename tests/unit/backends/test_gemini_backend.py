@@ -39,7 +39,7 @@ def _prompt(backend, query="Message: q3", context=CONTEXT):
 
 
 def test_predict_sends_the_published_request_and_reports_usage():
-    with GeminiServer(window=32768, cached=5) as server:
+    with GeminiServer(window=32768) as server:
         backend = _load(server)
         try:
             assert isinstance(backend, ReportsUsage) and backend.max_model_len == 32768
@@ -62,12 +62,56 @@ def test_predict_sends_the_published_request_and_reports_usage():
                 "responseSchema": {"type": "STRING", "enum": ["Intent: billing", "Intent: refund", "Intent: delivery"]}}
             assert body["safetySettings"] == [{"category": c, "threshold": "BLOCK_NONE"} for c in HARMS]
             usage = backend.usage()
-            assert usage.requests == 4 and usage.output_tokens == 8 and usage.cached_prompt_tokens == 20
-            assert usage.prompt_tokens > usage.cached_prompt_tokens
+            assert usage.requests == 4 and usage.output_tokens == 8 and usage.cached_prompt_tokens == 0
+            assert usage.prompt_tokens == sum(_words(b) for b in server.requests)
+            assert server.created == []  # a context below cache_min_tokens is not cached
             described = backend.describe()
             assert described["base_url"] == f"{server.base_url}/v1beta" and KEY not in str(described)
         finally:
             backend.close()
+
+
+def _words(body) -> int:
+    turns = body["contents"] + [body["systemInstruction"]]
+    return sum(len(part["text"].split()) for turn in turns for part in turn["parts"])
+
+
+def test_prompts_that_share_their_context_share_a_context_cache_deleted_after():
+    queries = ["Message: q3", "Message: q4", "Message: q5"]
+    with GeminiServer() as server:
+        plain = _load(server, cache_min_tokens=0)
+        try:
+            expected = plain.predict([_prompt(plain, q) for q in queries], LABELS, 1.0, 5)
+            sent = list(server.requests)
+        finally:
+            plain.close()
+        backend = _load(server, cache_min_tokens=10)
+        try:
+            labels = backend.predict([_prompt(backend, q) for q in queries], LABELS, 1.0, 5)
+            usage = backend.usage()
+        finally:
+            backend.close()
+        cached = server.requests[len(sent):]
+        assert server.faults == [] and labels == expected  # the same requests, the context sent once
+        assert len(server.created) == 1 and server.caches == {}  # deleted when the call ended
+        assert all(b["cachedContent"] == server.created[0] and len(b["contents"]) == 1 and
+                   "systemInstruction" not in b for b in cached)
+        assert [b["contents"][0] for b in cached] == [b["contents"][-1] for b in sent]
+        head = _words(sent[0]) - len(sent[0]["contents"][-1]["parts"][0]["text"].split())
+        assert usage.cached_prompt_tokens == 3 * head and usage.requests == 4  # the cache's writing, then 3
+        assert usage.prompt_tokens == head + sum(_words(b) for b in sent)
+
+
+def test_a_cache_the_api_refuses_leaves_the_requests_whole():
+    with GeminiServer(cache_floor=10 ** 6) as server:
+        backend = _load(server, cache_min_tokens=10)
+        try:
+            backend.predict([_prompt(backend, "Message: q3"), _prompt(backend, "Message: q4")], LABELS, 0.0, 0)
+            assert backend.cache_min_tokens > 10  # not offered again for a head as small
+        finally:
+            backend.close()
+        assert server.created == [] and server.faults == []
+        assert all("cachedContent" not in b and len(b["contents"]) == 5 for b in server.requests)
 
 
 def test_tokens_are_counted_by_the_api_once_per_text():

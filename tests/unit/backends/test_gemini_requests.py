@@ -102,3 +102,18 @@ def test_answers_are_read_back_to_labels():
 def test_a_blocked_or_empty_answer_says_why(response, why):
     with pytest.raises(req.Blocked, match=why.replace("(", r"\(").replace(")", r"\)")):
         req.answer_text(response)
+
+
+def test_the_shared_head_is_every_turn_but_the_last_when_all_requests_share_it():
+    context = [Episode("Message: q1", "billing", 1, "billing", 1)]
+    a, b = (req.decode(req.render(*build_messages(TASK, context, q, "icrl"))) for q in ("Message: q2", "Message: q3"))
+    assert req.shared_head([a, b]) == (SYSTEM, [_user("Message: q1"), _model("Intent: billing")])
+    assert req.shared_head([a]) is None  # one request: nothing to share
+    other = req.decode(req.render(*build_messages(TASK, [], "Message: q3", "icrl")))
+    assert req.shared_head([a, other]) is None  # another context
+    assert req.shared_head([other, other]) is None  # no context: nothing but the last turn
+
+
+def test_a_cached_request_names_its_cache_in_place_of_the_instruction():
+    config = req.generation_config(SYSTEM, "Intent:", LABELS, 0.0, 1, cache="cachedContents/x")
+    assert config["cached_content"] == "cachedContents/x" and "system_instruction" not in config

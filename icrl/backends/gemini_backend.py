@@ -117,7 +117,7 @@ class GeminiBackend:
         return {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
                 "base_url": self.url, "max_model_len": self.max_model_len,
                 "constraint": f"response_mime_type {req.ENUM_MIME_TYPE}", "seed": "generation_config.seed",
-                "supports_system_role": True}
+                "context_cache_min_tokens": self.cache_min_tokens, "supports_system_role": True}
 
     def usage(self) -> Usage:
         return self._usage

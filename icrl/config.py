@@ -193,7 +193,7 @@ class RunOptions:
     base_url: Optional[str] = flag(
         None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL); "
               "--backend anthropic: another Messages API endpoint (default: $ANTHROPIC_BASE_URL, else "
-              "https://api.anthropic.com)",
+              "https://api.anthropic.com); --backend gemini: another endpoint of the Gemini API (default: Google's)",
         backend=True)
     max_concurrency: int = flag(32, "requests in flight at once", backend=True)
     timeout: float = flag(600.0, "seconds per request", backend=True)
@@ -212,7 +212,8 @@ class Secrets:
         "help": "for gated models; never written to disk (default: $HF_TOKEN)", "backend": True})
     api_key: Optional[str] = field(default=None, repr=False, metadata={
         "help": "API key, never written to disk (default: $OPENAI_API_KEY; --backend anthropic: "
-                "$ANTHROPIC_API_KEY)", "backend": True})
+                "$ANTHROPIC_API_KEY; --backend gemini: $GEMINI_API_KEY, $GOOGLE_API_KEY or $API_KEY)",
+        "backend": True})
 
 
 def _check_parameter_names() -> None:

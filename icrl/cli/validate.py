@@ -43,8 +43,8 @@ def check_flags(values: Mapping) -> None:
     if values["max_model_len"] is not None and values["max_model_len"] > MAX_WINDOW:
         raise UsageError(f"--max_model_len {values['max_model_len']} is larger than any model's window "
                          f"(at most {MAX_WINDOW}); give the window in tokens, e.g. 8192")
-    if values["base_url"] and values["backend"] not in ("openai", "anthropic", "auto"):
-        raise UsageError(f"--base_url is for --backend openai or anthropic, not {values['backend']}; "
+    if values["base_url"] and values["backend"] not in ("openai", "anthropic", "gemini", "auto"):
+        raise UsageError(f"--base_url is for --backend openai, anthropic or gemini, not {values['backend']}; "
                          "drop it or use one of those")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
@@ -127,7 +127,8 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> 
     exploration.validate(s)
     rewards.validate(s)
     validate_backend_flags(config)
-    if s.backend not in ("openai", "anthropic", "fake") and not is_learner(s.agent):  # no model loaded here: a name
+    # hosted or fake: the model name is a label, not a folder
+    if s.backend not in ("openai", "anthropic", "gemini", "fake") and not is_learner(s.agent):
         validate_model_path(s.model_name)
         validate_device(s.device)
 

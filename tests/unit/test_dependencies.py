@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # Imported only by an optional backend or option, each inside the code that needs it.
-OPTIONAL = {"vllm": "vllm", "psutil": "vllm", "openai": "openai", "anthropic": "anthropic", "wandb": "wandb", "ray": "ray"}
+OPTIONAL = {"vllm": "vllm", "psutil": "vllm", "openai": "openai", "anthropic": "anthropic", "wandb": "wandb", "ray": "ray",
+            "google": "gemini", "httpx2": "gemini"}
 
 
 def _name(requirement: str) -> str:

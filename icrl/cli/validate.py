@@ -54,7 +54,8 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
     """The published settings given that the chosen method does not read, one warning each (the
     parsed flags, before zero-shot is resolved): --max_contexts and
     --approximate_context_sampling_method outside the approximate strategies, a strategy for a
-    zero-shot run. The published script accepted them (its README passes the first two with
+    zero-shot run, --max_context_examples for a strategy it does not size (``reads``: the
+    summaries). The published script accepted them (its README passes the first two with
     the approximate commands, and a zero-shot run needed a strategy name there), so they are
     not refused: the run goes on without them and says so."""
     warnings = []
@@ -69,6 +70,11 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
             owners = [e.base for e in STRATEGIES if name in e.cls.uses]
             warnings.append(f"{flag_name(name, spelled)} {values[name]} does nothing for {who} (only the "
                             f"{' and '.join(dict.fromkeys(owners))} strategies read it): ignored")
+    entry = STRATEGIES.get(strategy) if strategy in STRATEGIES and not zero_shot else None
+    if entry is not None and values["max_context_examples"] is not None \
+            and "max_context_examples" not in entry.cls.reads:
+        warnings.append(f"{flag_name('max_context_examples', spelled)} {values['max_context_examples']} does nothing "
+                        f"for {who} (its context: {entry.cls.summary}): ignored")
     return tuple(warnings)
 
 

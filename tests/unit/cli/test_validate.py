@@ -194,6 +194,23 @@ def test_a_published_setting_the_method_does_not_read_is_warned_once_and_logged(
     assert "already finished" in captured.out and "warning" not in captured.err
 
 
+@pytest.mark.parametrize("strategy", ["summary", "summary_knn"])
+def test_a_window_given_to_a_summary_is_warned_once_and_changes_no_answer(strategy, tmp_path, capsys):
+    from helpers import untimed_records
+
+    out = tmp_path / "out"
+    assert main(TOY_RUN + ["--context_strategy_name", strategy, "--summary_episodes", "1", "--output_dir", str(out)]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert warnings == [f"warning: --max_context_examples 2 does nothing for --context_strategy_name {strategy} "
+                        f"(its context: {'a per-label summary of the answers and rewards so far, then the'} "
+                        f"--summary_episodes {'most recent' if strategy == 'summary' else 'most similar'} episodes): "
+                        f"ignored"], warnings
+    wider = [w if w != "2" or before != "--max_context_examples" else "5" for before, w in zip(["", *TOY_RUN], TOY_RUN)]
+    assert main(wider + ["--context_strategy_name", strategy, "--summary_episodes", "1", "--output_dir", str(out)]) == 0
+    runs = sorted(path.parent for path in out.rglob("train.jsonl"))
+    assert len(runs) == 2 and untimed_records(runs[0]) == untimed_records(runs[1])
+
+
 def test_the_approximate_settings_with_an_approximate_strategy_are_no_warning(tmp_path, capsys):
     assert main(TOY_RUN + ["--context_strategy_name", "approximate", "--max_contexts", "2",
                            "--approximate_context_sampling_method", "exact", "--output_dir", str(tmp_path)]) == 0

@@ -61,7 +61,7 @@ lint: $(STAMP)
 test: lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=25
 
-# The fast tests: pure logic on the fake backend, no model, no large tokenizer (under a minute).
+# The fast tests: pure logic on the fake backend, no model, no large tokenizer (docs/development.md: its timing).
 test-fast: $(STAMP)
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 tests/unit -m "not model and not vllm and not tokenizer"
 

@@ -3,7 +3,9 @@
 // the study report and the episode viewer draw: node tests/dom.js INPUT.json runs the scripts
 // named in INPUT ({"scripts": [paths], "data_id": id, "data": {...}}) against a document whose
 // element `data_id` holds the data as JSON, and prints every element reached from the
-// document's elements (by id) as a JSON tree: tag, id, class, attributes, text, children.
+// document's elements (by id) as a JSON tree: tag, id, class, attributes, text, children. INPUT's
+// optional "actions" ([{id, value, event}]) are done first, as a reader would: the element's value
+// set, then its listener of that event called (the viewer's step box: "change").
 const fs = require("fs");
 const vm = require("vm");
 
@@ -54,4 +56,9 @@ const context = { document, Node, window: {}, performance: { now: () => 0 }, con
                   Array, String, Number, parseInt, parseFloat, isNaN, Infinity, NaN };
 vm.createContext(context);
 vm.runInContext(input.scripts.map((p) => fs.readFileSync(p, "utf8")).join("\n;\n"), context);
+for (const action of input.actions || []) {
+  const node = document.getElementById(action.id);
+  node.value = action.value;
+  node.listeners[action.event]({ target: node });
+}
 process.stdout.write(JSON.stringify(holder.toJSON()));

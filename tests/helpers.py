@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Sequence
 
 from icrl.method.episode import Episode
 from icrl.method.prompts import build_messages
@@ -236,10 +237,12 @@ def gpu_assets(data: Path) -> Path:
     return assets
 
 
-def render_page_script(package: str, data_id: str, data: dict, tmp_path: Path) -> dict:
+def render_page_script(package: str, data_id: str, data: dict, tmp_path: Path, actions: Sequence = ()) -> dict:
     """The DOM that ``package``'s page script (icrl/report/report.js, icrl/viewer/viewer.js, after
     the shared dom.js) builds from ``data``, drawn under node with tests/dom.js: a JSON tree of
-    elements (tag, id, class, attrs, text, children). Skips the test where node is missing."""
+    elements (tag, id, class, attrs, text, children), after ``actions`` ({id, value, event}: a
+    value set and that event's listener called, e.g. the viewer's step box). Skips the test where
+    node is missing."""
     import pytest
 
     node = shutil.which("node")
@@ -247,7 +250,8 @@ def render_page_script(package: str, data_id: str, data: dict, tmp_path: Path) -
         pytest.skip("node not found (apt-get install nodejs)")
     scripts = [REPO / "icrl" / "viewer" / "dom.js", REPO / "icrl" / package / f"{package}.js"]
     spec = tmp_path / f"{package}-page.json"
-    spec.write_text(json.dumps({"scripts": [str(p) for p in scripts], "data_id": data_id, "data": data}))
+    spec.write_text(json.dumps({"scripts": [str(p) for p in scripts], "data_id": data_id, "data": data,
+                                "actions": list(actions)}))
     import subprocess
 
     done = subprocess.run([node, str(REPO / "tests" / "dom.js"), str(spec)], capture_output=True, text=True,

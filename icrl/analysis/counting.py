@@ -100,8 +100,7 @@ class Replay:
 
         self.config, self.train, self.test, self.chat = config, train, test, chat
         self.prompter = prompter_of_record(config)
-        self.history = [Episode(r["prompt"], r.get("prediction"), r.get("feedback"), r["answer"], r.get("accuracy"), i)
-                        for i, r in enumerate(train)]
+        self.history = episodes_of(train)
         self.published = published_contexts(config, self.history)
         self.preambles = preambles(config, train, self.history)
         self.tests = {record["step"]: record for record in test}
@@ -146,6 +145,12 @@ class Replay:
         test = sum(sum(r.get("reasoning_tokens") or []) for r in self.test)
         return {"train_reasoning_tokens": sum(r.get("reasoning_tokens") or 0 for r in self.train),
                 "test_reasoning_tokens": test}
+
+
+def episodes_of(train: Sequence[dict]) -> list[Episode]:
+    """The episodes of a run's training records, as its loop held them."""
+    return [Episode(r["prompt"], r.get("prediction"), r.get("feedback"), r["answer"], r.get("accuracy"), i)
+            for i, r in enumerate(train)]
 
 
 def preambles(config: dict, train: Sequence[dict], history: Sequence[Episode]) -> Optional[list[str]]:

@@ -114,12 +114,14 @@ def run_label(row) -> str:
         return row["model"]  # e.g. "LinUCB (tfidf)"
     name = row["method"] or row["strategy"]
     parts = []
-    if row["mode"] == "icl" or row["method"] not in ("naive", "naive+"):
-        parts.append(f"p={_fmt(row['p_keep'])}")
     strategy = STRATEGIES.get(row["strategy"]).cls if row["strategy"] in STRATEGIES else None
+    reads = strategy.reads if strategy is not None else ("max_context_examples", "context_p_keep")
+    if (row["mode"] == "icl" or row["method"] not in ("naive", "naive+")) and "context_p_keep" in reads:
+        parts.append(f"p={_fmt(row['p_keep'])}")
     if strategy is not None:
         parts += strategy.label_parts(row)  # e.g. approximate: K=8 uniform
-    parts.append(f"m={_fmt(row['max_context_examples'])}")
+    if "max_context_examples" in reads:  # not for a summary, whose episodes are its own setting
+        parts.append(f"m={_fmt(row['max_context_examples'])}")
     if row["omit_feedback"]:
         parts.append("no feedback")
     if row["flip_feedback"]:
@@ -129,7 +131,7 @@ def run_label(row) -> str:
     if row["exemplars_per_label"]:
         parts.append(f"{row['exemplars_per_label']} exemplars/label")
     parts += beyond_the_paper(row)
-    return f"{name} ({', '.join(parts)})"
+    return f"{name} ({', '.join(parts)})" if parts else name
 
 
 def beyond_the_paper(row) -> list[str]:

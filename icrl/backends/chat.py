@@ -42,10 +42,9 @@ def local_model_dir(model_name: str, hf_token: Optional[str] = None, weights: bo
         return path
     if looks_like_path(model_name):
         raise UsageError(f"{model_name!r}: no such local folder (a Hub id is org/name)")
-    if not weights and os.environ.get("ICRL_TOKENIZERS_DIR"):
-        candidate = Path(os.environ["ICRL_TOKENIZERS_DIR"]) / model_name.replace("/", "__")
-        if candidate.is_dir():
-            return candidate
+    copy = tokenizer_copy(model_name) if not weights else None
+    if copy is not None:
+        return copy
     if "/" not in model_name:
         raise UsageError(
             f"unknown model {model_name!r}: give a Hugging Face id (org/name), a local directory, "
@@ -61,6 +60,16 @@ def local_model_dir(model_name: str, hf_token: Optional[str] = None, weights: bo
             f"cannot get {model_name!r} from the Hugging Face hub ({type(exc).__name__}: "
             f"{str(exc).splitlines()[0] if str(exc) else ''}); check the name, pass --hf_token for "
             f"gated models, or give a local directory") from None
+
+
+def tokenizer_copy(model_name: str) -> Optional[Path]:
+    """The tokenizer-only copy of Hub id ``model_name`` under ``$ICRL_TOKENIZERS_DIR``
+    (``<org>__<name>``), or None when there is none."""
+    root = os.environ.get("ICRL_TOKENIZERS_DIR")
+    if not root:
+        return None
+    candidate = Path(root) / model_name.replace("/", "__")
+    return candidate if candidate.is_dir() else None
 
 
 def load_hf_tokenizer(directory: Path):

@@ -162,8 +162,9 @@ def _engine_flags(p) -> None:
     api("max_retries", type=int)
 
 
-def parse_args(argv: Optional[Sequence[str]]) -> RunConfig:
-    """Parse, resolve and validate; an empty argument list means the demo preset."""
+def parse_args(argv: Optional[Sequence[str]], weights: bool = True) -> RunConfig:
+    """Parse, resolve and validate; an empty argument list means the demo preset. ``weights=False``:
+    the run is only planned (run_sweep.py --estimate): its model needs only a tokenizer."""
     argv = list(argv or [])
     parser = build_parser()
     words = argv if argv else DEMO_ARGS
@@ -178,7 +179,7 @@ def parse_args(argv: Optional[Sequence[str]]) -> RunConfig:
     if is_learner(values["agent"]):
         learner_values(values)
     config = RunConfig.from_values(values, demo=not argv)
-    validate(config, spelled)
+    validate(config, spelled, weights)
     return dataclasses.replace(config, ignored=ignored)
 
 

@@ -54,7 +54,8 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
     """The published settings given that the chosen method does not read, one warning each (the
     parsed flags, before zero-shot is resolved): --max_contexts and
     --approximate_context_sampling_method outside the approximate strategies, a strategy for a
-    zero-shot run. The published script accepted them (its README passes the first two with
+    zero-shot run, --max_context_examples for a strategy it does not size (``reads``: the
+    summaries). The published script accepted them (its README passes the first two with
     the approximate commands, and a zero-shot run needed a strategy name there), so they are
     not refused: the run goes on without them and says so."""
     warnings = []
@@ -69,12 +70,18 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
             owners = [e.base for e in STRATEGIES if name in e.cls.uses]
             warnings.append(f"{flag_name(name, spelled)} {values[name]} does nothing for {who} (only the "
                             f"{' and '.join(dict.fromkeys(owners))} strategies read it): ignored")
+    entry = STRATEGIES.get(strategy) if strategy in STRATEGIES and not zero_shot else None
+    if entry is not None and values["max_context_examples"] is not None \
+            and "max_context_examples" not in entry.cls.reads:
+        warnings.append(f"{flag_name('max_context_examples', spelled)} {values['max_context_examples']} does nothing "
+                        f"for {who} (its context: {entry.cls.summary}): ignored")
     return tuple(warnings)
 
 
-def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> None:
+def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None, weights: bool = True) -> None:
     """Reject bad combinations with a one-line UsageError (nothing loaded, nothing written).
-    ``spelled``: how the user typed each flag (for the messages)."""
+    ``spelled``: how the user typed each flag (for the messages). ``weights=False``: the run is
+    only planned (run_sweep.py --estimate), so its model needs only a tokenizer and no device."""
     s, o = config.spec, config.options
     if not s.task_name:
         raise UsageError("--task_name is required (e.g. banking77); run with no arguments for the demo")
@@ -129,8 +136,9 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> 
     validate_backend_flags(config)
     # hosted or fake: the model name is a label, not a folder
     if s.backend not in ("openai", "anthropic", "gemini", "fake") and not is_learner(s.agent):
-        validate_model_path(s.model_name)
-        validate_device(s.device)
+        validate_model_path(s.model_name, weights)
+        if weights:
+            validate_device(s.device)
 
 
 def validate_backend_flags(config: RunConfig) -> None:
@@ -146,14 +154,19 @@ def validate_backend_flags(config: RunConfig) -> None:
                 gpu_memory_utilization=o.gpu_memory_utilization, rope_scaling=s.rope_scaling)
 
 
-def validate_model_path(name: str) -> None:
-    """A local model directory must exist and hold a model (not reported as a failed download)."""
+def validate_model_path(name: str, weights: bool = True) -> None:
+    """A local model directory must exist and hold a model (not reported as a failed download).
+    ``weights=False``: only the tokenizer is needed (a folder with its files, or a Hub id with a
+    copy under $ICRL_TOKENIZERS_DIR, in the Hub cache, or downloadable)."""
     path = Path(name).expanduser()
     if path.is_file() and path.suffix == ".gguf":
         return
     if path.is_file():
         raise UsageError(f"--model_name {name!r} is a file; give the model's folder (with config.json, the "
                          f"tokenizer and the weights) or a .gguf file")
+    if path.is_dir() and not weights:
+        check_tokenizer_folder(name, path)
+        return
     if path.is_dir():
         if not (path / "config.json").is_file() and not any(path.glob("*.gguf")):
             raise UsageError(f"--model_name {name!r} is a folder without a model (no config.json in it)")
@@ -161,7 +174,7 @@ def validate_model_path(name: str) -> None:
             check_model_folder(name, path)
         return
     from ..infra import hub
-    from ..backends.chat import looks_like_path
+    from ..backends.chat import looks_like_path, tokenizer_copy
     from ..backends.embedded import EMBEDDED_MODELS
 
     if looks_like_path(name):
@@ -171,15 +184,18 @@ def validate_model_path(name: str) -> None:
     if not hub.plausible_id(name):
         raise UsageError(f"unknown --model_name {name!r}: give a Hugging Face id (org/name), a local directory, "
                          f"or the embedded {', '.join(EMBEDDED_MODELS)}")
+    if not weights and tokenizer_copy(name) is not None:
+        return
+    local = "a local directory" if weights else \
+        f"a tokenizer folder, or put its copy {name.replace('/', '__')}/ under $ICRL_TOKENIZERS_DIR"
     if hub.offline() and not hub.model_cached(name):
         raise UsageError(f"--model_name {name!r} is not available offline: HF_HUB_OFFLINE is set and it is not in "
-                         f"the Hugging Face cache ({hub.hub_cache()}); go online to download it once, or give a "
-                         f"local directory")
+                         f"the Hugging Face cache ({hub.hub_cache()}); go online to download it once, or give {local}")
     if not hub.offline() and not hub.model_cached(name):
         why = hub.unreachable()
         if why is not None:
             raise UsageError(f"cannot download --model_name {name!r} from the Hugging Face Hub ({why}); go online, "
-                             f"or give a local directory")
+                             f"or give {local}")
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "spiece.model", "vocab.txt")
@@ -205,6 +221,25 @@ def check_model_folder(name: str, path: Path) -> None:
     if not any(any(path.glob(pattern)) for pattern in WEIGHT_PATTERNS):
         raise UsageError(f"--model_name {name!r} has no weights (no *.safetensors or *.bin file); copy the "
                          f"model's weights into it")
+
+
+def check_tokenizer_folder(name: str, path: Path) -> None:
+    """A folder the tokenizer alone is read from: its tokenizer files, and a config.json (where
+    the model's window is read) that parses when there is one; no weights needed."""
+    import json
+
+    if not any((path / file).is_file() for file in TOKENIZER_FILES):
+        raise UsageError(f"--model_name {name!r} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}); "
+                         f"give the folder of the model's tokenizer files and its config.json")
+    if not (path / "config.json").is_file():
+        return
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        config = None
+    if not isinstance(config, dict):
+        raise UsageError(f"--model_name {name!r}: its config.json is not a JSON object; replace it with the "
+                         f"model's original config.json")
 
 
 def validate_device(device: Optional[str]) -> None:

@@ -25,13 +25,14 @@ from .lockstep import LockStep, Outcome
 class Run:
     """One run of the sweep: its words, its parsed arguments (or why they are invalid)."""
 
-    def __init__(self, index: int, words: list[str]):
+    def __init__(self, index: int, words: list[str], weights: bool = True):
+        """``weights=False``: the run is only estimated, so its model needs only a tokenizer."""
         self.index, self.words = index, words
         self.args: Optional[RunConfig] = None
         self.error: Optional[str] = None
         self.out_dir: Optional[Path] = None
         try:
-            self.args = parse_args(words).replace(progress=False)  # the sweep has one bar for all runs
+            self.args = parse_args(words, weights).replace(progress=False)  # the sweep has one bar for all runs
             self.out_dir = experiment_dir(self.args.options.output_dir, self.args.spec.as_record())
         except UsageError as exc:
             self.error = scrub(str(exc))

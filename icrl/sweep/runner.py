@@ -52,7 +52,7 @@ def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
     if words == [[]]:
         raise UsageError("nothing to sweep: give --preset, --config, --grid or run_experiment.py flags "
                          "(see run_sweep.py --help)")
-    runs = [Run(i, w) for i, w in enumerate(words)]
+    runs = [Run(i, w, weights=not opts.estimate) for i, w in enumerate(words)]  # an estimate: a tokenizer
     seen: dict = {}
     for run in runs:
         if run.out_dir is None:
@@ -181,7 +181,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
     """--dry_run: each run's command and folder (or why it is invalid), and with --estimate the
-    tokens each would send; 1 when a run is invalid or could not be estimated, else 0."""
+    tokens each would send; 1 when a run is invalid or could not be estimated, else 0. An
+    estimate with nothing to estimate (every run invalid, or none estimated) prints no totals
+    but one line saying why: a UsageError (exit 2)."""
+    if opts.estimate:
+        refuse_all_invalid(runs)
     for run in runs:
         print(f"#{run.index} {run.command()}")
         print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
@@ -190,8 +194,11 @@ def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
 
         print("\n".join(header(opts.reward_share)), flush=True)
         estimates = estimate_runs(runs, opts.reward_share, on_run=lambda r, e: print(row(r, e), flush=True))
-        print("\n".join(footer(estimates, opts.tokens_per_s)))
         missing = [i for i, e in estimates.items() if e.error is not None]
+        if estimates and len(missing) == len(estimates):
+            raise UsageError(f"none of the {len(estimates)} valid runs could be estimated (each says why above); "
+                             f"no totals")
+        print("\n".join(footer(estimates, opts.tokens_per_s)))
         if missing:
             print(f"error: {len(missing)} runs could not be estimated (#{', #'.join(map(str, missing))}); "
                   f"the total leaves them out", file=sys.stderr)
@@ -199,6 +206,17 @@ def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
     print(f"{len(runs)} runs{shard}, {sum(r.error is not None for r in runs)} invalid; dry run, "
           f"{'no model loaded' if opts.estimate else 'nothing loaded'}")
     return 1 if any(r.error for r in runs) else 0
+
+
+def refuse_all_invalid(runs: Sequence[Run]) -> None:
+    """A sweep whose every run is invalid: one line saying why (the reason, when all share it)."""
+    if not runs or any(run.error is None for run in runs):
+        return
+    reasons = list(dict.fromkeys(run.error for run in runs))
+    if len(reasons) == 1:
+        raise UsageError(f"nothing to estimate: all {len(runs)} runs are invalid: {reasons[0]}")
+    raise UsageError(f"nothing to estimate: all {len(runs)} runs are invalid, for {len(reasons)} reasons "
+                     f"(run #{runs[0].index}: {reasons[0]}); --dry_run lists each run's")
 
 
 def print_epilogue(opts, runs: Sequence[Run]) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import numpy as np
 
@@ -135,7 +135,7 @@ def run_payload(state: TypedRun, root: Path, strings: StringTable) -> dict:
                   "reward": [-1 if r.feedback is None else _feedback(r.feedback) for r in train],
                   "correct": [-1 if r.accuracy is None else int(r.accuracy) for r in train],
                   "context": [encode_context(r.context) for r in train],
-                  **beyond_the_paper(train, strings)},
+                  **beyond_the_paper(train, strings), **shown_preambles(state, strings)},
     }
     test_set = config.get("test_set") or {}
     payload["test_set"] = {"prompt": [strings.index(p) for p in test_set.get("prompts") or []],
@@ -173,6 +173,47 @@ def beyond_the_paper(train, strings: StringTable) -> dict:
                               else answers)
     if any(_pruned(r) for r in train):
         out["pruned"] = [encode_context(_pruned(r)) for r in train]
+    return out
+
+
+def shown_preambles(state: TypedRun, strings: StringTable) -> dict:
+    """``preamble``: the text the run's strategy put in each step's prompt before the episodes
+    (a summary: ``icrl.analysis.counting.preambles``, rebuilt exactly from the records), as
+    ``encode_preambles`` writes it; {} for a strategy without one, and for one whose text is the
+    answer of its own declared call (a reflection's guide: shown as that call's answer)."""
+    from ..analysis.counting import episodes_of, preambles
+    from ..method.strategies import STRATEGIES
+
+    config = state.config or {}
+    name = (config.get("args") or {}).get("context_strategy_name")
+    if not state.train or "resolved" not in config or name not in STRATEGIES or STRATEGIES.get(name).cls.calls:
+        return {}
+    train = [r.as_json() for r in state.train]
+    texts = preambles(config, train, episodes_of(train))
+    return {"preamble": encode_preambles(texts, strings)} if texts is not None else {}
+
+
+def encode_preambles(texts, strings: StringTable) -> list:
+    """Each step's text as the lines that differ from the step before's: [its number of lines,
+    then (line number, the line's index in ``strings``) for each line changed]; a summary changes
+    a line or two a step. Decoded by ``decode_preambles`` and the page."""
+    out, before = [], []
+    for text in texts:
+        lines = text.split("\n") if text else []
+        changed = [(i, strings.index(line)) for i, line in enumerate(lines) if i >= len(before) or before[i] != line]
+        out.append([len(lines), *[x for pair in changed for x in pair]])
+        before = lines
+    return out
+
+
+def decode_preambles(encoded, strings: Sequence[str]) -> list[str]:
+    """The inverse of ``encode_preambles``."""
+    out, lines = [], []
+    for step in encoded:
+        lines = lines[:step[0]] + [""] * (step[0] - len(lines))
+        for i, index in zip(step[1::2], step[2::2]):
+            lines[i] = strings[index]
+        out.append("\n".join(lines))
     return out
 
 

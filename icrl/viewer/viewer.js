@@ -180,12 +180,30 @@
         : el("details", { class: "guide", open: "" }, el("summary", {}, `guide in the prompt (written at step ${at})`),
             el("pre", {}, S[t.guide[at]])));
     }
+    const preamble = preambleAt(t, k);
+    if (preamble) {
+      out.push(el("details", { class: "preamble", open: "" },
+        el("summary", {}, "in the prompt before the episodes (the strategy's text)"), el("pre", {}, preamble)));
+    }
     if (t.pruned && t.pruned[k]) {
       const ids = decodeContext(t.pruned[k]);
       if (ids.length) out.push(el("div", { class: "pruned" }, "no longer retrieved from this step: ",
         ...ids.flatMap((j, n) => [n ? ", " : "", el("span", { class: "steplink", onclick: () => setStep(j) }, j)])));
     }
     return out;
+  }
+  // the text a strategy put before the episodes at step k (a summary): each step holds the lines
+  // that changed from the step before (icrl/viewer/data.py, encode_preambles)
+  function preambleAt(t, k) {
+    if (!t.preamble || k >= t.preamble.length) return "";
+    let lines = [];
+    for (let j = 0; j <= k; j++) {
+      const p = t.preamble[j];
+      lines = lines.slice(0, p[0]);
+      while (lines.length < p[0]) lines.push("");
+      for (let i = 1; i < p.length; i += 2) lines[p[i]] = S[p[i + 1]];
+    }
+    return lines.join("\n");
   }
   function failureLine(run) {
     const f = run.failures || {};
@@ -210,7 +228,9 @@
           el("span", { class: "reward" }, "reward: ", rewardMark(t.reward[step]))),
         ...beyondBlocks(run, step),
         el("h4", {}, `Context: ${ids.length} episode${ids.length === 1 ? "" : "s"}`),
-        ids.length ? contextTable(run, ids) : el("div", { class: "muted" }, "empty context")));
+        ids.length ? contextTable(run, ids)
+          : el("div", { class: "muted" }, preambleAt(t, step) ? "no episodes: the text above is all the context"
+            : "empty context")));
     } else if (!run.testAt.has(step)) {
       col.append(el("div", { class: "muted" }, n ? `this run has ${n} training steps` : "no training steps (zero-shot)"));
     }

@@ -88,7 +88,9 @@ class Strategy:
     with each suffix of ``filters``), ``family`` (strategies alike in what they keep: random,
     approximate, retrieval), ``query_aware``, ``stateful``, ``params`` (its own parameters, each
     a flag and a configuration field), ``uses`` (the published settings it reads besides
-    --max_context_examples and --context_p_keep, e.g. --max_contexts), ``summary`` (one line:
+    --max_context_examples and --context_p_keep, e.g. --max_contexts), ``reads`` (which of
+    --max_context_examples and --context_p_keep act on its context: a summary's neither),
+    ``summary`` (one line:
     what it keeps in context), ``title`` (how figures name it among its family), ``published``
     (a strategy of the published code)."""
 
@@ -101,6 +103,7 @@ class Strategy:
     query_aware = False  # True: select() is given the input the context is for (``query``)
     params: tuple[Param, ...] = ()
     uses: tuple[str, ...] = ()
+    reads: tuple[str, ...] = ("max_context_examples", "context_p_keep")
     summary = ""
     title = ""  # how figures name it beside others of its family (default: its name)
     published = False  # one of the published code's strategies

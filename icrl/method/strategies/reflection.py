@@ -66,6 +66,7 @@ class Reflection(Strategy):
     filters = ("",)
     calls = (GUIDE,)
     params = (REFLECT_EVERY, REFLECTION_TOKENS, REFLECTION_MODEL)
+    reads = ("max_context_examples",)  # the most recent episodes, every one kept
     summary = "a guide the model writes every --reflect_every steps from its answers and rewards, then the " \
               "most recent episodes"
 

@@ -75,6 +75,7 @@ class Summary(Strategy):
     family = "summary"
     filters = ("",)
     params = (SUMMARY_EPISODES,)
+    reads = ()  # its episodes are --summary_episodes, all of them summarised
     summary = "a per-label summary of the answers and rewards so far, then the --summary_episodes most recent episodes"
 
     def __init__(self, max_examples, p_keep, accept=_any, episodes: int = 0):

@@ -39,3 +39,19 @@ def test_every_reader_names_the_fake_backend_and_gives_no_size_advice(tmp_path, 
     verdicts = [line for line in capsys.readouterr().out.splitlines() if line.startswith("verdict: ")]
     assert verdicts and all(line.startswith("verdict: smollm2-135m (fake) ") for line in verdicts), verdicts
     assert not any("larger model" in line for line in verdicts), verdicts
+
+
+def test_a_label_shows_only_the_settings_that_act_on_its_strategy(tmp_path):
+    """A summary's context is its summary and --summary_episodes (no p_keep, no window of
+    episodes); a reflection run keeps every episode (no p_keep) in a window (m)."""
+    from icrl.analysis.results import Results
+
+    data = tmp_path / "data"
+    common = [*TOY, "--icrl", "--train_k", "4", "--test_every", "2", "--test_k", "4", "--output_dir", str(data)]
+    assert run([*common, "--context_strategy_name", "summary", "--max_context_examples", "4"]) == 0
+    assert run([*common, "--context_strategy_name", "summary", "--summary_episodes", "2",
+                "--max_context_examples", "4"]) == 0
+    assert run([*common, "--context_strategy_name", "reflection", "--max_context_examples", "3"]) == 0
+    assert run([*common, "--context_strategy_name", "random_unbiased", "--max_context_examples", "3"]) == 0
+    labels = set(Results(data).runs["label"])
+    assert labels == {"summary", "summary (2 episodes)", "reflection (m=3)", "random_unbiased (p=1, m=3)"}, labels

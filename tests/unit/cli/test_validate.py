@@ -112,6 +112,48 @@ def test_a_model_folder_without_a_model_is_one_line(in_tmp_path, make, tmp_path,
     assert files_under(tmp_path) == before
 
 
+@pytest.mark.parametrize("files, needle", [
+    ({"config.json": '{"model_type": "llama"}', "tokenizer.json": "{}"}, None),
+    ({"tokenizer.json": "{}"}, None),  # the window then comes from the tokenizer's files or --max_model_len
+    ({"config.json": '{"model_type": "llama"}'}, "has no tokenizer"),
+    ({"config.json": "{broken", "tokenizer.json": "{}"}, "config.json is not a JSON object"),
+])
+def test_a_planned_run_needs_of_its_model_folder_only_a_tokenizer(files, needle, tmp_path):
+    """run_sweep.py --estimate plans runs (``weights=False``): a folder of tokenizer files (and
+    its config.json) is model enough; without a tokenizer, or with a config.json that does not
+    parse, it is one line."""
+    from icrl.cli import parse_args
+
+    model = tmp_path / "model"
+    model.mkdir()
+    for name, text in files.items():
+        (model / name).write_text(text)
+    argv = RUN + ["--backend", "transformers", "--model_name", str(model)]
+    if needle is None:
+        assert parse_args(argv, weights=False).spec.model_name == str(model)
+        with pytest.raises(UsageError):
+            parse_args(argv)  # a run that loads the model needs its weights
+        return
+    with pytest.raises(UsageError) as info:
+        parse_args(argv, weights=False)
+    assert needle in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_planned_run_finds_a_hub_id_among_the_tokenizer_copies(tmp_path, monkeypatch):
+    from icrl.cli import parse_args
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty"))
+    monkeypatch.setenv("ICRL_TOKENIZERS_DIR", str(tmp_path / "tokenizers"))
+    argv = RUN + ["--backend", "transformers", "--model_name", "some-org/some-model"]
+    with pytest.raises(UsageError, match=r"or put its copy some-org__some-model/ under \$ICRL_TOKENIZERS_DIR"):
+        parse_args(argv, weights=False)
+    (tmp_path / "tokenizers" / "some-org__some-model").mkdir(parents=True)
+    assert parse_args(argv, weights=False).spec.model_name == "some-org/some-model"
+    with pytest.raises(UsageError, match="is not available offline"):
+        parse_args(argv)  # a run that loads the model needs more than its tokenizer
+
+
 def test_too_small_a_max_model_len_names_the_flag(in_tmp_path, tmp_path, capsys):
     assert main(RUN + ["--backend", "fake", "--model_name", "smollm2-135m", "--max_model_len", "10", "--output_dir", "out"]) == 2
     err = one_error_line(capsys)
@@ -150,6 +192,23 @@ def test_a_published_setting_the_method_does_not_read_is_warned_once_and_logged(
     assert main(plain + ["--output_dir", str(out)]) == 0
     captured = capsys.readouterr()
     assert "already finished" in captured.out and "warning" not in captured.err
+
+
+@pytest.mark.parametrize("strategy", ["summary", "summary_knn"])
+def test_a_window_given_to_a_summary_is_warned_once_and_changes_no_answer(strategy, tmp_path, capsys):
+    from helpers import untimed_records
+
+    out = tmp_path / "out"
+    assert main(TOY_RUN + ["--context_strategy_name", strategy, "--summary_episodes", "1", "--output_dir", str(out)]) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning: ")]
+    assert warnings == [f"warning: --max_context_examples 2 does nothing for --context_strategy_name {strategy} "
+                        f"(its context: {'a per-label summary of the answers and rewards so far, then the'} "
+                        f"--summary_episodes {'most recent' if strategy == 'summary' else 'most similar'} episodes): "
+                        f"ignored"], warnings
+    wider = [w if w != "2" or before != "--max_context_examples" else "5" for before, w in zip(["", *TOY_RUN], TOY_RUN)]
+    assert main(wider + ["--context_strategy_name", strategy, "--summary_episodes", "1", "--output_dir", str(out)]) == 0
+    runs = sorted(path.parent for path in out.rglob("train.jsonl"))
+    assert len(runs) == 2 and untimed_records(runs[0]) == untimed_records(runs[1])
 
 
 def test_the_approximate_settings_with_an_approximate_strategy_are_no_warning(tmp_path, capsys):

@@ -183,7 +183,70 @@ def test_a_gemini_run_is_not_estimated_and_says_why(tmp_path, capsys):
     assert TINY[:4] == ["--model_name", "smollm2-135m", "--backend", "fake"]
     argv = [*flags, "--model_name", "gemini-1.5-flash-8b", "--backend", "gemini", "--context_strategy_name",
             "random_unbiased", "--output_dir", str(tmp_path / "out"), "--estimate"]
-    assert runner.main(argv) == 1
+    assert runner.main(argv) == 2  # the only run is not estimated: no totals
     out = capsys.readouterr().out
     assert "not estimated (left out of the total): the estimate finds the prompts' shared prefixes in token ids, " \
            "and the Gemini API gives token counts only" in out
+
+
+# -- the cost of a study before its model is here: a tokenizer is all the estimate needs ----------
+LLAMA = "meta-llama/Meta-Llama-3.1-8B-Instruct"
+REAL = [w for i, w in enumerate(TINY) if "--backend" not in (w, TINY[i - 1]) and "--model_name" not in (w, TINY[i - 1])]
+
+
+@pytest.fixture
+def llama(monkeypatch, tmp_path) -> Path:
+    """The Llama 3.1 tokenizer files (no weights) under $ICRL_TOKENIZERS_DIR, offline, with an
+    empty Hugging Face cache: the model is nowhere but its tokenizer."""
+    from helpers import LLAMA_TOKENIZER
+
+    if not (LLAMA_TOKENIZER / "tokenizer.json").is_file():
+        pytest.skip("Llama 3.1 tokenizer files not found: set ICRL_TOKENIZERS_DIR")
+    monkeypatch.setenv("ICRL_TOKENIZERS_DIR", str(LLAMA_TOKENIZER.parent))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "empty-hub-cache"))
+    return LLAMA_TOKENIZER
+
+
+@pytest.mark.parametrize("model", ["hub id", "folder"])
+def test_a_model_with_only_its_tokenizer_here_is_estimated_offline(llama, data_dir, tmp_path, capsys, model):
+    name = LLAMA if model == "hub id" else str(llama)
+    argv = [*REAL, "--model_name", name, "--context_strategy_name", "random_unbiased", "--output_dir",
+            str(tmp_path / "out"), "--estimate", "--tokens_per_s", "1000"]
+    assert runner.main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    total = [line.split() for line in out.splitlines() if line.startswith("total")][0]
+    steps, train_tokens, test_tokens = int(total[1]), int(total[3].replace(",", "")), int(total[6].replace(",", ""))
+    assert steps == 24 and train_tokens > 24 * 6 * 20 and test_tokens > 0  # six episodes of Llama tokens a step
+    assert f"{(train_tokens + test_tokens) / 1000 / 3600:,.2f} GPU-hours" in out
+    assert "1 runs, 0 invalid; dry run, no model loaded" in out
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_same_folder_is_still_refused_for_a_run_that_loads_the_model(llama, data_dir, tmp_path, capsys):
+    argv = [*REAL, "--model_name", str(llama), "--context_strategy_name", "random_unbiased", "--output_dir",
+            str(tmp_path / "out"), "--dry_run"]
+    assert runner.main(argv) == 1
+    assert "has no weights" in capsys.readouterr().out
+
+
+def test_a_sweep_whose_runs_are_all_invalid_is_one_line_and_no_totals(tmp_path, capsys):
+    (tmp_path / "model").mkdir()  # a folder with neither weights nor a tokenizer
+    argv = [*REAL, "--model_name", str(tmp_path / "model"), "--grid", "context_strategy_name=random_unbiased,"
+            "random_biased_end", "--output_dir", str(tmp_path / "out"), "--estimate"]
+    assert runner.main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error: nothing to estimate: all 2 runs are invalid: --model_name ")
+    assert "has no tokenizer" in captured.err and len(captured.err.splitlines()) == 1
+
+
+def test_a_sweep_with_no_run_estimated_prints_no_totals(data_dir, tmp_path, capsys):
+    flags = [w for i, w in enumerate(TINY) if "--task_name" not in (w, TINY[i - 1])]
+    argv = [*flags, "--task_name", "banking77", "--context_strategy_name", "random_unbiased",
+            "--data_dir", str(tmp_path / "no-data"), "--output_dir", str(tmp_path / "out"), "--estimate"]
+    assert runner.main(argv) == 2
+    captured = capsys.readouterr()
+    assert "   #0 not estimated (left out of the total)" in captured.out
+    assert not [line for line in captured.out.splitlines() if line.startswith(("total", "prompt tokens sent"))]
+    assert captured.err == "error: none of the 1 valid runs could be estimated (each says why above); no totals\n"

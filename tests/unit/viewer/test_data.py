@@ -39,3 +39,45 @@ def test_each_declared_calls_answers_reach_the_page_under_its_kind():
     assert got == {"verdict": ["yes", "no"], "guide": [-1, strings.index("be brief")]}
     assert strings.strings[got["guide"][1]] == "be brief"
     assert beyond_the_paper([line(0)], StringTable()) == {}
+
+
+def test_a_summary_runs_steps_carry_the_summary_each_prompt_showed(tmp_path, monkeypatch):
+    """The summary is in no record, but rebuilt exactly from them (through resets of the
+    history, --prob_reset); each step's text is the one in the prompt the model was sent."""
+    from helpers import TOY
+    from icrl.backends.fake import FakeBackend
+    from icrl.cli.run import main
+    from icrl.viewer.data import decode_preambles, viewer_data
+
+    sent: list = []
+    original = FakeBackend.predict
+
+    def predict(self, prompts, labels, temperature, seed, progress=None):
+        sent.append(list(prompts))
+        return original(self, prompts, labels, temperature, seed, progress)
+
+    monkeypatch.setattr(FakeBackend, "predict", predict)
+    assert main([*TOY, "--icrl", "--train_k", "12", "--test_every", "100", "--test_k", "3", "--context_strategy_name",
+                 "summary", "--prob_reset", "0.2", "--output_dir", str(tmp_path / "summary")]) == 0
+    data = viewer_data(tmp_path / "summary")
+    (run,) = data["runs"]
+    shown = decode_preambles(run["train"]["preamble"], data["strings"])
+    training_calls = [calls[0] for calls in sent if len(calls) == 1][:12]
+    assert len(shown) == len(training_calls) == 12
+    assert shown[0] == "Your answers so far: none yet."
+    assert any(text.startswith("Your answers so far (label:") for text in shown)
+    for text, prompt in zip(shown, training_calls):
+        assert text + "<|end|>" in prompt  # the end of the system prompt: what the model read
+    resets = [t for t, line in enumerate((tmp_path / "summary").rglob("train.jsonl").__next__().read_text()
+                                         .splitlines()) if '"reset": true' in line]
+    assert resets and all(shown[t] == "Your answers so far: none yet." for t in resets)
+
+
+def test_a_strategy_without_text_of_its_own_has_no_preamble(tmp_path):
+    from helpers import TOY
+    from icrl.cli.run import main
+    from icrl.viewer.data import viewer_data
+
+    assert main([*TOY, "--icrl", "--train_k", "4", "--test_every", "2", "--test_k", "3", "--context_strategy_name",
+                 "random_unbiased", "--max_context_examples", "2", "--output_dir", str(tmp_path)]) == 0
+    assert "preamble" not in viewer_data(tmp_path)["runs"][0]["train"]

@@ -33,3 +33,21 @@ def test_training_charts_have_no_zero_shot_line_and_say_their_windows(tmp_path, 
     assert elements(shown["test accuracy"], reference)  # zero-shot: a line across the test accuracy chart
     for title in (f"training accuracy ({windows})", f"reward rate ({windows})"):
         assert not elements(shown[title], reference), title
+
+
+def test_a_summary_runs_step_panel_shows_the_summary_the_model_saw(tmp_path):
+    from icrl.viewer.data import decode_preambles
+
+    out = tmp_path / "runs"
+    assert run([*TOY, "--icrl", "--train_k", "8", "--test_every", "4", "--test_k", "4", "--context_strategy_name",
+                "summary", "--output_dir", str(out)]) == 0
+    data = viewer_data(out)
+    texts = decode_preambles(data["runs"][0]["train"]["preamble"], data["strings"])
+    for step in (0, 5):
+        tree = render_page_script("viewer", "viewer-data", data, tmp_path,
+                                  actions=[{"id": "step-input", "value": str(step), "event": "change"}])
+        (panel,) = elements(tree, lambda e: e["class"] == "preamble")
+        assert panel["children"][1]["text"] == texts[step]
+        assert f"Step {step} of 8" in tree["text"]
+        assert "no episodes: the text above is all the context" in tree["text"] and "empty context" not in tree["text"]
+    assert texts[5].startswith("Your answers so far (label: times you gave it, times it was rewarded):\n- ")

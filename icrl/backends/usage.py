@@ -23,7 +23,7 @@ import dataclasses
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Hashable, Optional, Protocol, runtime_checkable
+from typing import Hashable, Iterable, Optional, Protocol, runtime_checkable
 
 # The caller whose call the current requests serve (``Call.key``; None: no caller named).
 caller: ContextVar[Optional[Hashable]] = ContextVar("icrl_usage_caller", default=None)
@@ -88,3 +88,24 @@ class Tally:
 
     def of(self, key: Hashable) -> Usage:
         return self._by_caller.get(key, Usage())
+
+
+class Meter:
+    """The usage of a run's models that report it, each model once: ``read()`` is their totals
+    summed (None: none of them reports usage), ``since(before)`` the record of what they spent
+    since ``read()`` gave ``before`` (``Usage.as_dict()``; None after a None)."""
+
+    def __init__(self, models: Iterable[object] = ()) -> None:
+        self.models: list = []
+        for model in models:
+            if isinstance(model, ReportsUsage) and all(model is not m for m in self.models):
+                self.models.append(model)
+
+    def read(self) -> Optional[Usage]:
+        if not self.models:
+            return None
+        return sum((m.usage() for m in self.models), Usage())
+
+    def since(self, before: Optional[Usage]) -> Optional[dict]:
+        now = self.read()
+        return None if before is None or now is None else (now - before).as_dict()

@@ -434,3 +434,24 @@ def test_usage_is_what_the_server_reported_and_told_apart_by_caller(monkeypatch)
     assert backend.usage() - before == Usage(prompt_tokens=12, cached_prompt_tokens=8, output_tokens=8, requests=4)
     assert backend.usage_of("a") == Usage(9, 6, 6, 3) and backend.usage_of("b") == Usage(3, 2, 2, 1)
     backend.close()
+
+
+def test_a_run_on_the_server_records_what_it_reported_per_step(tmp_path, monkeypatch):
+    from icrl.cli.run import main
+
+    server = FakeServer(models=("gpt-4o-mini",), cached=2)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["--backend", "openai", "--model_name", "gpt-4o-mini", "--base_url", server.url, "--task_name",
+                 TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl", "--max_context_examples", "2",
+                 "--train_k", "4", "--test_every", "2", "--test_k", "3", "--output_dir", str(tmp_path),
+                 "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--no-progress"]) == 0
+    run = next(p.parent for p in tmp_path.rglob("config.json"))
+    train = [json.loads(x) for x in (run / "train.jsonl").read_text().splitlines()]
+    test = [json.loads(x) for x in (run / "test.jsonl").read_text().splitlines()]
+    assert [r["usage"] for r in train] == [{"prompt_tokens": 3, "cached_prompt_tokens": 2, "output_tokens": 2,
+                                            "requests": 1}] * 4
+    assert [r["usage"]["requests"] for r in test] == [3] * len(test)  # one request per test input
+    results = json.loads((run / "results.json").read_text())
+    requests = 4 + 3 * len(test)
+    assert results["usage"] == {"prompt_tokens": 3 * requests, "cached_prompt_tokens": 2 * requests,
+                                "output_tokens": 2 * requests, "requests": requests}

@@ -181,7 +181,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
     """--dry_run: each run's command and folder (or why it is invalid), and with --estimate the
-    tokens each would send; 1 when a run is invalid or could not be estimated, else 0."""
+    tokens each would send and, on a hosted API, the dollars (``sweep.cost``); 1 when a run is
+    invalid or could not be estimated, else 0."""
+    if opts.estimate:
+        from .cost import Pricing
+
+        pricing = Pricing.of_runs(runs, opts.prices)  # a bad price file: one line, before anything is printed
     for run in runs:
         print(f"#{run.index} {run.command()}")
         print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
@@ -189,8 +194,9 @@ def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
         from .estimate import estimate_runs, footer, header, row
 
         print("\n".join(header(opts.reward_share)), flush=True)
-        estimates = estimate_runs(runs, opts.reward_share, on_run=lambda r, e: print(row(r, e), flush=True))
-        print("\n".join(footer(estimates, opts.tokens_per_s)))
+        estimates = estimate_runs(runs, opts.reward_share,
+                                  on_run=lambda r, e: print(row(r, e) + pricing.beside(r.index, e), flush=True))
+        print("\n".join(footer(estimates, opts.tokens_per_s) + pricing.footer(estimates)))
         missing = [i for i, e in estimates.items() if e.error is not None]
         if missing:
             print(f"error: {len(missing)} runs could not be estimated (#{', #'.join(map(str, missing))}); "

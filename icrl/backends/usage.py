@@ -14,7 +14,8 @@ and their records carry no usage.
 A backend that serves several callers' calls at once (``predict_calls``: the runs of a
 lock-step sweep) also implements ``ReportsCallUsage``: ``usage_of(key)`` is the part of its
 totals spent on the calls of caller ``key`` (``Call.key``). ``Tally`` keeps both: the backend
-adds each response's usage, with ``caller`` set to the key of the call it serves.
+adds each response's usage, with ``caller`` set to the key of the call it serves. ``Meter``
+is what the loop reads: the usage of a run's models that report it, each model once.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """A tiny OpenAI-compatible server on 127.0.0.1 (stdlib only) for end-to-end runs of the
 openai backend without a model: /v1/models and /v1/chat/completions, answering the first
-label of the request's JSON-schema enum. ``mode`` makes it misbehave on purpose."""
+label of the request's JSON-schema enum and reporting 2 prompt tokens (1 of them from its
+prompt cache) and 1 completion token. ``mode`` makes it misbehave on purpose."""
 
 from __future__ import annotations
 
@@ -57,7 +58,8 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": MODEL,
                          "choices": [{"index": 0, "finish_reason": "stop",
                                       "message": {"role": "assistant", "content": content}}],
-                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}})
+                         "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3,
+                                   "prompt_tokens_details": {"cached_tokens": 1}}})
 
 
 class _Quiet(ThreadingHTTPServer):

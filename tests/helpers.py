@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
+from icrl.backends.fake import FakeBackend
+from icrl.backends.usage import Usage
 from icrl.method.episode import Episode
 from icrl.method.prompts import build_messages
 
@@ -267,3 +269,32 @@ def elements(tree: dict, where) -> list:
     for child in tree["children"]:
         found += elements(child, where)
     return found
+
+
+
+class MeteredFake(FakeBackend):
+    """The fake backend billed as a hosted API bills (``icrl.backends.usage.ReportsUsage``):
+    each prompt predicted ``prompt`` tokens, ``cached`` of them served by a prompt cache, one
+    output token, one request (``--backend metered_fake`` once ``register_metered_fake()``)."""
+
+    prompt, cached = 10, 6
+
+    def __init__(self, model_name, **options):
+        super().__init__(model_name, **options)
+        self.spent = Usage()
+
+    def usage(self) -> Usage:
+        return self.spent
+
+    def predict(self, prompts, labels, temperature, seed, progress=None):
+        n = len(prompts)
+        self.spent = self.spent + Usage(self.prompt * n, self.cached * n, n, n)
+        return super().predict(prompts, labels, temperature, seed, progress)
+
+
+def register_metered_fake():
+    """``--backend metered_fake`` (MeteredFake); returns what takes it out again."""
+    from icrl import backends
+
+    backends.register_backend("metered_fake", MeteredFake)
+    return lambda: backends._unregister("metered_fake")

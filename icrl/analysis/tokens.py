@@ -1,7 +1,8 @@
 """run_count_tokens.py (command line: :mod:`icrl.cli.tokens`): count the tokens of finished runs
 (see :mod:`icrl.analysis.counting`), cache the counts per run and print them as one table. The
 runs are read through :class:`icrl.analysis.results.Results` first, every line parsed through the
-schema (``records.read``): a line that does not parse is refused before any run is counted."""
+schema (``records.read``): a line that does not parse is refused before any run is counted. Runs
+on hosted APIs then get what their API recorded and its dollars (:mod:`icrl.analysis.billing`)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from typing import Optional
 
 import numpy as np
 
+from ..backends.prices import load_prices
 from ..errors import UsageError
 from ..records import read_json, write_atomic, write_csv_atomic, write_json_atomic
+from .billing import billed_runs, usage_table
 from .counting import count_run
 from .results import Results
 from .runs import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, distinct_labels, records_stamp
@@ -122,6 +125,7 @@ class CountOptions:
     full_tokenization: bool = False
     verify: int = 32
     explorative_p_keep: float = 0.1
+    prices: Optional[str] = None  # the price file of the hosted runs' dollars (None: the default)
 
 
 def _check_csv(csv: str) -> None:
@@ -151,9 +155,11 @@ def _row(run, label: str, summary: dict, tokenizer: str) -> dict:
 
 
 def count_tokens(args: CountOptions) -> int:
-    """Count (or read from each run's cache) and print the table; 0 when done."""
+    """Count (or read from each run's cache) and print the table, then what the runs on hosted
+    APIs recorded and cost (``analysis.billing``); 0 when done."""
     import pandas as pd
 
+    prices = load_prices(args.prices)  # a bad price file: one line, before anything is counted or written
     if args.csv:
         _check_csv(args.csv)
     results = Results(args.data_dir, explorative_p_keep=args.explorative_p_keep)
@@ -166,17 +172,49 @@ def count_tokens(args: CountOptions) -> int:
         runs = runs[runs["learner"].isna()]
     if runs.empty:
         raise UsageError(f"no finished run under {args.data_dir!r} matches the filters")
-    tokenizers = TokenizerCache(args.tokenizer)
-    rows, counted_now, total_s, total_tokens = [], 0, 0.0, 0
+    billed = billed_runs(results, runs.index, prices)
     tic = time.perf_counter()
     labels = distinct_labels(runs) if len(runs) else {}
+    rows, counted_now, total_s, total_tokens = _count_runs(args, runs, labels, billed)
+    table = pd.DataFrame(rows)
+    if rows:
+        for column in ("processed_tokens", "processed_tokens_as_run"):
+            table[column] = table[column].astype("Int64")  # blank for zero-shot runs
+        table = _add_ratios(table)
+        print()
+        print(format_table(table))
+    if args.csv:
+        write_atomic(args.csv, lambda f: table.to_csv(f, index=False), newline="")  # whole or not at all
+        print(f"wrote {args.csv}")
+    if billed:
+        print(usage_table(billed, labels, prices))
+    elapsed = time.perf_counter() - tic
+    print(f"{len(table)} runs ({counted_now} counted now, {len(table) - counted_now} from token_counts.json) in "
+          f"{elapsed:.1f} s" + (f"; counting speed {total_tokens / total_s:,.0f} prompt tokens/s"
+                                if total_s > 0 else ""))
+    return 0
+
+
+def _count_runs(args: CountOptions, runs, labels: dict, billed: dict) -> tuple[list, int, float, int]:
+    """Each run's row, counted now or read from its cache: (rows, runs counted now, seconds and
+    prompt tokens of those). A run on a hosted API whose model has no local tokenizer is left out
+    of the table with a note (its recorded usage is the last table)."""
+    tokenizers = TokenizerCache(args.tokenizer)
+    rows, counted_now, total_s, total_tokens = [], 0, 0.0, 0
     for index, run in runs.iterrows():
         run_dir = Path(run["run_dir"])
         name = tokenizers.name_for(run.get("model_id") if isinstance(run.get("model_id"), str) else run["model"])
-        key = cache_key(run_dir, name, tokenizers.fingerprint(name), args.full_tokenization)
-        summary = None if args.force else counted(run_dir, key)
+        try:
+            key = cache_key(run_dir, name, tokenizers.fingerprint(name), args.full_tokenization)
+            summary = None if args.force else counted(run_dir, key)
+            chat = tokenizers.chat(name) if summary is None else None
+        except UsageError as exc:
+            if index not in billed:
+                raise
+            print(f"note: {run['run_id']}: no tokenizer to count with ({exc}); its recorded usage is below")
+            continue
         if summary is None:
-            summary, per_step = count_run(run_dir, tokenizers.chat(name), full_tokenization=args.full_tokenization,
+            summary, per_step = count_run(run_dir, chat, full_tokenization=args.full_tokenization,
                                           verify=args.verify)
             write_counts(run_dir, key, summary, per_step)
             counted_now += 1
@@ -186,20 +224,7 @@ def count_tokens(args: CountOptions) -> int:
                   f"{summary['seconds']:.2f} s ({summary['prompt_tokens'] / max(summary['seconds'], 1e-9):,.0f} "
                   f"tokens/s, {summary['tokenization']})")
         rows.append(_row(run, labels[index], summary, name))
-    table = pd.DataFrame(rows)
-    for column in ("processed_tokens", "processed_tokens_as_run"):
-        table[column] = table[column].astype("Int64")  # blank for zero-shot runs
-    table = _add_ratios(table)
-    print()
-    print(format_table(table))
-    if args.csv:
-        write_atomic(args.csv, lambda f: table.to_csv(f, index=False), newline="")  # whole or not at all
-        print(f"wrote {args.csv}")
-    elapsed = time.perf_counter() - tic
-    print(f"{len(table)} runs ({counted_now} counted now, {len(table) - counted_now} from token_counts.json) in "
-          f"{elapsed:.1f} s" + (f"; counting speed {total_tokens / total_s:,.0f} prompt tokens/s"
-                                if total_s > 0 else ""))
-    return 0
+    return rows, counted_now, total_s, total_tokens
 
 
 def _call_columns() -> dict:

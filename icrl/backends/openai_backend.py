@@ -18,6 +18,10 @@ Two ways to restrict the answer to the labels (`api_mode`, recorded in the run's
 
 ``auto`` tries one constrained completion and falls back to chat when the server has no
 completions endpoint for the model or ignores the constraint.
+
+``usage()`` (``icrl.backends.usage.ReportsUsage``): the prompt, cached prompt and completion
+tokens the server reported, over every request since the backend was built (the warm-up of a
+shared prefix and the mode probe included); ``usage_of(key)``: those of the calls of one caller.
 """
 
 from __future__ import annotations
@@ -35,6 +39,8 @@ from .chat import load_chat_tokenizer
 from .server_watch import SilenceWatch, bad_response, dead_server, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
                               generation_request, parse_chat, parse_completion, shared_text_prefix)
+from .openai_usage import ServerCounts
+from .usage import Usage, caller
 from .choices import max_label_tokens, sampling_kwargs
 
 log = logging.getLogger(__name__)
@@ -94,8 +100,8 @@ class OpenAIBackend:
             log.info("no local tokenizer for %r (%s): chat mode", model_name, exc)
         self._max_model_len = max_model_len
         self._watch = SilenceWatch(self.url, timeout, max_retries)
-        self.stats = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "token_mismatches": 0,
-                      "warmup_requests": 0}
+        self.counts = ServerCounts()
+        self.stats = self.counts.stats
         self.check_server()
         self.constraint = "structured_outputs"
         self.api_mode = api_mode if api_mode != "auto" else ("chat" if self.chat is None else self._probe())
@@ -197,6 +203,12 @@ class OpenAIBackend:
             out.update(max_model_len=self.max_model_len, eot_token=self.eot_token)
         return out
 
+    def usage(self) -> Usage:
+        return self.counts.tally.total()
+
+    def usage_of(self, key) -> Usage:
+        return self.counts.tally.of(key)
+
     def predict(self, prompts, labels, temperature, seed, progress=None):
         from . import Call
 
@@ -219,7 +231,7 @@ class OpenAIBackend:
         async def gather():
             semaphore = asyncio.Semaphore(self.max_concurrency)
             return await asyncio.gather(*[self._predict_all(list(c.prompts), list(c.labels), c.temperature, c.seed,
-                                                            semaphore) for c in calls])
+                                                            semaphore, c.key) for c in calls])
 
         return [list(x) for x in self._run(gather())]
 
@@ -347,19 +359,7 @@ class OpenAIBackend:
         return text
 
     def _count(self, usage, prompt: Optional[str]) -> None:
-        """Token counts from the server's `usage`, checked against the local tokenizer."""
-        self.stats["requests"] += 1
-        if usage is None:
-            return
-        self.stats["prompt_tokens"] += int(usage.prompt_tokens or 0)
-        self.stats["completion_tokens"] += int(usage.completion_tokens or 0)
-        if prompt is not None and self.chat is not None and usage.prompt_tokens is not None:
-            local = self.chat.count_tokens(prompt)
-            if local != usage.prompt_tokens:
-                self.stats["token_mismatches"] += 1
-                if self.stats["token_mismatches"] == 1:
-                    log.warning("the server counts %d prompt tokens where the local tokenizer counts %d: it "
-                                "tokenizes differently (another model or tokenizer?)", usage.prompt_tokens, local)
+        self.counts.add(usage, prompt, self.chat)
 
     async def _one(self, semaphore, prompt, labels, temperature, seed) -> str:
         async with semaphore:
@@ -375,19 +375,20 @@ class OpenAIBackend:
                              f"try --api_mode {'chat' if self.api_mode == 'completions' else 'completions'}")
         return label
 
-    async def _predict_all(self, prompts, labels, temperature, seed, semaphore=None) -> list[str]:
+    async def _predict_all(self, prompts, labels, temperature, seed, semaphore=None, key=None) -> list[str]:
         openai = self._openai
         if not prompts:
             return []
+        caller.set(key)  # this call's task (and the requests it starts): counted for its caller
         semaphore = semaphore or asyncio.Semaphore(self.max_concurrency)
         try:
             head = shared_text_prefix(prompts) if self.api_mode == "completions" and self.warm_shared_prefix else ""
             if head and self.chat is not None and self.chat.count_tokens(head) >= 32:
                 # Requests scheduled together cannot reuse each other's KV blocks: compute the
                 # shared context once (one token), so the prefix cache serves all the others.
-                await self._client.completions.create(model=self.api_model, prompt=head, max_tokens=1,
-                                                      temperature=0.0, extra_body={"add_special_tokens": False})
-                self.stats["warmup_requests"] += 1
+                warm = await self._client.completions.create(model=self.api_model, prompt=head, max_tokens=1,
+                                                             temperature=0.0, extra_body={"add_special_tokens": False})
+                self.counts.warmed(getattr(warm, "usage", None))
             tasks = [asyncio.ensure_future(self._one(semaphore, p, labels, temperature, seed)) for p in prompts]
             try:
                 return list(await asyncio.gather(*tasks))

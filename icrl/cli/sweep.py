@@ -25,6 +25,7 @@ class SweepOptions:
     estimate: bool = False
     reward_share: float = 0.5
     tokens_per_s: Optional[float] = None
+    prices: Optional[str] = None  # --estimate's price file (None: the default)
     ray: bool = False
     ray_address: Optional[str] = None
     ray_workers: Optional[int] = None
@@ -64,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     cost.add_argument("--reward_share", type=float, default=0.5,
                       help="--estimate's one assumption: the share of training episodes rewarded (sets the "
                            "size of positive-only contexts)")
+    cost.add_argument("--prices", metavar="FILE", default=None,
+                      help="--estimate: a price file (TOML, US dollars per million input, cached-input and output "
+                           "tokens per model) for the dollars of runs on hosted APIs (default: the dated one shipped "
+                           "with icrl; docs/backends.md)")
     cost.add_argument("--tokens_per_s", type=float, default=None,
                       help="--estimate: prompt tokens per second of one model replica (bench/gpu.py measures it); "
                            "prints GPU-hours")
@@ -104,7 +109,7 @@ def parse_sweep_args(argv: Sequence[str]) -> tuple[SweepOptions, list[str]]:
         raise UsageError(f"--ray_gpus_per_worker must be >= 0, got {parsed.ray_gpus_per_worker}")
     if parsed.ray_cpus_per_worker < 0 or not parsed.ray_wait_s > 0:
         raise UsageError("--ray_cpus_per_worker must be >= 0 and --ray_wait_s above 0")
-    if parsed.tokens_per_s is not None:
+    if parsed.tokens_per_s is not None or parsed.prices is not None:
         parsed.estimate = True
     if parsed.estimate:
         parsed.dry_run = True

@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
                 description="Count the tokens of finished runs by replaying their records (no model is loaded): the "
                             "paper's processed tokens (the published run_count_tokens.py's figure), every prompt "
                             "token of the training and test calls, and what a perfect prefix cache would still "
-                            "compute.")
+                            "compute; for runs on hosted APIs, the usage their API recorded and its dollars.")
     p.add_argument("--data_dir", default="data", help="results root (as run_experiment.py --output_dir)")
     p.add_argument("--model", action="append", default=[], help="only runs of this model (repeatable)")
     p.add_argument("--task", action="append", default=[], help="only runs of this task (repeatable)")
@@ -32,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", type=int, default=32,
                    help="prompts per run, besides the first 8, also tokenized whole to check the incremental ids")
     p.add_argument("--explorative_p_keep", type=float, default=0.1, help="p_keep that names a run explorative")
+    p.add_argument("--prices", metavar="FILE", default=None,
+                   help="a price file (TOML, US dollars per million input, cached-input and output tokens per "
+                        "model) for the dollars of runs on hosted APIs (default: the dated one shipped with icrl; "
+                        "docs/backends.md)")
     add_plugin_flag(p)
     return p
 

@@ -131,12 +131,24 @@ class ConfigRecord(_ConfigRecord, total=False):
 
 
 # -- train.jsonl and test.jsonl: written from these types (``RunRecords.append_train/_test``) ---
+class UsageRecord(TypedDict):
+    """``usage``: what a hosted API reported for a step's calls (``icrl.backends.usage.Usage``),
+    written only by runs on a backend that reports it (the OpenAI-compatible server, Gemini,
+    Anthropic). ``cached_prompt_tokens`` is the part of ``prompt_tokens`` its prompt cache served."""
+
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    output_tokens: int
+    requests: int
+
+
 @dataclass
 class TrainLine:
     """One line of train.jsonl: one training step (the step is complete once this is on disk).
     The optional fields (None) are written only with their flag (docs/method.md, beyond the
     paper), after the others and before ``time_s``; the last of them record the answers of the
-    declared model calls, one field each (``ModelCall.field``, ``icrl.method.calls``)."""
+    declared model calls, one field each (``ModelCall.field``, ``icrl.method.calls``). ``usage``,
+    after ``time_s``, is written only by a run whose models report their API's usage."""
 
     step: int
     example_id: int
@@ -158,6 +170,7 @@ class TrainLine:
     reflection: Optional[str] = None  # declared call "guide": the guide a strategy wrote at this step
     judge: Optional[str] = None      # declared call "verdict": a reward model's raw answer ("yes" or "no")
     time_s: float = 0.0              # the whole step, its test included
+    usage: Optional[UsageRecord] = None  # an API backend: what it reported for the step's training calls
 
     def as_json(self) -> dict:
         return _as_json(self, OPTIONAL_TRAIN)
@@ -193,6 +206,7 @@ class TestLine:
     reasoning: Optional[List[str]] = None  # --reasoning: what the model wrote before each test answer
     reasoning_tokens: Optional[List[int]] = None  # --reasoning: the tokens each took
     time_s: float = 0.0
+    usage: Optional[UsageRecord] = None  # an API backend: what it reported for the test calls
 
     def as_json(self) -> dict:
         return _as_json(self, OPTIONAL_TEST)
@@ -204,8 +218,8 @@ class TestLine:
         return parse_dataclass(cls, record, where)
 
 
-OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens", "reflection", "judge")
-OPTIONAL_TEST = ("context", "contexts", "reward", "reasoning", "reasoning_tokens")
+OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens", "reflection", "judge", "usage")
+OPTIONAL_TEST = ("context", "contexts", "reward", "reasoning", "reasoning_tokens", "usage")
 
 
 def _as_json(line, optional: tuple) -> dict:
@@ -215,8 +229,7 @@ def _as_json(line, optional: tuple) -> dict:
 
 
 # -- results.json -----------------------------------------------------------------------------
-class ResultsFile(TypedDict):
-    """results.json: a summary of the records, rewritten after each test step."""
+class _ResultsFile(TypedDict):
 
     finished: bool
     mode: str
@@ -230,6 +243,12 @@ class ResultsFile(TypedDict):
     test_accuracy: Dict[str, float]      # step (as a string) -> accuracy
     mean_step_time_s: Optional[float]
     total_time_s: float
+
+
+class ResultsFile(_ResultsFile, total=False):
+    """results.json: a summary of the records, rewritten after each test step."""
+
+    usage: UsageRecord  # a run on an API backend: the sum of its lines' usage, training and test
 
 
 # -- token_counts.json (run_count_tokens.py, next to token_counts.csv) ------------------------

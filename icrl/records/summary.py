@@ -1,9 +1,10 @@
 """results.json: a summary of a run's records (a pure function of them), and the per-class
-accuracy of a test step."""
+accuracy of a test step. A run whose lines record ``usage`` (an API backend) has its sum,
+training and test lines together, as results.json's ``usage``; other runs have no such key."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 
 def per_class_accuracy(answers: Sequence[str], correct: Sequence[int]) -> dict:
@@ -20,6 +21,18 @@ def steps_done(mode: str, train: Sequence[dict], test: Sequence[dict]) -> int:
     return (1 if test else 0) if mode == "zero_shot" else len(train)
 
 
+USAGE_KEYS = ("prompt_tokens", "cached_prompt_tokens", "output_tokens", "requests")
+
+
+def usage_total(lines: Sequence[dict]) -> Optional[dict]:
+    """The sum of the lines' ``usage`` (None: no line records one); a count that is not an
+    integer counts 0 (damaged records are refused elsewhere)."""
+    recorded = [r["usage"] for r in lines if isinstance(r.get("usage"), dict)]
+    if not recorded:
+        return None
+    return {k: sum(u.get(k) for u in recorded if type(u.get(k)) is int) for k in USAGE_KEYS}
+
+
 def summarize(train: Sequence[dict], test: Sequence[dict], steps: int, mode: str) -> dict:
     """results.json: final/best test accuracy, regret, accuracy per test step, time per step."""
     done = len(test) > 0 if mode == "zero_shot" else len(train) == steps
@@ -28,7 +41,7 @@ def summarize(train: Sequence[dict], test: Sequence[dict], steps: int, mode: str
     predicted = [r["accuracy"] for r in train if r["accuracy"] is not None]
     # A training record's time covers its whole step, the step's test included.
     times = [r["time_s"] for r in train] or [r["time_s"] for r in test]
-    return {
+    summary = {
         "finished": done, "mode": mode, "total_steps": steps,
         "steps_completed": steps_done(mode, train, test),
         "final_test_accuracy": test[-1]["accuracy"] if test else None,
@@ -39,3 +52,7 @@ def summarize(train: Sequence[dict], test: Sequence[dict], steps: int, mode: str
         "mean_step_time_s": (sum(times) / len(times)) if times else None,
         "total_time_s": sum(times),
     }
+    usage = usage_total([*train, *test])
+    if usage is not None:
+        summary["usage"] = usage
+    return summary

@@ -8,7 +8,8 @@ parts of config.json the readers use). What an annotation admits:
 - ``int``: a JSON integer, never ``true``/``false``; ``float``: any JSON number but a boolean;
   ``str``, ``bool``: themselves;
 - ``Optional[X]``: null or X; ``Union[X, Y]``: X or Y; ``Any``: anything;
-- ``List[X]``/``list``: an array (of X); ``Dict[str, X]``/``dict``: an object (of X).
+- ``List[X]``/``list``: an array (of X); ``Dict[str, X]``/``dict``: an object (of X);
+- a TypedDict: an object with exactly its keys, each of its type.
 
 What does not fit raises ``DamagedRecords`` in one line: ``where`` (the file and its line),
 the field, what it holds and what was expected.
@@ -39,6 +40,9 @@ def fits(value, annotation) -> bool:
     if origin is dict:
         return isinstance(value, dict) and (not args or all(fits(k, args[0]) and fits(v, args[1])
                                                             for k, v in value.items()))
+    if typing.is_typeddict(annotation):
+        types = hints(annotation)
+        return isinstance(value, dict) and set(value) == set(types) and all(fits(value[k], t) for k, t in types.items())
     if annotation is float:
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     if annotation is int:
@@ -59,6 +63,8 @@ def expected(annotation) -> str:
         return f"a list of {_plural(args[0])}" if args else "a list"
     if origin is dict:
         return f"an object of {_plural(args[1])}" if args else "an object"
+    if typing.is_typeddict(annotation):
+        return f"an object of exactly {', '.join(f'{k} ({expected(t)})' for k, t in hints(annotation).items())}"
     return _WORDS.get(annotation, getattr(annotation, "__name__", str(annotation)))
 
 

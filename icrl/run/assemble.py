@@ -6,8 +6,9 @@
 From the run's settings (``config.spec``, read here and nowhere else on the way to a run) it
 builds the strategy (None for zero-shot and for a learner), the reward (bound to the task),
 the policy and the loop, and hands every part that asks a model the model of each call it
-declares (``icrl.method.calls``). Four callers put a run together through it, and differ only
-in what they plug in:
+declares (``icrl.method.calls``), and the loop the meter of those models' usage (where their
+APIs report it: ``icrl.backends.usage.Meter``). Four callers put a run together through it, and
+differ only in what they plug in:
 
     caller                           models (``models(call)``)              records
     the experiment (experiment.py)   the real backend, other models by name  the run's files
@@ -29,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from ..backends.usage import Meter
 from ..method.agents import is_learner, make_policy
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, Models, declared_calls
 from ..method.exploration import strategy_of_run
@@ -153,5 +155,7 @@ def assemble(config, data, plan: Plan, models: Models, records, *, reward=None, 
     learner = is_learner(s.agent)
     policy = make_policy(s, data, backend=None if learner else models(ANSWER), strategy=strategy, mode=plan.mode,
                          debug_k=debug_k, tester=None if learner else models(TEST_ANSWER))
-    loop = Loop(config, data, plan, policy, reward, records, observers, check_directory=check_directory)
+    calls = [] if learner else [ANSWER, TEST_ANSWER]
+    meter = Meter(models(call) for call in [*calls, *declared_calls(strategy, reward)])  # the APIs' usage, if any
+    loop = Loop(config, data, plan, policy, reward, records, observers, check_directory=check_directory, meter=meter)
     return Parts(plan, strategy, reward, policy, loop)

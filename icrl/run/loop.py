@@ -10,15 +10,19 @@
 5. at a test step, results.json is refreshed.
 
 Zero-shot is one test at step 0 with no context. The training line's ``accuracy`` is always
-exact match; a reward other than exact match is recorded apart (``reward``).
+exact match; a reward other than exact match is recorded apart (``reward``). Where the run's
+models report what their API used (``meter``: ``icrl.backends.usage.Meter``), the training line
+records the usage of steps 1-2 and the test line that of step 3 (``usage``); other runs' lines
+have no such field.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from typing import Sequence
+from typing import Optional, Sequence
 
+from ..backends.usage import Meter
 from ..errors import UsageError
 from ..infra import signals
 from ..method.agents import Decision, Policy
@@ -35,8 +39,9 @@ class Loop:
     """Runs the steps of one run on its records; ``observers`` hear its events."""
 
     def __init__(self, config, data, plan, policy: Policy, reward, records, observers: Sequence[Observer] = (),
-                 check_directory=lambda: None):
+                 check_directory=lambda: None, meter: Optional[Meter] = None):
         self.config, self.data, self.plan = config, data, plan
+        self.meter = meter or Meter()  # the usage its models' APIs report (none for local models)
         self.policy, self.reward, self.records = policy, reward, records
         self.observers = list(observers)
         self.check_directory = check_directory  # before each step: still the directory we locked
@@ -102,6 +107,7 @@ class Loop:
 
     def step(self, t: int) -> None:
         tic = time.perf_counter()
+        spent = self.meter.read()
         example = None if self.zero_shot else self.data.train[t]
         decision, episode, reward = Decision(), None, None
         if example is not None:
@@ -113,6 +119,7 @@ class Loop:
                 accuracy = int(decision.prediction == answer)
                 decision.fields.update(self.reward.fields())  # what the reward's own calls answered
             episode = Episode(prompt, decision.prediction, feedback, answer, accuracy, t)
+        usage = self.meter.since(spent)
 
         if t in self.plan.test_steps:
             record = self.records.append_test(self.test_step(t, decision))
@@ -122,7 +129,7 @@ class Loop:
         if episode is not None:
             line = TrainLine(t, example.id, episode.prompt, episode.prediction, episode.feedback, episode.answer,
                              episode.accuracy, len(decision.context), decision.context_ids, decision.metrics,
-                             **decision.fields, time_s=time.perf_counter() - tic)
+                             **decision.fields, usage=usage, time_s=time.perf_counter() - tic)
             if reward is not None and not self.reward.same_as_accuracy:
                 line.reward = reward
             record = self.records.append_train(line)
@@ -153,10 +160,11 @@ class Loop:
                 self._emit("on_test_progress", done[0], len(test))
 
             progress(0)
+        spent = self.meter.read()
         predictions, shown = self.policy.test(t, decision, prompts, progress)
         correct = [int(p == g) for p, g in zip(predictions, answers)]  # test accuracy: always exact match
         line = TestLine(t, sum(correct) / len(correct), per_class_accuracy(answers, correct), predictions,
-                        metrics=decision.metrics, **shown)
+                        metrics=decision.metrics, usage=self.meter.since(spent), **shown)
         if not self.reward.same_as_accuracy and self.reward.scores_tests:
             line.reward = sum(self.reward.score(p, g) for p, g in zip(predictions, answers)) / len(answers)
         line.time_s = time.perf_counter() - tic

@@ -47,7 +47,8 @@ from ..config import RunConfig
 from ..method.agents import is_learner
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, declared_calls
 from ..records import TRAIN
-from ..records.schema import TestLine, TrainLine
+from ..records.schema import TestLine, TrainLine, UsageRecord
+from ..records.typed import expected, fits
 from .assemble import MemoryRecords, assemble
 from .data import RunData
 from .plan import Plan
@@ -331,7 +332,7 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
                     raise _Unverifiable(f"has time_s {record.get('time_s')!r}, not a number of seconds")
             loop.step(t)
             if not zero_shot:
-                rebuilt = {**capture.train[-1], "time_s": record.get("time_s")}
+                rebuilt = _as_recorded(capture.train[-1], record)
                 _consistent(record, rebuilt, reward_calls, is_learner(config.spec.agent))
         except _Unverifiable as exc:
             if t < steps - 1:
@@ -344,6 +345,19 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
         if t in plan.test_steps and entry is not None:
             _take_test(out, t, entry, capture.test[-1], model)
     return out
+
+
+def _as_recorded(line: dict, record: dict) -> dict:
+    """The rebuilt ``line`` with what only the run could measure taken from ``record``: the
+    API's ``usage`` (where recorded; an object of its counts, else _Unverifiable) and ``time_s``,
+    in the order the loop writes them."""
+    rebuilt = {k: v for k, v in line.items() if k not in ("usage", "time_s")}
+    rebuilt["time_s"] = record.get("time_s")
+    if "usage" in record:
+        if not fits(record["usage"], UsageRecord):
+            raise _Unverifiable(f"has the usage {record['usage']!r}, not {expected(UsageRecord)}")
+        rebuilt["usage"] = record["usage"]
+    return rebuilt
 
 
 def _take(out: Checked, which: str, what: str, recorded: dict, rebuilt: dict) -> None:
@@ -359,14 +373,14 @@ def _take_test(out: Checked, t: int, entry: tuple, line: dict, model: _OnRecord)
     """Step ``t``'s recorded test line (``entry``: line number, record) against the rebuilt
     ``line``: taken (repaired), or dropped to be recomputed when what the model said is unusable."""
     number, recorded = entry
-    rebuilt = {**line, "time_s": recorded.get("time_s")}
     try:
+        rebuilt = _as_recorded(line, recorded)
         _witnessed(recorded, rebuilt, ("accuracy", "per_class_accuracy", "reward"), "predictions")
         _same_decision(recorded, rebuilt)
     except _Unverifiable:
         model.test_ok = False
     if not model.test_ok or not is_seconds(recorded.get("time_s")):
-        out.repairs.append(f"test.jsonl line {number} (step {t}: predictions, contexts or time_s unusable; "
+        out.repairs.append(f"test.jsonl line {number} (step {t}: predictions, contexts, usage or time_s unusable; "
                            f"recomputed)")
         out.rewrite_test = True
         return

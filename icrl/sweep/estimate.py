@@ -95,6 +95,8 @@ class Estimate:
     steps: int = 0
     generated_tokens: int = 0  # --reasoning and written guides, each at its whole budget (an upper bound)
     other_calls: dict = field(default_factory=dict)  # each declared call that answers a label, by its summary
+    cached_prompt_tokens: int = 0  # of the prompt tokens, those a prompt cache is assumed to serve (sweep.cost)
+    output_tokens: int = 0  # the label calls' answers (sweep.cost)
     note: str = ""
     error: Optional[str] = None  # why the run could not be estimated
 
@@ -294,7 +296,9 @@ def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Est
         estimate = sampled_count(record, train, test, chat, budget)
     else:
         estimate = count(record, train, test, chat)
-    return dataclasses.replace(estimate, **generated(record, train, test))
+    from .cost import cached_and_output
+
+    return dataclasses.replace(estimate, **generated(record, train, test), **cached_and_output(record, train, test, chat))
 
 
 def generated(record: dict, train: Sequence[dict], test: Sequence[dict]) -> dict:

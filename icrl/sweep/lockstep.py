@@ -14,6 +14,12 @@ used by the coordinator. ``width`` bounds the runs live at once (1: one after th
 
 Interruption: ``interrupt(signum)`` makes every waiting (and every later) ``predict`` raise
 ``Interrupted``; each experiment then saves its progress as it does alone.
+
+Usage: on a backend whose API reports usage (``icrl.backends.usage``), each run's view reports
+the run's own share (``MeteredRunBackend.usage()``), so its records hold what its calls used:
+a batch's usage is told apart by caller where the backend can (``ReportsCallUsage``: the
+server backend), else its calls are sent one after the other, each measured; a run's direct
+calls (``generate``) are measured around the call, when no batch is in flight.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 from ..backends import Call, predict_calls
+from ..backends.usage import ReportsCallUsage, ReportsUsage, Usage
 from ..errors import UsageError
 from ..infra.signals import Interrupted
 
@@ -57,6 +64,25 @@ class RunBackend:
         return out
 
 
+class MeteredRunBackend(RunBackend):
+    """A run's view of a shared backend that reports usage: ``usage()`` is the run's share."""
+
+    def __init__(self, coordinator: "LockStep", key):
+        super().__init__(coordinator, key)
+        self._own = Usage()  # its direct calls' (generate)
+
+    def usage(self) -> Usage:
+        return self._own + self._coordinator.spent.get(self._key, Usage())
+
+    def generate(self, *args, **kwargs):
+        backend = self._coordinator.backend
+        before = backend.usage()
+        try:
+            return backend.generate(*args, **kwargs)
+        finally:
+            self._own = self._own + (backend.usage() - before)
+
+
 @dataclass
 class _Job:
     key: int
@@ -79,6 +105,7 @@ class LockStep:
         self.live: set = set()
         self.signum: Optional[int] = None
         self.batches = 0
+        self.spent: dict = {}  # run key -> the usage of its batched calls (a backend that reports usage)
 
     # -- run threads ----------------------------------------------------------------------
     def submit(self, key, call: Call) -> list[str]:
@@ -108,7 +135,8 @@ class LockStep:
         outcome, tic = job.outcome, time.perf_counter()
         self.baton.acquire()
         try:
-            outcome.summary = job.target(RunBackend(self, job.key))
+            view = MeteredRunBackend if isinstance(self.backend, ReportsUsage) else RunBackend
+            outcome.summary = job.target(view(self, job.key))
             outcome.status = "finished" if outcome.summary.get("finished") else "failed"
             if outcome.status == "failed":
                 outcome.error = "ended without finishing"
@@ -160,7 +188,7 @@ class LockStep:
         """All calls in one backend call; if that fails, each alone, so only the runs whose
         call fails get the error."""
         try:
-            outputs: list = predict_calls(self.backend, [c for _, c in calls])
+            outputs: list = self._predict(calls)
         except (KeyboardInterrupt, Interrupted):
             raise
         except Exception as exc:  # noqa: BLE001 - the batch failed: retry its calls one by one
@@ -168,9 +196,9 @@ class LockStep:
                 outputs = [exc]
             else:
                 outputs = []
-                for _, call in calls:
+                for key, call in calls:
                     try:
-                        outputs.append(predict_calls(self.backend, [call])[0])
+                        outputs.append(self._predict([(key, call)])[0])
                     except (KeyboardInterrupt, Interrupted):
                         raise
                     except Exception as one:  # noqa: BLE001 - this call's own failure goes to its run
@@ -179,6 +207,27 @@ class LockStep:
             for (key, _), out in zip(calls, outputs):
                 self.results[key] = out
             self.cond.notify_all()
+
+    def _predict(self, calls) -> list:
+        """The outputs of ``calls`` ((key, Call) pairs), their usage added to each run's share."""
+        backend = self.backend
+        if not isinstance(backend, ReportsUsage):
+            return predict_calls(backend, [c for _, c in calls])
+        if isinstance(backend, ReportsCallUsage):
+            before = {key: backend.usage_of(key) for key, _ in calls}
+            try:
+                return predict_calls(backend, [c for _, c in calls])
+            finally:  # what a failed batch spent is spent too
+                for key, _ in calls:
+                    self.spent[key] = self.spent.get(key, Usage()) + (backend.usage_of(key) - before[key])
+        outputs = []
+        for key, call in calls:  # usage told apart only call by call
+            total = backend.usage()
+            try:
+                outputs.extend(predict_calls(backend, [call]))
+            finally:
+                self.spent[key] = self.spent.get(key, Usage()) + (backend.usage() - total)
+        return outputs
 
     def interrupt(self, signum: int) -> None:
         with self.cond:

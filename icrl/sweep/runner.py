@@ -181,11 +181,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
     """--dry_run: each run's command and folder (or why it is invalid), and with --estimate the
-    tokens each would send; 1 when a run is invalid or could not be estimated, else 0. An
-    estimate with nothing to estimate (every run invalid, or none estimated) prints no totals
-    but one line saying why: a UsageError (exit 2)."""
+    tokens each would send and, on a hosted API, the dollars (``sweep.cost``); 1 when a run is
+    invalid or could not be estimated, else 0. An estimate with nothing to estimate (every run
+    invalid, or none estimated) prints no totals but one line saying why: a UsageError (exit 2)."""
     if opts.estimate:
         refuse_all_invalid(runs)
+        from .cost import Pricing
+
+        pricing = Pricing.of_runs(runs, opts.prices)  # a bad price file: one line, before anything is printed
     for run in runs:
         print(f"#{run.index} {run.command()}")
         print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")
@@ -193,12 +196,13 @@ def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
         from .estimate import estimate_runs, footer, header, row
 
         print("\n".join(header(opts.reward_share)), flush=True)
-        estimates = estimate_runs(runs, opts.reward_share, on_run=lambda r, e: print(row(r, e), flush=True))
+        estimates = estimate_runs(runs, opts.reward_share,
+                                  on_run=lambda r, e: print(row(r, e) + pricing.beside(r.index, e), flush=True))
         missing = [i for i, e in estimates.items() if e.error is not None]
         if estimates and len(missing) == len(estimates):
             raise UsageError(f"none of the {len(estimates)} valid runs could be estimated (each says why above); "
                              f"no totals")
-        print("\n".join(footer(estimates, opts.tokens_per_s)))
+        print("\n".join(footer(estimates, opts.tokens_per_s) + pricing.footer(estimates)))
         if missing:
             print(f"error: {len(missing)} runs could not be estimated (#{', #'.join(map(str, missing))}); "
                   f"the total leaves them out", file=sys.stderr)

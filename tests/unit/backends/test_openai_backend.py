@@ -12,7 +12,9 @@ import pytest
 
 from helpers import TOY_TASK
 
+from icrl.backends import Call
 from icrl.backends import openai_backend as ob
+from icrl.backends.usage import ReportsCallUsage, ReportsUsage, Usage
 from icrl.errors import UsageError
 
 openai = pytest.importorskip("openai")
@@ -25,10 +27,13 @@ class FakeServer:
     it through --base_url like any server, so the test depends on no client internals.
 
     `failures`: status codes answered (in order) before real answers; `answer(body)`: the text.
+    Every answer reports 3 prompt tokens, ``cached`` of them served by its prompt cache, and 2
+    completion tokens.
     ``handle(method, path, body)`` returns (status, JSON body, headers); subclasses override it."""
 
-    def __init__(self, models=("smollm2-135m",), failures=(), answer=None, delay=0.0, constrain=True):
+    def __init__(self, models=("smollm2-135m",), failures=(), answer=None, delay=0.0, constrain=True, cached=1):
         self.models, self.failures, self.delay, self.constrain = list(models), list(failures), delay, constrain
+        self.cached = cached
         self.answer = answer
         self.requests: list[tuple[str, dict]] = []
         self.in_flight = self.max_in_flight = 0
@@ -66,7 +71,8 @@ class FakeServer:
         finally:
             with self.lock:
                 self.in_flight -= 1
-        usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
+        usage = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5,
+                 "prompt_tokens_details": {"cached_tokens": self.cached}}
         if path.endswith("/chat/completions"):
             enum = body["response_format"]["json_schema"]["schema"]["properties"]["label"]["enum"]
             content = json.dumps({"label": self.answer(body) if self.answer else enum[body["seed"] % len(enum)]})
@@ -153,6 +159,7 @@ def test_completions_mode_sends_rendered_prompts_concurrently(monkeypatch):
     assert sent == set(prompts) and all(b["seed"] == 9 for b in calls if "structured_outputs" in b)
     assert backend.stats["requests"] == len(calls) and backend.stats["prompt_tokens"] == 3 * len(calls)
     assert backend.stats["token_mismatches"] > 0  # the fake counts 3 tokens: flagged
+    assert backend.usage() == Usage(3 * len(calls), len(calls), 2 * len(calls), len(calls))  # probe included
     described = backend.describe()
     assert described["api_mode"] == "completions" and described["constraint"] == "structured_outputs"
     backend.close()
@@ -415,3 +422,36 @@ def test_a_stop_while_requests_are_in_flight_cancels_them(monkeypatch, caplog):
             backend.predict([backend.render(messages_for(0), "Intent:")], LABELS, 0.0, 1)
         assert not [task for task in asyncio.all_tasks(backend._loop) if not task.done()]
     assert not caplog.records, caplog.text
+
+
+def test_usage_is_what_the_server_reported_and_told_apart_by_caller(monkeypatch):
+    server = FakeServer(models=("gpt-4o-mini",), cached=2)
+    backend = make_backend(monkeypatch, server, model="gpt-4o-mini")
+    assert isinstance(backend, ReportsUsage) and isinstance(backend, ReportsCallUsage)
+    before = backend.usage()
+    rendered = [backend.render(messages_for(i), "Intent:") for i in range(3)]
+    backend.predict_calls([Call(rendered, LABELS, 0.0, 1, key="a"), Call(rendered[:1], LABELS, 0.0, 1, key="b")])
+    assert backend.usage() - before == Usage(prompt_tokens=12, cached_prompt_tokens=8, output_tokens=8, requests=4)
+    assert backend.usage_of("a") == Usage(9, 6, 6, 3) and backend.usage_of("b") == Usage(3, 2, 2, 1)
+    backend.close()
+
+
+def test_a_run_on_the_server_records_what_it_reported_per_step(tmp_path, monkeypatch):
+    from icrl.cli.run import main
+
+    server = FakeServer(models=("gpt-4o-mini",), cached=2)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert main(["--backend", "openai", "--model_name", "gpt-4o-mini", "--base_url", server.url, "--task_name",
+                 TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl", "--max_context_examples", "2",
+                 "--train_k", "4", "--test_every", "2", "--test_k", "3", "--output_dir", str(tmp_path),
+                 "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--no-progress"]) == 0
+    run = next(p.parent for p in tmp_path.rglob("config.json"))
+    train = [json.loads(x) for x in (run / "train.jsonl").read_text().splitlines()]
+    test = [json.loads(x) for x in (run / "test.jsonl").read_text().splitlines()]
+    assert [r["usage"] for r in train] == [{"prompt_tokens": 3, "cached_prompt_tokens": 2, "output_tokens": 2,
+                                            "requests": 1}] * 4
+    assert [r["usage"]["requests"] for r in test] == [3] * len(test)  # one request per test input
+    results = json.loads((run / "results.json").read_text())
+    requests = 4 + 3 * len(test)
+    assert results["usage"] == {"prompt_tokens": 3 * requests, "cached_prompt_tokens": 2 * requests,
+                                "output_tokens": 2 * requests, "requests": requests}

@@ -20,3 +20,15 @@ def test_only_a_backend_with_usage_reports_it():
         pass
 
     assert isinstance(Api(), ReportsUsage) and not isinstance(Local(), ReportsUsage)
+
+
+def test_a_tally_tells_callers_apart():
+    from icrl.backends.usage import Tally, caller
+
+    tally = Tally()
+    tally.add(Usage(5, 0, 1, 1))
+    token = caller.set("run-a")
+    tally.add(Usage(7, 3, 1, 1))
+    caller.reset(token)
+    assert tally.total() == Usage(12, 3, 2, 2)
+    assert tally.of("run-a") == Usage(7, 3, 1, 1) and tally.of("run-b") == Usage()

@@ -35,9 +35,14 @@ def test_the_expected_type_in_words(annotation, words):
     assert expected(annotation) == words
 
 
+USAGE = {"prompt_tokens": 30, "cached_prompt_tokens": 20, "output_tokens": 2, "requests": 1}
+
+
 def test_a_line_parses_into_its_type_and_back():
     line = TrainLine(3, 7, "Q", "a", 1, "a", 1, 2, [0, 2], {"explored": False}, reasoning="it is a", time_s=0.5)
     assert TrainLine.from_json(line.as_json()) == line
+    billed = TrainLine(3, 7, "Q", "a", 1, "a", 1, 2, [0, 2], {}, time_s=0.5, usage=USAGE)
+    assert list(billed.as_json())[-2:] == ["time_s", "usage"] and TrainLine.from_json(billed.as_json()) == billed
     test = TestLine(2, 0.5, {"a": 0.5, "b": 0.5}, ["a", "b"], [1, 2], contexts=[[0], [0, 1]])
     assert TestLine.from_json(test.as_json()) == test
 
@@ -50,6 +55,9 @@ def test_a_line_parses_into_its_type_and_back():
     ({"example_id": True}, "field 'example_id' is true, expected an integer"),
     ({"context": [0, "x" * 60]}, "field 'context' is " + repr([0, "x" * 60])[:37] + "..., expected"),  # 40 characters
     ({"colour": "red"}, "field 'colour' is not a field of TrainLine (step, example_id, "),
+    ({"usage": {"prompt_tokens": 3}}, "field 'usage' is {'prompt_tokens': 3}, expected an object of exactly "
+                                      "prompt_tokens (an integer), cached_prompt_tokens (an integer), output_tokens"),
+    ({"usage": {**USAGE, "requests": 1.5}}, "field 'usage' is"),
 ])
 def test_a_misfit_names_where_the_field_and_what_was_expected(change, said):
     record = {**TrainLine(3, 7, "Q", "a", 1, "a", 1, 0, [], {}).as_json(), **change}

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from helpers import TOY_TASK
+from helpers import TOY_TASK, MeteredFake, register_metered_fake
 from icrl.backends.fake import INTERRUPT_ENV
 from icrl.cli import parse_args
 from icrl.cli.run import main
@@ -306,3 +306,41 @@ def test_written_lines_keep_the_field_order_of_every_earlier_record(tmp_path):
                                                        "context_size", "contexts", "metrics", "time_s"]
     assert list(read_jsonl(graded / "test.jsonl")[0]) == ["step", "accuracy", "per_class_accuracy", "predictions",
                                                           "context_size", "context", "metrics", "reward", "time_s"]
+
+
+METERED = [*BASE, "--backend", "metered_fake", "--model_name", "smollm2-135m", "--context_strategy_name",
+           "random_unbiased"]
+
+
+@pytest.fixture
+def metered_fake():
+    undo = register_metered_fake()
+    yield MeteredFake
+    undo()
+
+
+def test_an_api_backends_usage_is_recorded_per_step_and_summed_in_the_results(tmp_path, metered_fake):
+    argv = [*METERED, "--output_dir", str(tmp_path)]
+    assert main(argv) == 0
+    run = next(p.parent for p in tmp_path.rglob("config.json"))
+    train, test = read_jsonl(run / "train.jsonl"), read_jsonl(run / "test.jsonl")
+    one = {"prompt_tokens": 10, "cached_prompt_tokens": 6, "output_tokens": 1, "requests": 1}
+    assert [r["usage"] for r in train] == [one] * 6 and list(train[0])[-2:] == ["time_s", "usage"]
+    assert [r["usage"] for r in test] == [{k: 5 * v for k, v in one.items()}] * len(test)  # 5 test inputs
+    results = json.loads((run / "results.json").read_text())
+    requests = 6 + 5 * len(test)
+    assert results["usage"] == {"prompt_tokens": 10 * requests, "cached_prompt_tokens": 6 * requests,
+                                "output_tokens": requests, "requests": requests}
+
+
+def test_a_resumed_run_keeps_the_usage_it_recorded(tmp_path, metered_fake, monkeypatch):
+    argv = [*METERED, "--output_dir", str(tmp_path)]
+    assert main(argv) == 0
+    run = next(p.parent for p in tmp_path.rglob("config.json"))
+    whole = read_jsonl(run / "train.jsonl")
+    (run / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in whole[:2]))
+    monkeypatch.setattr(metered_fake, "prompt", 20)  # the API now bills otherwise: the steps kept keep their bill
+    assert main(argv) == 0
+    resumed = read_jsonl(run / "train.jsonl")
+    assert resumed[:2] == whole[:2]
+    assert [r["usage"]["prompt_tokens"] for r in resumed] == [10, 10, 20, 20, 20, 20]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import TOY_TASK, untimed
+from helpers import TOY_TASK, register_metered_fake, untimed
 from icrl.cli.run import main
 from icrl.records import find_runs
 
@@ -422,3 +422,24 @@ def test_a_contradiction_the_rebuild_settles_gives_the_uninterrupted_run(runs, t
     assert main(argv) == 0
     assert "Traceback" not in capsys.readouterr().err
     assert records(run_dir) == whole
+
+
+def test_a_recorded_usage_of_the_wrong_kind_is_refused_in_one_line(tmp_path, capsys):
+    undo = register_metered_fake()
+    try:
+        argv = [*TOY, "--backend", "metered_fake", "--model_name", "smollm2-135m", "--icrl", "--context_strategy_name",
+                "random_unbiased", "--max_context_examples", "3", "--output_dir", str(tmp_path)]
+        assert main(argv) == 0
+        run_dir = find_runs(tmp_path)[0]
+        rows = lines(run_dir, "train.jsonl")
+        assert rows[2]["usage"]["requests"] == 1
+        rows[2]["usage"] = {**rows[2]["usage"], "requests": "one"}
+        write(run_dir, "train.jsonl", rows[:5])  # a resume from step 5 meets it
+        before = files(run_dir)
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert "train.jsonl line 3" in err and "usage" in err and "\n" not in err, err
+        assert files(run_dir) == before
+    finally:
+        undo()

@@ -134,7 +134,13 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None, wei
     exploration.validate(s)
     rewards.validate(s)
     validate_backend_flags(config)
-    # hosted or fake: the model name is a label, not a folder
+    validate_model(config, weights)
+
+
+def validate_model(config: RunConfig, weights: bool = True) -> None:
+    """The model folder (its tokenizer alone without ``weights``) and the device of a run on a local
+    backend; a hosted or fake backend's model name is a label, not a folder."""
+    s = config.spec
     if s.backend not in ("openai", "anthropic", "gemini", "fake") and not is_learner(s.agent):
         validate_model_path(s.model_name, weights)
         if weights:

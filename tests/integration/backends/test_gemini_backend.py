@@ -133,4 +133,14 @@ def test_test_steps_share_a_context_cache_and_get_the_records_of_whole_requests(
         whole = _run(server, tmp_path / "whole")
         assert whole.returncode == 0, whole.stderr
         assert server.created == [] and not any("cachedContent" in body for body in server.requests)
-    assert run_records(_run_dir(tmp_path / "cached")) == run_records(_run_dir(tmp_path / "whole"))
+    cached_records, whole_records = run_records(_run_dir(tmp_path / "cached")), run_records(_run_dir(tmp_path / "whole"))
+    assert cached_records["results"]["usage"]["cached_prompt_tokens"] > 0  # the usage says what the cache served
+    assert whole_records["results"]["usage"]["cached_prompt_tokens"] == 0
+    assert unmetered(cached_records) == unmetered(whole_records)  # and nothing else differs
+
+
+def unmetered(records: dict) -> dict:
+    """Records less the API's usage (what differs between a run with caches and one without)."""
+    lines = {name: [{k: v for k, v in line.items() if k != "usage"} for line in records[name]]
+             for name in ("train.jsonl", "test.jsonl")}
+    return {**lines, "results": {k: v for k, v in records["results"].items() if k != "usage"}}

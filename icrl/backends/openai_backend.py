@@ -3,8 +3,7 @@
 Uses the official `openai` client (`pip install -e .[openai]`), asynchronously: the prompts of
 one `predict` call (a test step) go out together, at most `max_concurrency` at a time. Each
 request carries the call's seed and temperature; the client retries 429, 5xx and dropped
-connections with exponential backoff (`max_retries`), a request that timed out once
-(``SilenceWatch.bounded``: one request waits 2 x `timeout` at most).
+connections with backoff (`max_retries`), a timed-out request once (2 x `timeout`: server_watch).
 
 Two ways to restrict the answer to the labels (`api_mode`, recorded in the run's config.json):
 
@@ -386,9 +385,8 @@ class OpenAIBackend:
             if head and self.chat is not None and self.chat.count_tokens(head) >= 32:
                 # Requests scheduled together cannot reuse each other's KV blocks: compute the
                 # shared context once (one token), so the prefix cache serves all the others.
-                await self._watch.bounded(self._client.completions.create(
-                    model=self.api_model, prompt=head, max_tokens=1, temperature=0.0,
-                    extra_body={"add_special_tokens": False}))
+                await self._watch.bounded(self._client.completions.create(model=self.api_model, prompt=head,
+                                          max_tokens=1, temperature=0.0, extra_body={"add_special_tokens": False}))
                 self.stats["warmup_requests"] += 1
             tasks = [asyncio.ensure_future(self._one(semaphore, p, labels, temperature, seed)) for p in prompts]
             try:

@@ -135,8 +135,9 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> 
 def validate_backend_flags(config: RunConfig) -> None:
     """The vLLM flags are checked whatever the backend, so a typo never waits for a GPU run."""
     s, o = config.spec, config.options
-    if o.max_concurrency < 1 or not o.timeout > 0 or o.max_retries < 0:
-        raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+    if o.max_concurrency < 1 or not 0 < o.timeout < math.inf or o.max_retries < 0:
+        raise UsageError(f"--max_concurrency must be >= 1, --timeout a finite number of seconds above 0 and "
+                         f"--max_retries >= 0; got {o.max_concurrency}, {o.timeout} and {o.max_retries}")
     from ..backends.vllm_backend import engine_args  # pure functions; vLLM itself is not imported
 
     engine_args(s.model_name, tensor_parallel_size=o.tensor_parallel_size,

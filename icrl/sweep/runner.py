@@ -181,7 +181,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
     """--dry_run: each run's command and folder (or why it is invalid), and with --estimate the
-    tokens each would send; 1 when a run is invalid or could not be estimated, else 0."""
+    tokens each would send; 1 when a run is invalid or could not be estimated, else 0. The
+    sweep options a dry run does not read are said first, once each."""
+    for warning in opts.ignored:
+        print(f"warning: {warning}", file=sys.stderr)
     for run in runs:
         print(f"#{run.index} {run.command()}")
         print(f"    -> {run.out_dir}" if run.error is None else f"    invalid: {run.error}")

@@ -36,6 +36,8 @@ CASES = {  # name: (argv, words the message must hold)
                                    + ["--context_strategy_name", "no_such_strategy", "--max_context_examples", "0"],
                                    "--context_strategy_name"),
     "dtype_int8": (BASE + ["--dtype", "int8"], "--dtype"),
+    "infinite_timeout": (BASE + ["--backend", "openai", "--timeout", "inf"], "--timeout a finite number"),
+    "nan_timeout": (BASE + ["--backend", "openai", "--timeout", "nan"], "--timeout a finite number"),
 }
 
 

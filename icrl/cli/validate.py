@@ -69,6 +69,41 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
             owners = [e.base for e in STRATEGIES if name in e.cls.uses]
             warnings.append(f"{flag_name(name, spelled)} {values[name]} does nothing for {who} (only the "
                             f"{' and '.join(dict.fromkeys(owners))} strategies read it): ignored")
+    return tuple(warnings) + unread_backend_options(values, spelled)
+
+
+# How a backend runs, read by it alone (the size search and the prompts read the tokenizer's
+# settings whatever the backend; --api_model and --api_mode name the run's folder; secrets are
+# never shown).
+BACKEND_ONLY = ("max_concurrency", "timeout", "max_retries", "batch_size",
+                "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
+                "gpu_memory_utilization", "enforce_eager")
+
+
+def unread_backend_options(values: Mapping, spelled: Optional[Mapping[str, str]] = None) -> tuple:
+    """One warning per backend option given that the run's backend does not take (``--timeout``
+    with ``--backend vllm``): accepted, so a command meant for another machine's backend still
+    runs (the vLLM options are checked whatever the backend), and said. A learner loads no
+    backend of its own: nothing to say."""
+    import dataclasses
+
+    from ..backends import BACKEND_CHOICES, backend_class, options_class, resolve_backend_name
+
+    if is_learner(values["agent"]):
+        return ()
+    backend = resolve_backend_name(values["backend"])
+
+    def takes(name: str, option: str) -> bool:
+        return option in {f.name for f in dataclasses.fields(options_class(backend_class(name)))}
+
+    warnings = []
+    for option in BACKEND_ONLY:
+        if values[option] != default_of(option) and not takes(backend, option):
+            readers = [name for name in BACKEND_CHOICES if name != "auto" and takes(name, option)]
+            chosen = f"--backend {backend}" + (" (auto)" if values["backend"] == "auto" else "")
+            warnings.append(f"{flag_name(option, spelled)} {values[option]} does nothing for {chosen} (only the "
+                            f"{' and '.join(readers)} backend{'s' if len(readers) > 1 else ''} read"
+                            f"{'' if len(readers) > 1 else 's'} it): ignored")
     return tuple(warnings)
 
 

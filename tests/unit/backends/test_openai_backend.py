@@ -422,6 +422,12 @@ class StuckServer(FakeServer):
 
     def __init__(self, delay=30.0):
         super().__init__(delay=delay)
+        self.asked: list = []  # time.monotonic() of each completion request
+
+    def handle(self, method, path, body):
+        if path.endswith("completions"):
+            self.asked.append(time.monotonic())
+        return super().handle(method, path, body)
 
 
 def test_a_server_that_answers_its_model_list_but_no_completion_is_given_up_on_after_two_timeouts(
@@ -430,16 +436,15 @@ def test_a_server_that_answers_its_model_list_but_no_completion_is_given_up_on_a
     the server is up (it answers its model list), not that it is hung."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     server = StuckServer()
-    tic = time.monotonic()
-    code = _run_against(server.url, tmp_path, "--api_mode", "chat", "--timeout", "1", "--max_retries", "5")
-    seconds = time.monotonic() - tic
+    code = _run_against(server.url, tmp_path, "--api_mode", "chat", "--timeout", "2", "--max_retries", "5")
+    seconds = time.monotonic() - server.asked[0]  # from the first completion request to the line
     lines = capsys.readouterr().err.strip().splitlines()
     err = [line for line in lines if not line.startswith("waiting ")]
     assert code == 2 and len(err) == 1 and err[0].startswith(f"error: the server at {server.url} gave no answer to "
-                                                             f"a request in 2 s"), lines
+                                                             f"a request in 4 s"), lines
     assert "it answers its model list" in err[0] and "not even its model list" not in err[0]
     assert len([p for p, _ in server.requests if p.endswith("/chat/completions")]) == 2  # the request, once more
-    assert seconds < 2 + 4, seconds  # not 6 tries of 1 s with backoff
+    assert seconds < 4 + 3, seconds  # not 6 tries of 2 s with backoff
     waiting = [line for line in lines if line.startswith("waiting ")]
     assert waiting and f"for a completion from {server.url}; it answers its model list" in waiting[0], lines
     assert not (tmp_path / "out").exists()

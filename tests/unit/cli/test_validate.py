@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers import TOY_TASK, files_under, one_error_line
+from helpers import TOY, TOY_TASK, files_under, one_error_line
 from icrl.cli.run import main
 from icrl.errors import UsageError
 
@@ -166,3 +166,18 @@ def test_a_refused_run_with_a_setting_it_does_not_read_is_still_one_line(tmp_pat
     assert main(TOY_RUN + ["--context_strategy_name", "random_unbiased", "--max_contexts", "8",
                            "--output_dir", str(a_file)]) == 2
     one_error_line(capsys)
+
+
+def test_a_backend_option_the_backend_does_not_take_is_said_once_when_the_run_goes_on(tmp_path, capsys):
+    """--timeout (the openai backend's) and --tensor_parallel_size (vLLM's) with --backend fake:
+    accepted, said once each, and the run is the one without them."""
+    argv = [*TOY, "--context_strategy_name", "random_unbiased", "--icrl", "--max_context_examples", "2",
+            "--train_k", "3", "--test_k", "2", "--output_dir", str(tmp_path / "out")]
+    assert main([*argv, "--timeout", "30", "--tensor_parallel_size", "2"]) == 0
+    err = capsys.readouterr().err
+    said = ["warning: --timeout 30.0 does nothing for --backend fake (only the openai backend reads it): ignored",
+            "warning: --tensor_parallel_size 2 does nothing for --backend fake (only the vllm backend reads it): "
+            "ignored"]
+    assert [line for line in err.splitlines() if line.startswith("warning:")] == said, err
+    assert main(argv) == 0
+    assert "already finished" in capsys.readouterr().out

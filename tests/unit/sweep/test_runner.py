@@ -355,3 +355,17 @@ def test_an_epilogue_that_meets_a_wrong_record_is_one_error_line(tmp_path, monke
     assert code == 2 and "Traceback" not in err
     said = f"error: {tmp_path}/other/train.jsonl line 2: field 'feedback' is 'yes', expected a number"
     assert err.splitlines()[-1] == said
+
+
+def test_a_run_flag_no_run_of_the_sweep_reads_is_said_once(tmp_path, capsys):
+    """--max_contexts given to a sweep of strategies that do not read it: one warning; given to
+    a sweep where one run reads it: nothing (it is meant for that run)."""
+    base = ["--backend", "fake", "--task_name", "nlu", "--icrl", "--seed", "1", "--training_seed", "1",
+            "--test_seed", "1", "--max_contexts", "3", "--approximate_context_sampling_method", "uniform",
+            "--output_dir", str(tmp_path / "out"), "--dry_run"]
+    assert runner.main([*base, "--grid", "context_strategy_name=random_unbiased,random_biased_end"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"warning: {flag} does nothing for any run of this sweep: ignored"
+                                for flag in ("--max_contexts 3", "--approximate_context_sampling_method uniform")], err
+    assert runner.main([*base, "--grid", "context_strategy_name=random_unbiased,approximate_only_positive"]) == 0
+    assert "warning" not in capsys.readouterr().err

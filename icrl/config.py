@@ -147,7 +147,9 @@ class _Spec:
                                     backend=True, only="llm")
     api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "
                                  "structured-output choice; chat: messages with a JSON-schema enum of the labels; "
-                                 "auto: completions when the server supports it", folder="api", backend=True,
+                                 "auto: completions when the server supports it (--backend anthropic: completions "
+                                 "prefills the prediction prefix, chat forces a tool call with an enum of the labels; "
+                                 "auto: chat)", folder="api", backend=True,
                        only="llm")
     def as_record(self) -> dict:
         """config.json "args": every field (an ``optional`` group only when one of its fields is set;
@@ -189,7 +191,9 @@ class RunOptions:
     enforce_eager: Optional[bool] = flag(
         None, "vLLM without CUDA graphs / compilation (default: on for the CPU build, off on GPUs)", backend=True)
     base_url: Optional[str] = flag(
-        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL)",
+        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL); "
+              "--backend anthropic: another Messages API endpoint (default: $ANTHROPIC_BASE_URL, else "
+              "https://api.anthropic.com); --backend gemini: another endpoint of the Gemini API (default: Google's)",
         backend=True)
     max_concurrency: int = flag(32, "requests in flight at once", backend=True)
     timeout: float = flag(600.0, "seconds per request", backend=True)
@@ -207,7 +211,9 @@ class Secrets:
     hf_token: Optional[str] = field(default=None, repr=False, metadata={
         "help": "for gated models; never written to disk (default: $HF_TOKEN)", "backend": True})
     api_key: Optional[str] = field(default=None, repr=False, metadata={
-        "help": "API key, never written to disk (default: $OPENAI_API_KEY)", "backend": True})
+        "help": "API key, never written to disk (default: $OPENAI_API_KEY; --backend anthropic: "
+                "$ANTHROPIC_API_KEY; --backend gemini: $GEMINI_API_KEY, $GOOGLE_API_KEY or $API_KEY)",
+        "backend": True})
 
 
 def _check_parameter_names() -> None:

@@ -4,8 +4,8 @@ For each run, every model call it made is rebuilt from the records: at each step
 training call (ICRL) renders the step's training prompt after the recorded context (the
 step indices in ``train.jsonl``), and a test step renders every test prompt of
 ``config.json`` after that step's context, in the order the experiment made them (the
-training call, then the test prompts). Rendering is the experiment's own:
-``build_messages`` then the model's chat template.
+training call, then the test prompts). Rendering is the experiment's own: the run's
+``Prompter`` (``icrl.run.assemble.prompter_of_record``) with the model's chat template.
 
 The numbers per run:
 
@@ -42,14 +42,11 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Iterator, NamedTuple, Optional, Sequence
 
 import numpy as np
 
-from ..method.strategies.base import make_strategy
 from ..method.episode import Episode
-from ..method.prompts import build_messages
 from ..records import CONFIG, TEST, TRAIN, read_json, read_jsonl
 from .prefixes import PrefixTree, SegmentEncoder
 
@@ -58,13 +55,6 @@ KINDS = ("train", "test", "icl_train")
 
 
 # -- the calls of a run -------------------------------------------------------------------------
-def prompt_format(task_name: str) -> SimpleNamespace:
-    """What build_messages needs of a task (prediction prefix, description), without its data."""
-    from ..tasks import prompt_parts
-
-    return SimpleNamespace(**prompt_parts(task_name))
-
-
 class CountedCall(NamedTuple):
     """One model call of a run: its step, kind ("train", "test" or "icl_train"), context (step
     indices), input, and for a test call the input's position in the test set."""
@@ -106,17 +96,14 @@ class Replay:
     --reasoning the prompt of the answer, which holds the call's recorded reasoning."""
 
     def __init__(self, config: dict, train: Sequence[dict], test: Sequence[dict], chat):
-        args = config["args"]
+        from ..run.assemble import prompter_of_record
+
         self.config, self.train, self.test, self.chat = config, train, test, chat
-        self.mode = config["resolved"]["mode"]
-        self.task = prompt_format(args["task_name"])
-        self.omit_feedback = bool(args.get("icrl_omit_feedback"))
-        self.exemplars = [(e["prompt"], e["answer"]) for e in config.get("exemplars", [])]
+        self.prompter = prompter_of_record(config)
         self.history = [Episode(r["prompt"], r.get("prediction"), r.get("feedback"), r["answer"], r.get("accuracy"), i)
                         for i, r in enumerate(train)]
         self.published = published_contexts(config, self.history)
         self.preambles = preambles(config, train, self.history)
-        self.reasoning = args.get("reasoning") is not None
         self.tests = {record["step"]: record for record in test}
 
     def calls(self):
@@ -130,7 +117,7 @@ class Replay:
 
     def reasoning_of(self, call: CountedCall) -> Optional[str]:
         """What the model wrote before answering in ``call`` (--reasoning), from the records."""
-        if not self.reasoning or call.kind == "icl_train":
+        if not self.prompter.reasoning or call.kind == "icl_train":
             return None
         if call.kind == "train":
             return self.train[call.step].get("reasoning")
@@ -141,13 +128,7 @@ class Replay:
         """The prompt of ``call`` (its step's preamble, its reasoning) with ``context`` in it."""
         preamble = self.preambles[call.step] if call is not None and self.preambles is not None else ""
         reasoning = self.reasoning_of(call) if call is not None else None
-        messages, prefix = build_messages(
-            self.task, [self.history[i] for i in context], prompt, self.mode, omit_feedback=self.omit_feedback,
-            exemplars=self.exemplars, supports_system_role=self.chat.supports_system_role,
-            reasoning=self.reasoning and not getattr(self.chat, "thinking", False), preamble=preamble)
-        if reasoning is None:
-            return self.chat.render(messages, prefix)
-        return self.chat.reasoning_frame(messages, prefix).answer_prompt(reasoning)
+        return self.prompter.render(self.chat, [self.history[i] for i in context], prompt, preamble, reasoning)
 
     def render_call(self, call: CountedCall) -> str:
         return self.render(call.context, call.prompt, call)
@@ -201,9 +182,9 @@ def published_contexts(config: dict, history: Sequence[Episode]) -> Optional[lis
         return None
     if args.get("prob_reset") is not None or args.get("ucb_alpha") is not None:
         return None  # flags the published code never ran: there is no published count to match
-    strategy = make_strategy(args["context_strategy_name"], config["resolved"]["max_context_examples"],
-                             args["context_p_keep"], args["max_contexts"], args["approximate_context_sampling_method"],
-                             published_quirks=True)
+    from ..run.assemble import strategy_of_record
+
+    _, strategy = strategy_of_record(config, published=True)
     index = {id(episode): i for i, episode in enumerate(history)}
     return [[index[id(e)] for e in strategy.select(history[:t], np.random.default_rng(args["seed"] + t))]
             for t in range(len(history))]
@@ -314,15 +295,15 @@ def _count(replay: Replay, encoder: SegmentEncoder, verify: int, chunk: int, sta
     train, test, icl = totals["train"], totals["test"], totals["icl_train"]
     prompt_tokens = train[1] + test[1]
     summary = {
-        "processed_tokens": train[3] + icl[3] if replay.mode != "zero_shot" else None,
-        "processed_tokens_as_run": train[4] + icl[4] if replay.mode != "zero_shot" else None,
+        "processed_tokens": train[3] + icl[3] if replay.prompter.mode != "zero_shot" else None,
+        "processed_tokens_as_run": train[4] + icl[4] if replay.prompter.mode != "zero_shot" else None,
         "rebuilt_contexts": sum(1 for t, r in enumerate(replay.train) if replay.published is not None
                                 and replay.published[t] != list(r["context"])),
         "calls": train[0] + test[0], "prompt_tokens": prompt_tokens, "uncached_tokens": train[2] + test[2],
         "train_calls": train[0], "train_prompt_tokens": train[1], "train_uncached_tokens": train[2],
         "test_calls": test[0], "test_prompt_tokens": test[1], "test_uncached_tokens": test[2],
         "icl_train_calls": icl[0], "icl_train_prompt_tokens": icl[1],
-        "steps": len(replay.train) if replay.mode != "zero_shot" else len(replay.test),
+        "steps": len(replay.train) if replay.prompter.mode != "zero_shot" else len(replay.test),
         "tokenization": "incremental" if encoder.incremental else "full",
         "verified_prompts": verified, "cached_segments": encoder.cached_segments,
         "tree_nodes": tree.nodes + paper_tree.nodes + (run_tree.nodes if run_tree is not None else 0),

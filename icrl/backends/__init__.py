@@ -28,6 +28,8 @@ BACKENDS: dict[str, Union[str, type]] = {  # a class, or "module:Class" imported
     "transformers": "icrl.backends.hf:TransformersBackend",
     "vllm": "icrl.backends.vllm_backend:VLLMBackend",
     "openai": "icrl.backends.openai_backend:OpenAIBackend",
+    "anthropic": "icrl.backends.anthropic_backend:AnthropicBackend",
+    "gemini": "icrl.backends.gemini_backend:GeminiBackend",
     "fake": "icrl.backends.fake:FakeBackend",  # deterministic, no model: tests and benchmarks
 }
 BACKEND_CHOICES = ["auto", *BACKENDS]

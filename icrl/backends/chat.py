@@ -160,6 +160,11 @@ class ChatTokenizer:
         """Whether the template has a thinking mode (a ``<think>`` block: Qwen3, DeepSeek-R1 distills)."""
         return "<think>" in str(self.tokenizer.chat_template)
 
+    @property
+    def thinks(self) -> bool:
+        """``thinking``, by the name a backend gives it (``icrl.backends.Backend.thinks``)."""
+        return self.thinking
+
     def reasoning_frame(self, messages: Sequence[dict], prefix: str):
         """Where reasoning goes (``icrl.backends.ReasoningFrame``): a thinking template renders
         its thinking mode (``enable_thinking``) and the model thinks inside ``<think>``, closed

@@ -57,7 +57,7 @@ class FakeChat:
     def tokens(self, text: str) -> list[str]:
         return _TOKEN.findall(text)
 
-    thinking = False
+    thinking = thinks = False
 
     def reasoning_frame(self, messages: Sequence[dict], prefix: str):
         from . import ReasoningFrame

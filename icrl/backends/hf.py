@@ -11,6 +11,7 @@ keeps its own stored prefix, so interleaved runs reuse their contexts as they do
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import time
@@ -24,6 +25,7 @@ from ..errors import UsageError
 from . import ChatBackend, check_prompt_lengths, common_prefix_length
 from .chat import ChatTokenizer, apply_rope_length, load_hf_tokenizer, local_model_dir
 from .constrained import LabelTrie, prompt_rngs
+from .hf_batches import in_batches
 from .hf_cache import batch_cache, packed_cache, register_cpu_attention, row_buffers
 from .hf_decode import decode_rows, sample
 
@@ -152,14 +154,16 @@ class TransformersBackend(ChatBackend):
             buffers = row_buffers(self._prefix_cache, rows, longest - shared + trie.max_depth)
         # Similar suffix lengths share a batch (less padding); results do not depend on order.
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
+
+        def run(batch):
             results = self._decode([ids[i][shared:] for i in batch], shared, trie,
-                                   temperature, [rngs[i] for i in batch], buffers)
+                                   temperature, [copy.deepcopy(rngs[i]) for i in batch], buffers)
             for i, label in zip(batch, results):
                 out[i] = label
             if progress is not None:
                 progress(len(batch))
+
+        self._in_batches(order, run)
         return out
 
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
@@ -190,13 +194,15 @@ class TransformersBackend(ChatBackend):
             buffers = row_buffers(self._prefix_cache, rows, longest - shared + max_tokens + 1)
         out: list = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
-        for start in range(0, len(order), self.batch_size):
-            batch = order[start:start + self.batch_size]
+
+        def run(batch):
             cache = batch_cache(buffers, len(batch), shared) if shared else None
             texts = sample(self._forward, self.chat, [ids[i][shared:] for i in batch], shared, max_tokens,
-                           temperature, [rngs[i] for i in batch], cache, tuple(stop))
+                           temperature, [copy.deepcopy(rngs[i]) for i in batch], cache, tuple(stop))
             for i, generated in zip(batch, texts):
                 out[i] = Generated(*generated)
+
+        self._in_batches(order, run)
         return out
 
     def predict_calls(self, calls):
@@ -231,15 +237,25 @@ class TransformersBackend(ChatBackend):
         rngs = [prompt_rngs(call.seed, len(call.prompts)) for call in calls]
         out: list[list[Optional[str]]] = [[None] * len(call.prompts) for call in calls]
         rows.sort(key=lambda r: (len(r[2]), r[3]))
-        for start in range(0, len(rows), self.batch_size):
-            batch = rows[start:start + self.batch_size]
+
+        def run(batch):
             room = max(len(r[2]) for r in batch) + max(r[5].max_depth for r in batch)
             cache = packed_cache([r[4] for r in batch], [r[3] for r in batch], room)
             results = decode_rows(self._forward, [r[2] for r in batch], [r[3] for r in batch], [r[5] for r in batch],
-                                  [calls[r[0]].temperature for r in batch], [rngs[r[0]][r[1]] for r in batch], cache)
+                                  [calls[r[0]].temperature for r in batch],
+                                  [copy.deepcopy(rngs[r[0]][r[1]]) for r in batch], cache)
             for r, label in zip(batch, results):
                 out[r[0]][r[1]] = label
+
+        self._in_batches(rows, run)
         return out
+
+    def _in_batches(self, items, run) -> None:
+        """``run`` over ``items`` in batches of ``batch_size``, halved for good when the device runs
+        out of memory (``icrl.backends.hf_batches``)."""
+        torch = self._torch
+        free = torch.cuda.empty_cache if str(self.device).startswith("cuda") else (lambda: None)
+        self.batch_size = in_batches(items, self.batch_size, run, torch.OutOfMemoryError, free)
 
     def packs(self, calls) -> bool:
         """Whether ``predict_calls`` puts these calls into shared forward passes: with prefix reuse,

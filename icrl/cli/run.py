@@ -152,7 +152,7 @@ def _engine_flags(p) -> None:
     gpu("gpu_memory_utilization", type=float)
     gpu("enforce_eager", **boolean)
     ours("rope_scaling")
-    api = _adder(p.add_argument_group("server and API options (--backend openai)"))
+    api = _adder(p.add_argument_group("server and API options (--backend openai, anthropic, gemini)"))
     api("base_url")
     api("api_key")
     api("api_model")

@@ -43,9 +43,9 @@ def check_flags(values: Mapping) -> None:
     if values["max_model_len"] is not None and values["max_model_len"] > MAX_WINDOW:
         raise UsageError(f"--max_model_len {values['max_model_len']} is larger than any model's window "
                          f"(at most {MAX_WINDOW}); give the window in tokens, e.g. 8192")
-    if values["base_url"] and values["backend"] not in ("openai", "auto"):
-        raise UsageError(f"--base_url is for --backend openai, not {values['backend']}; "
-                         "drop it or use --backend openai")
+    if values["base_url"] and values["backend"] not in ("openai", "anthropic", "gemini", "auto"):
+        raise UsageError(f"--base_url is for --backend openai, anthropic or gemini, not {values['backend']}; "
+                         "drop it or use one of those")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
 
@@ -101,8 +101,9 @@ def unread_backend_options(values: Mapping, spelled: Optional[Mapping[str, str]]
         if values[option] != default_of(option) and not takes(backend, option):
             readers = [name for name in BACKEND_CHOICES if name != "auto" and takes(name, option)]
             chosen = f"--backend {backend}" + (" (auto)" if values["backend"] == "auto" else "")
+            names = " and ".join(readers) if len(readers) < 3 else f"{', '.join(readers[:-1])} and {readers[-1]}"
             warnings.append(f"{flag_name(option, spelled)} {values[option]} does nothing for {chosen} (only the "
-                            f"{' and '.join(readers)} backend{'s' if len(readers) > 1 else ''} read"
+                            f"{names} backend{'s' if len(readers) > 1 else ''} read"
                             f"{'' if len(readers) > 1 else 's'} it): ignored")
     return tuple(warnings)
 
@@ -162,7 +163,8 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None) -> 
     exploration.validate(s)
     rewards.validate(s)
     validate_backend_flags(config)
-    if s.backend not in ("openai", "fake") and not is_learner(s.agent):  # the fake loads no model: any name is a label
+    # hosted or fake: the model name is a label, not a folder
+    if s.backend not in ("openai", "anthropic", "gemini", "fake") and not is_learner(s.agent):
         validate_model_path(s.model_name)
         validate_device(s.device)
 

@@ -35,6 +35,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "else the Hugging Face Hub; README: Data)")
     parser.add_argument("--hf_token", default=None,
                         help="token for gated models on the hub, never stored (default: $HF_TOKEN)")
+    parser.add_argument("--backend", choices=["local", "gemini"], default="local",
+                        help="local: the model's tokenizer here (default); gemini: the Gemini API's token counter and "
+                             "window (the key from $GEMINI_API_KEY, $GOOGLE_API_KEY or $API_KEY)")
+    parser.add_argument("--base_url", default=None,
+                        help="--backend gemini: another endpoint of the Gemini API (default: Google's)")
     parser.add_argument("--no-icrl", dest="icrl", action="store_false",
                         help="search under the supervised ICL system prompt (as the published search "
                              "does for a --no-icrl run; default: the ICRL system prompt)")
@@ -60,13 +65,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         plugins.load(argv)
         args = build_parser().parse_args(argv)
+        if args.base_url and args.backend != "gemini":
+            raise UsageError("--base_url is for --backend gemini: drop it, or add --backend gemini")
         if args.max_window_tokens is not None and args.max_window_tokens <= 0:
             raise UsageError(f"--max_window_tokens must be positive, got {args.max_window_tokens}")
         from icrl.tasks import load_task  # the task first: a bad name fails before any tokenizer load
 
         task = load_task(args.task_name, data_dir=args.data_dir)
-        chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling)
-        result = search_max_examples(chat, task, args.max_window_tokens, icrl=args.icrl)
+        chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling) if args.backend == "local" else \
+            _load_api(args.model_name, args.base_url)
+        try:
+            result = search_max_examples(chat, task, args.max_window_tokens, icrl=args.icrl)
+        finally:
+            getattr(chat, "close", lambda: None)()
     except UsageError as exc:
         print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
@@ -96,6 +107,13 @@ def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[
     except Exception as exc:  # noqa: BLE001 - unreadable or incomplete tokenizer files
         first = str(exc).splitlines()[0] if str(exc) else ""
         raise UsageError(f"cannot load the tokenizer of {model_name!r} ({type(exc).__name__}: {first})") from None
+
+
+def _load_api(model_name: str, base_url: Optional[str]):
+    """The Gemini backend as the counter: its window and its countTokens."""
+    from icrl.backends import load_backend
+
+    return load_backend(model_name, "gemini", base_url=base_url)
 
 
 def _report(result: MaxExamplesResult, args, chat, task, seconds: float) -> None:

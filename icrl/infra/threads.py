@@ -28,8 +28,9 @@ The thread count:
   second, while this process sleeps; the 1-minute load average where there is no
   ``/proc/stat``), it sets ``OMP_NUM_THREADS`` to the CPUs left idle, rounded, at least 1; else
   it sets nothing. A load average would count this user's own work of the last minute too (the
-  run that just finished), and give the next run one thread on an idle machine. The count does not change what a run computes
-  (the same logits, bit for bit, with 1 and 2 threads), only how fast.
+  run that just finished), and give the next run one thread on an idle machine. The count does
+  not change what a run computes (the same logits, bit for bit, with 1 and 2 threads), only how
+  fast.
 
 Any other value of the two ``ICRL_`` variables is a ``UsageError``. libgomp reads the
 environment once, when torch loads it, so the entry points (the ``run_*.py`` scripts,

@@ -11,7 +11,10 @@ declaration alone.
 The acting model's own calls are declared here (``ANSWER``: a training input's label, with
 --reasoning the reasoning before it; ``TEST_ANSWER``: the test inputs' labels); a strategy
 declares its calls in ``Strategy.calls`` (a written guide), a reward in ``Reward.calls`` (a
-model's verdict).
+model's verdict). A part that declares calls may say the smallest prompt of each
+(``call_prompt(call, task, prompt, label)``: messages, prefix, the answers or None for free
+text), so that its budget is checked against its model's window before any model loads
+(``icrl.run.budgets``).
 """
 
 from __future__ import annotations

@@ -12,7 +12,8 @@ prompt and then the prediction prefix (e.g. ``Intent:``), after which the model 
 
 from __future__ import annotations
 
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
 from icrl.method.episode import Episode
 from icrl.errors import UsageError
@@ -106,3 +107,38 @@ def _as_pair(exemplar) -> tuple[str, str]:
         return exemplar.prompt, exemplar.answer
     prompt, answer = exemplar
     return prompt, answer
+
+
+@dataclass(frozen=True)
+class Prompter:
+    """How a run words its model's calls: the task, the mode, the feedback and exemplars shown,
+    and whether the calls reason first (--reasoning). The policy asks the model with it, and the
+    token counter replays a finished run's calls with the one it rebuilds from config.json
+    (``icrl.run.assemble.prompter_of_record``), so that both render the same text.
+
+    ``model`` is what renders: a backend or a chat tokenizer (``supports_system_role``,
+    ``thinks``, ``render``, ``reasoning_frame``)."""
+
+    task: Any  # prediction_prefix, description
+    mode: str
+    omit_feedback: bool = False
+    exemplars: tuple = ()
+    reasoning: bool = False
+
+    def messages(self, model, context: Sequence[Episode], prompt: str, preamble: str = "") -> tuple[list, str]:
+        """(messages, prefix) of the call predicting ``prompt`` after ``context``."""
+        return build_messages(self.task, context, prompt, self.mode, omit_feedback=self.omit_feedback,
+                              exemplars=self.exemplars, supports_system_role=model.supports_system_role,
+                              reasoning=self.reasoning and not model.thinks, preamble=preamble)
+
+    def frame(self, model, context: Sequence[Episode], prompt: str, preamble: str = ""):
+        """Where the call's reasoning goes (``icrl.backends.ReasoningFrame``)."""
+        return model.reasoning_frame(*self.messages(model, context, prompt, preamble))
+
+    def render(self, model, context: Sequence[Episode], prompt: str, preamble: str = "",
+               reasoning: Optional[str] = None) -> str:
+        """The call's prompt as the model reads it; with ``reasoning`` (what the model wrote
+        first), the prompt its label is chosen after."""
+        if reasoning is None:
+            return model.render(*self.messages(model, context, prompt, preamble))
+        return self.frame(model, context, prompt, preamble).answer_prompt(reasoning)

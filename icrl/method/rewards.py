@@ -175,6 +175,12 @@ class Judge(Reward):
     def fields(self):
         return {VERDICT.field: self.last}
 
+    @classmethod
+    def call_prompt(cls, call, task, prompt: str, label: str) -> tuple:
+        """The smallest prompt of its ``call`` on the input ``prompt`` (proposed ``label``): its
+        messages, the prefix, the answers it may give (a budget check, ``icrl.run.budgets``)."""
+        return judge_messages(task, prompt, label), JUDGE_PREFIX, VERDICTS
+
 
 def judge_messages(task, prompt: str, prediction: str) -> list[dict]:
     """What the judge is asked: the input, the proposed label, the labels; never the gold label."""

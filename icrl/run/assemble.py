@@ -13,11 +13,13 @@ in what they plug in:
     the experiment (experiment.py)   the real backend, other models by name  the run's files
     the records check (rebuild.py)   a model that answers from the records   memory
     the cost estimate (estimate.py)  a stand-in answering at a reward share  memory
-    the token counter (counting.py)  no model: the strategy alone            (reads the files)
+    the token counter (counting.py)  no model: the strategy, the Prompter     (reads the files)
 
 ``plan_of`` gives the plan from a context size (each caller resolves that size its own way:
 from the window, config.json or the size cache), ``strategy_of`` the strategy alone,
-``calls_of`` the calls a run will make before anything is built (to load their models first),
+``strategy_of_record`` and ``prompter_of_record`` a finished run's strategy and wording from its
+config.json (the token counter), ``calls_of`` the calls a run will make before anything is built
+(to load their models first),
 ``all_calls`` every call a registered part declares (what a record can hold; the counter and
 the estimate count each as ``<field>_calls``).
 """
@@ -30,6 +32,7 @@ from typing import Callable, Optional, Sequence
 from ..method.agents import is_learner, make_policy
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, Models, declared_calls
 from ..method.exploration import strategy_of_run
+from ..method.prompts import Prompter
 from ..method.rewards import REWARDS, reward_of_run
 from ..method.strategies.base import STRATEGIES
 from ..records.schema import TestLine, TrainLine
@@ -81,17 +84,31 @@ def strategy_of(spec, plan: Plan):
     return strategy_of_run(spec, plan.max_examples)
 
 
-def strategy_of_record(record: dict):
+def strategy_of_record(record: dict, *, published: bool = False):
     """(the run's settings, its context strategy) of a run's config.json ``record`` (the strategy
-    None where the run has none): what the token counter rebuilds a finished run's preambles with."""
+    None where the run has none): what the token counter rebuilds a finished run's preambles
+    with; ``published``: the strategy as the published code runs it (``--published_quirks``),
+    whose contexts the published token counter rebuilds."""
     from ..config import SPEC_DEFAULTS, RunSpec
 
-    args = record["args"]
-    spec = RunSpec(**{k: v for k, v in {**SPEC_DEFAULTS, **args}.items() if k in SPEC_DEFAULTS})
+    args = {**SPEC_DEFAULTS, **record["args"], **({"published_tokenization": True} if published else {})}
+    spec = RunSpec(**{k: v for k, v in args.items() if k in SPEC_DEFAULTS})
     resolved = record["resolved"]
     if spec.context_strategy_name not in STRATEGIES:
         return spec, None
     return spec, strategy_of(spec, Plan(resolved["mode"], resolved["max_context_examples"], 0, ()))
+
+
+def prompter_of_record(record: dict) -> Prompter:
+    """How the run of config.json ``record`` worded its calls (the token counter replays them)."""
+    from types import SimpleNamespace
+
+    from ..tasks import prompt_parts
+
+    args = record["args"]
+    exemplars = tuple((e["prompt"], e["answer"]) for e in record.get("exemplars", []))
+    return Prompter(SimpleNamespace(**prompt_parts(args["task_name"])), record["resolved"]["mode"],
+                    bool(args.get("icrl_omit_feedback")), exemplars, args.get("reasoning") is not None)
 
 
 def calls_of(spec) -> list[ModelCall]:

@@ -24,7 +24,8 @@ def environment() -> dict:
     from importlib import metadata
 
     packages = {}
-    for name in ("torch", "transformers", "datasets", "numpy", "pandas", "vllm", "tokenizers", "gguf", "openai"):
+    for name in ("torch", "transformers", "datasets", "numpy", "pandas", "vllm", "tokenizers", "gguf", "openai",
+                 "anthropic"):
         try:
             packages[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -28,6 +28,7 @@ from .rebuild import Checked, check_records
 from .recorded import check_config
 from .resume import RunDecision, check_same_plan, config_record, decide, extend
 from ..infra.signals import Interrupted, ignore_signals, restore
+from .budgets import check_budgets
 from .size import check_window, resolve_max_examples
 
 log = logging.getLogger("icrl")
@@ -156,11 +157,12 @@ class Experiment:
         """The models of the run's calls (``icrl.run.assemble.by_option``), loaded now: the acting
         model (a learner has none), then the other models its parts' calls name."""
         cfg, s = self.config, self.config.spec
+        if self.backend is None and not is_learner(s.agent):  # from the tokenizer, before the model loads
+            check_window(cfg, data)  # a window too small for any prompt
+        check_budgets(cfg, data)  # a token budget too large for its model's window (a sweep's runs too)
         if is_learner(s.agent):  # icrl.method.agents: no context, no model
             self.backend = None
         else:
-            if self.backend is None:
-                check_window(cfg, data)  # a window too small for any prompt: said before the model loads
             self.load_backend()
         models = by_option(s, self.backend, self.other_model)
         for call in calls_of(s):  # the models its strategy's and reward's calls name, in that order

@@ -10,10 +10,16 @@ answers every call with the predictions on record, and compared with the line on
   ``explored`` and context size; a test line's accuracies, reward and context size; a
   learner's every field (a learner is its own model); the fields' order, and fields the run
   does not write;
-- what only the model could say, an LLM's prediction, must be a label of the task that its
-  accuracy and feedback do not both contradict, shown the context and metrics the strategy
-  draws at that step with the run's seed (else the line was edited or is another run's), and a
-  timing a number of seconds: a training line that fails is refused in one line naming the
+- what only the model could say, an LLM's prediction, must be a label of the task that the
+  fields computed from it do not all contradict (its accuracy and feedback; under a reward a
+  model gives, its accuracy alone: the reward follows the verdict), shown the context and
+  metrics the strategy draws at that step with the run's seed (else the line was edited or is
+  another run's); a verdict of a reward's call must not be contradicted by both its reward and
+  feedback, a reasoning count must be within --reasoning, and a timing a number of seconds.
+  One field of a line is never trusted over the others that agree: one that disagrees with
+  them is repaired, a model output they all contradict refused at its own line (so the line
+  named is the first wrong one, and deleting it and the lines after it recomputes the
+  uninterrupted run). A training line that fails is refused in one line naming the
   file and line (the steps after it were computed from it) unless it is the last one, which
   is dropped and its step recomputed; a test line that fails is dropped and its step
   recomputed (a test line stands alone);
@@ -39,7 +45,7 @@ from typing import Optional
 
 from ..config import RunConfig
 from ..method.agents import is_learner
-from ..method.calls import ANSWER, TEST_ANSWER, ModelCall
+from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, declared_calls
 from ..records import TRAIN
 from ..records.schema import TestLine, TrainLine
 from .assemble import MemoryRecords, assemble
@@ -115,11 +121,15 @@ class _Answering:
             text, tokens = on.record.get("reasoning"), on.record.get("reasoning_tokens")
             if not isinstance(text, str) or not is_int(tokens) or tokens < 0:
                 raise _Unverifiable(f"has the reasoning {text!r} of {tokens!r} tokens, not a text and a count")
+            if tokens > max_tokens:
+                raise _Unverifiable(f"has reasoning_tokens {tokens}, more than the run's budget of {max_tokens} "
+                                    f"(--reasoning)")
             return [Generated(text, tokens)]
         if call == TEST_ANSWER:
             texts, tokens = on.test_reasoning or (None, None)
             if not (isinstance(texts, list) and isinstance(tokens, list) and len(texts) == len(tokens) == len(prompts)
-                    and all(isinstance(t, str) for t in texts) and all(is_int(n) and n >= 0 for n in tokens)):
+                    and all(isinstance(t, str) for t in texts)
+                    and all(is_int(n) and 0 <= n <= max_tokens for n in tokens)):
                 on.test_ok = False
                 return [Generated("", 0) for _ in prompts]
             return [Generated(t, n) for t, n in zip(texts, tokens)]
@@ -229,12 +239,29 @@ def _differences(recorded: dict, rebuilt: dict) -> list:
 
 
 def _witnessed(recorded: dict, rebuilt: dict, witnesses: tuple, what: str) -> None:
-    """A recorded model output that every field computed from it contradicts was itself changed
-    (or the line is another run's): it cannot be trusted (_Unverifiable). One field alone that
-    disagrees is that field's damage, repaired."""
+    """A recorded model output (``what``: its field) that every field computed from it
+    (``witnesses``) contradicts was itself changed (or the line is another run's), or, with one
+    witness, either may have been: neither can be trusted (_Unverifiable). One field of several
+    that disagrees is that field's damage, repaired."""
     present = [k for k in witnesses if k in rebuilt and rebuilt[k] is not None]
     if present and all(as_json_text(recorded.get(k)) != as_json_text(rebuilt[k]) for k in present):
-        raise _Unverifiable(f"has {what} that its {' and '.join(present)} contradict (edited, or of another run)")
+        raise _Unverifiable(f"has the {what} {recorded.get(what)!r}, which its {' and '.join(present)} "
+                            f"contradict{'s' if len(present) == 1 else ''} (edited, or of another run)")
+
+
+def _consistent(recorded: dict, rebuilt: dict, reward_calls: list, learner: bool) -> None:
+    """The fields of one training line against each other, through the rebuilt line (built from
+    its recorded model outputs): the prediction against what is computed from it (its accuracy,
+    and the feedback and reward of a rule; a reward a model gives follows its verdict, not the
+    prediction), each verdict of a reward's call against its reward and feedback; an LLM's
+    context and metrics against the strategy's draw. _Unverifiable for a contradiction."""
+    if not learner:  # a learner's every field is its own: rebuilt
+        _same_decision(recorded, rebuilt)
+        if rebuilt["prediction"] == recorded.get("prediction"):
+            _witnessed(recorded, rebuilt, ("accuracy",) if reward_calls else ("accuracy", "feedback", "reward"),
+                       "prediction")
+    for call in reward_calls:
+        _witnessed(recorded, rebuilt, ("reward", "feedback"), call.field)
 
 
 def _same_decision(recorded: dict, rebuilt: dict) -> None:
@@ -286,6 +313,7 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
     parts = assemble(config, data, plan, model.model, capture, reward=copy.copy(reward),
                      contexts=lambda strategy: _ContextsOnRecord(strategy, model) if strategy.query_aware else strategy)
     loop, strategy = parts.loop, parts.strategy
+    reward_calls = [call for call in declared_calls(parts.reward) if call.field]
     out = Checked([], [], list(lines.notes), lines.rewrite_train, lines.rewrite_test)
     zero_shot = plan.mode == "zero_shot"
     steps = (1 if 0 in lines.test else 0) if zero_shot else len(lines.train)
@@ -304,10 +332,7 @@ def _check_records(config: RunConfig, out_dir: Path, data: RunData, plan: Plan, 
             loop.step(t)
             if not zero_shot:
                 rebuilt = {**capture.train[-1], "time_s": record.get("time_s")}
-                if not is_learner(config.spec.agent):  # a learner's every field is its own: rebuilt
-                    _same_decision(record, rebuilt)
-                    if rebuilt["prediction"] == record.get("prediction"):
-                        _witnessed(record, rebuilt, ("accuracy", "feedback", "reward"), "prediction")
+                _consistent(record, rebuilt, reward_calls, is_learner(config.spec.agent))
         except _Unverifiable as exc:
             if t < steps - 1:
                 raise refuse_line(path, number, f"(step {t}) {exc}") from None

@@ -36,9 +36,9 @@ def tokenizer_of(config: RunConfig):
     the window --max_model_len gives; None where there is none to load here (a hosted model)."""
     s = config.spec
     if s.backend == "fake":
-        from ..backends.fake import FakeChat
+        from ..backends.fake import DEFAULT_MAX_MODEL_LEN, FakeChat
 
-        return FakeChat(s.max_model_len)
+        return FakeChat(s.max_model_len or DEFAULT_MAX_MODEL_LEN)
     from ..backends.chat import load_chat_tokenizer
 
     try:

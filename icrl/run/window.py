@@ -70,9 +70,13 @@ class MaxExamplesResult:
 
 
 def _count_many(chat, texts: Sequence[str]) -> List[int]:
-    """Token counts of many texts in one batch call (same ids as chat.count_tokens)."""
+    """Token counts of many texts in one batch call (same ids as chat.count_tokens); a counter
+    with ``count_many`` (an API's token counter: its requests in flight together) counts them."""
     if not texts:
         return []
+    many = getattr(chat, "count_many", None)
+    if many is not None:
+        return list(many(list(texts)))
     try:
         ids = chat.tokenizer(list(texts), add_special_tokens=False)["input_ids"]
     except Exception:  # noqa: BLE001 - a tokenizer without batch support: count one at a time

@@ -112,6 +112,9 @@ class Tokenizers:
     def chat(self, config):
         s = config.spec
         key = (s.backend, s.model_name, s.max_model_len, s.eot_token, s.rope_scaling, s.published_tokenization)
+        if s.backend == "gemini":
+            raise UsageError("the estimate finds the prompts' shared prefixes in token ids, and the Gemini API gives "
+                             "token counts only: estimate the sweep with a local model of similar size instead")
         if key not in self._chats:
             if s.backend == "fake":
                 from ..backends.fake import DEFAULT_MAX_MODEL_LEN

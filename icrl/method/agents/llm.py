@@ -35,9 +35,8 @@ from typing import Sequence
 
 import numpy as np
 
-from ..episode import Episode
 from ..exploration import Exploration
-from ..prompts import build_messages
+from ..prompts import Prompter
 from ..registry import Param
 from .policy import Decision, Policy
 
@@ -70,8 +69,7 @@ class LLMPolicy(Policy):
         self.backend, self.task, self.strategy, self.mode = backend, task, strategy, mode
         self.tester = backend if tester is None else tester
         self.seed, self.temperature = spec.seed, spec.temperature
-        self.omit_feedback = spec.icrl_omit_feedback
-        self.exemplars = list(exemplars)
+        self.prompter = Prompter(task, mode, spec.icrl_omit_feedback, tuple(exemplars), spec.reasoning is not None)
         self.explore = Exploration.of(spec)
         self.debug_k = debug_k
         self.reasoning = spec.reasoning  # --reasoning: the token budget, or None
@@ -95,12 +93,6 @@ class LLMPolicy(Policy):
         self.model_calls += 1
         return out
 
-    def messages(self, context: Sequence[Episode], prompt: str, preamble: str = "") -> tuple[list, str]:
-        return build_messages(
-            self.task, context, prompt, self.mode, omit_feedback=self.omit_feedback,
-            exemplars=self.exemplars, supports_system_role=self.backend.supports_system_role,
-            reasoning=self.reasoning is not None and not self.backend.thinks, preamble=preamble)
-
     def answer(self, contexts: Sequence, prompts: Sequence[str], seed: int, preamble: str = "",
                progress=None, model=None) -> tuple[list[str], dict]:
         """A label per prompt (each after its context) from ``model`` (default: ``backend``), and
@@ -109,11 +101,11 @@ class LLMPolicy(Policy):
         model = model or self.backend
         reads = getattr(model, "reads_prompts", True)
         if self.reasoning is None:
-            rendered = [model.render(*self.messages(c, p, preamble)) for c, p in zip(contexts, prompts)] \
+            rendered = [self.prompter.render(model, c, p, preamble) for c, p in zip(contexts, prompts)] \
                 if reads else list(prompts)
             return self.predict(rendered, seed, progress, model), {}
         if reads:
-            frames = [model.reasoning_frame(*self.messages(c, p, preamble)) for c, p in zip(contexts, prompts)]
+            frames = [self.prompter.frame(model, c, p, preamble) for c, p in zip(contexts, prompts)]
             written = model.generate([f.prompt for f in frames], self.reasoning, self.temperature, seed,
                                      stop=[frames[0].stop])
             rendered = [f.answer_prompt(g.text) for f, g in zip(frames, written)]

@@ -102,6 +102,12 @@ class Reflection(Strategy):
     def attach(self, call, model):
         self.writer = model
 
+    @classmethod
+    def call_prompt(cls, call, task, prompt: str, label: str) -> tuple:
+        """The smallest prompt of its ``call`` (no history yet): its messages, the prefix, and
+        None for the answers (it writes freely; a budget check, ``icrl.run.budgets``)."""
+        return reflection_messages(task, [], 1), PREFIX, None
+
     def prepare(self, step, history, task, seed, temperature):
         """A new guide at the steps it is due, written by ``writer`` from ``history`` (the
         episodes the step's context may show); the training line records it (``reflection``)."""

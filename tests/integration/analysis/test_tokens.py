@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ import pytest
 from icrl.method.episode import Episode
 from icrl.method.prompts import build_messages
 from icrl.records import find_runs, read_json, read_jsonl
-from icrl.analysis.counting import Replay, count_run, prompt_format
+from icrl.tasks import prompt_parts
+from icrl.analysis.counting import Replay, count_run
 from icrl.analysis.prefixes import PrefixTree, SegmentEncoder, naive_uncached
 from icrl.analysis.synthetic import synthesize_run
 from icrl.cli.tokens import main
@@ -43,6 +45,11 @@ def paper_chat(name):
     from icrl.backends.chat import ChatTokenizer, load_hf_tokenizer
 
     return ChatTokenizer(load_hf_tokenizer(folder), folder)
+
+
+def prompt_format(task_name: str) -> SimpleNamespace:
+    """What build_messages needs of a task (prediction prefix, description)."""
+    return SimpleNamespace(**prompt_parts(task_name))
 
 
 def independent_prompts(run_dir: Path, chat) -> list[str]:

@@ -35,7 +35,7 @@ def test_unknown_backend_name_raises_usage_error():
 
 
 def test_backend_choices():
-    assert BACKEND_CHOICES == ["auto", "transformers", "vllm", "openai", "fake"]
+    assert BACKEND_CHOICES == ["auto", "transformers", "vllm", "openai", "anthropic", "fake"]
     assert resolve_backend_name("transformers") == "transformers"
     assert resolve_backend_name("vllm") == "vllm"
 
@@ -361,6 +361,30 @@ def test_outputs_do_not_depend_on_batch_size(backend, banking):
         for batch_size in (8, 5):
             out, _ = run(backend, prompts, banking.labels, temperature, seed=2, batch_size=batch_size)
             assert out == one, f"batch_size {batch_size} vs 1 at temperature {temperature}"
+
+
+@pytest.mark.model
+def test_a_batch_the_device_cannot_hold_is_halved_and_the_labels_do_not_change(backend, banking, monkeypatch):
+    """A forced memory limit (more than 2 rows in a forward pass is out of memory): the batch of
+    8 is halved until it fits, the smaller size stays, and the labels (sampled, so every random
+    stream matters) and the generated texts are those of batch size 1."""
+    import torch
+
+    prompts = render_step(backend, banking, icrl_context(banking, 6), 8)
+    expected, _ = run(backend, prompts, banking.labels, 1.0, seed=5, batch_size=1, cold=True)
+    written = backend.generate(prompts[:4], 6, 1.0, 5)
+    forward = backend._forward
+
+    def limited(input_ids, *args, **kwargs):
+        if len(input_ids) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (forced by the test)")
+        return forward(input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "_forward", limited)
+    got, _ = run(backend, prompts, banking.labels, 1.0, seed=5, batch_size=8, cold=True)
+    assert got == expected and backend.batch_size == 2
+    backend.batch_size = 8
+    assert backend.generate(prompts[:4], 6, 1.0, 5) == written and backend.batch_size == 2
 
 
 @pytest.mark.model

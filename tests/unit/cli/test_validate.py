@@ -175,7 +175,8 @@ def test_a_backend_option_the_backend_does_not_take_is_said_once_when_the_run_go
             "--train_k", "3", "--test_k", "2", "--output_dir", str(tmp_path / "out")]
     assert main([*argv, "--timeout", "30", "--tensor_parallel_size", "2"]) == 0
     err = capsys.readouterr().err
-    said = ["warning: --timeout 30.0 does nothing for --backend fake (only the openai backend reads it): ignored",
+    said = ["warning: --timeout 30.0 does nothing for --backend fake (only the openai, anthropic and gemini backends "
+            "read it): ignored",
             "warning: --tensor_parallel_size 2 does nothing for --backend fake (only the vllm backend reads it): "
             "ignored"]
     assert [line for line in err.splitlines() if line.startswith("warning:")] == said, err

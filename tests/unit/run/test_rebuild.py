@@ -45,6 +45,8 @@ METHODS = {
     "knn_explore_reset": TOY + KNN + ["--p_exploration", "0.2", "--prob_reset", "0.2"],
     "reasoning_judged": TOY + ["--icrl", "--context_strategy_name", "random_unbiased", "--max_context_examples", "3",
                                "--reasoning", "6", "--reward", "judge", "--p_exploration", "0.2"],
+    "judged_only_positive": TOY + ["--icrl", "--context_strategy_name", "random_unbiased_only_positive",
+                                   "--max_context_examples", "3", "--reward", "judge"],
     "summary_knn": TOY + ["--icrl", "--context_strategy_name", "summary_knn", "--summary_episodes", "2",
                           "--prob_reset", "0.2"],
     "reflection": TOY + ["--icrl", "--context_strategy_name", "reflection", "--reflect_every", "3",
@@ -347,3 +349,76 @@ def test_a_refusal_after_a_size_warning_is_still_one_line(runs, tmp_path, capsys
     assert main(argv[:k] + ["999"] + argv[k + 1:]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: ") and "resolved.test_steps" in err and "\n" not in err, err
+
+
+def _other_verdict(row):
+    row["judge"] = "no" if row["judge"] == "yes" else "yes"
+
+
+# name: (method, edit of one training line that leaves the line's other fields as recorded, the field named)
+CONTRADICTIONS = {
+    "verdict": ("reasoning_judged", _other_verdict, "judge"),
+    "verdict_only_positive": ("judged_only_positive", _other_verdict, "judge"),
+    "verdict_learner": ("linucb_judged", _other_verdict, "judge"),
+    "judged_prediction": ("reasoning_judged", lambda r: r.update(prediction=r["answer"] if not r["accuracy"]
+                                                                   else other_label(r["answer"])), "prediction"),
+    "reasoning_above_budget": ("reasoning_judged", lambda r: r.update(reasoning_tokens=6000), "reasoning_tokens"),
+    "judged_accuracy": ("judged_only_positive", lambda r: r.update(accuracy=1 - r["accuracy"]), "prediction"),
+    "reasoning_missing": ("reasoning_judged", lambda r: r.pop("reasoning"), "reasoning"),
+    "guide_missing": ("reflection", lambda r: r.pop("reflection"), "reflection"),
+    "guide_shown": ("reflection", lambda r: r["metrics"].update(reflection_step=0), "reflection_step"),
+    "pruned": ("curated", lambda r: r["metrics"].update(pruned=[0]), "pruned"),
+}
+
+
+def _first_called_step(rows, start=3):
+    """The first step from ``start`` whose label the model gave (not explored), before the last."""
+    return next(t for t in range(start, len(rows) - 1) if not rows[t].get("explored"))
+
+
+@pytest.mark.parametrize("case", list(CONTRADICTIONS))
+def test_a_line_whose_fields_contradict_each_other_is_refused_there_and_the_advice_gives_the_run(
+        runs, tmp_path, capsys, case):
+    """A verdict that does not give the recorded reward, a prediction and its accuracy that
+    disagree (a judged run: nothing else witnesses the prediction), a reasoning count above
+    --reasoning or reasoning missing, a guide missing at its step or another step's guide said
+    shown, episodes said pruned that the rewards did not prune: refused at that line, naming
+    the field; deleting that line and the ones after it (the advice) gives the uninterrupted
+    run's records."""
+    name, edit, field = CONTRADICTIONS[case]
+    argv, run_dir, whole = copy_of(runs, name, tmp_path)
+    rows = lines(run_dir, "train.jsonl")
+    step = _first_called_step(rows)
+    kept = (run_dir / "train.jsonl").read_text().splitlines(keepends=True)[:step]
+    edit(rows[step])
+    write(run_dir, "train.jsonl", rows)
+    before = files(run_dir)
+    capsys.readouterr()
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert f"train.jsonl line {step + 1} " in err and field in err and "\n" not in err, err
+    assert "delete it and the lines after it" in err, err
+    assert files(run_dir) == before
+    (run_dir / "train.jsonl").write_text("".join(kept))  # the advice, followed
+    assert main(argv) == 0
+    assert records(run_dir) == whole
+
+
+@pytest.mark.parametrize("case", ["last_verdict", "test_reasoning_above_budget", "judged_reward"])
+def test_a_contradiction_the_rebuild_settles_gives_the_uninterrupted_run(runs, tmp_path, capsys, case):
+    """The last training line's verdict edited (its step is recomputed), a test line's reasoning
+    count above --reasoning (that test step is recomputed), a judged reward edited alone (its
+    verdict and feedback give it back): the records become the uninterrupted run's."""
+    argv, run_dir, whole = copy_of(runs, "reasoning_judged", tmp_path)
+    if case == "test_reasoning_above_budget":
+        edit_test_lines(lambda rows: rows[1]["reasoning_tokens"].__setitem__(0, 6000))(run_dir)
+    else:
+        rows = lines(run_dir, "train.jsonl")
+        if case == "last_verdict":
+            _other_verdict(rows[-1])
+        else:
+            rows[3]["reward"] = 1 - rows[3]["reward"]
+        write(run_dir, "train.jsonl", rows)
+    assert main(argv) == 0
+    assert "Traceback" not in capsys.readouterr().err
+    assert records(run_dir) == whole

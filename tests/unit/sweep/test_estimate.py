@@ -176,3 +176,14 @@ def test_the_calls_a_run_declares_beyond_its_labels_are_counted_apart(tmp_path, 
     assert "(+ 40 tokens generated at budget, 12 judge calls)" in out
     assert "besides: 40 tokens generated (reasoning and guides, at their budgets) and 12 judge calls" in out
     assert not (tmp_path / "out").exists()
+
+
+def test_a_gemini_run_is_not_estimated_and_says_why(tmp_path, capsys):
+    flags = TINY[4:]  # less the model and the backend
+    assert TINY[:4] == ["--model_name", "smollm2-135m", "--backend", "fake"]
+    argv = [*flags, "--model_name", "gemini-1.5-flash-8b", "--backend", "gemini", "--context_strategy_name",
+            "random_unbiased", "--output_dir", str(tmp_path / "out"), "--estimate"]
+    assert runner.main(argv) == 1
+    out = capsys.readouterr().out
+    assert "not estimated (left out of the total): the estimate finds the prompts' shared prefixes in token ids, " \
+           "and the Gemini API gives token counts only" in out

@@ -357,6 +357,24 @@ def test_an_epilogue_that_meets_a_wrong_record_is_one_error_line(tmp_path, monke
     assert err.splitlines()[-1] == said
 
 
+def test_a_budget_the_window_cannot_hold_fails_each_run_of_a_lock_step_sweep_before_it_writes(fake, tmp_path,
+                                                                                              monkeypatch, capsys):
+    """The shared backend is loaded already, yet each run's budget is checked against the window
+    before it writes anything (icrl.run.budgets): one line naming the flag, no run folder left."""
+    monkeypatch.setattr(Experiment, "load_backend",
+                        lambda self: setattr(self, "backend", fake) if self.backend is None else None)
+    summary = tmp_path / "summary.csv"
+    code = runner.main(["--grid", "context_strategy_name=random_biased_end,random_unbiased", "--task_name", TOY_TASK,
+                        "--seed", "100", "--training_seed", "100", *TINY, "--reasoning", "100000",
+                        "--output_dir", str(tmp_path / "sweep"), "--summary", str(summary)])
+    assert code == 1
+    rows = list(csv.DictReader(summary.open()))
+    assert [r["status"] for r in rows] == ["failed", "failed"]
+    assert all(r["error"].startswith("--reasoning 100000: ") and "lower --reasoning by at least" in r["error"]
+               for r in rows), rows
+    assert not any(Path(r["run_dir"]).exists() for r in rows)
+
+
 def test_a_run_flag_no_run_of_the_sweep_reads_is_said_once(tmp_path, capsys):
     """--max_contexts given to a sweep of strategies that do not read it: one warning; given to
     a sweep where one run reads it: nothing (it is meant for that run)."""

@@ -1,0 +1,300 @@
+"""Anthropic backend: Claude models through the Messages API, on the official ``anthropic`` SDK
+(``pip install -e .[anthropic]``).
+
+Asynchronous like the OpenAI-compatible backend: the prompts of one ``predict`` call (a test
+step) go out together, at most ``max_concurrency`` at a time; the SDK retries 429, 529, 5xx,
+timeouts and dropped connections with exponential backoff (``max_retries``), and an endpoint
+that answers nothing at all is given up on by the silence watch (``server_watch``). The request
+bodies, the two answer modes (a prefilled prediction prefix, or a forced tool call with an enum
+of the labels) and the cache breakpoint after the last context episode: ``anthropic_requests``.
+
+The key comes from ``--api_key`` or ``ANTHROPIC_API_KEY``, stays in memory and is never written
+(not an attribute ``describe()`` or the records see). ``--base_url`` points the SDK at another
+endpoint (a proxy, the tests' stand-in server). The API version the SDK speaks takes no seed and
+no temperature: neither is sent (the model samples at its own setting, said once per backend),
+so a run's labels do not repeat across reruns. ``usage()`` sums the API's reported
+usage (``icrl.backends.usage.ReportsUsage``); ``count_tokens`` asks the API's token counter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import Any, Optional
+
+from ..errors import UsageError
+from ..infra.masking import register, register_args, strip_userinfo
+from ..infra.signals import check
+from .anthropic_requests import (MODES, count_request, encode_prompt, generation_request, message_request, parse_text,
+                                 parse_tool, text_of, usage_of)
+from .server_watch import SilenceWatch, answers, bad_response, dead_server
+from .usage import Usage
+
+log = logging.getLogger(__name__)
+
+DEFAULT_URL = "https://api.anthropic.com"
+INSTALL_HINT = ("the anthropic backend needs the anthropic package: pip install -e .[anthropic] (or pip install "
+                "anthropic)")
+KEY_HINT = "set ANTHROPIC_API_KEY or pass --api_key"
+
+
+def import_anthropic():
+    try:
+        import anthropic
+    except ImportError:
+        raise UsageError(INSTALL_HINT) from None
+    return anthropic
+
+
+class AnthropicBackend:
+    """The backend protocol (see icrl.backends) over Anthropic's Messages API."""
+
+    name = "anthropic"
+    supports_system_role = True
+    eot_token = ""
+    thinks = False  # --reasoning writes its reasoning in the answer's text (see reasoning_frame)
+
+    def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
+                 api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
+                 timeout: float = 600.0, max_retries: int = 5, max_model_len: Optional[int] = None):
+        anthropic = import_anthropic()
+        if api_mode not in ("auto", *MODES):
+            raise UsageError(f"--api_mode must be one of auto, {', '.join(MODES)}, got {api_mode!r}")
+        if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
+            raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_URL).rstrip("/")
+        self.url = str(strip_userinfo(self.base_url))  # shown and recorded: never a user:password@
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+        register_args({"api_key": api_key, "base_url": self.base_url})
+        register(os.environ.get("ANTHROPIC_API_KEY"))
+        if not key:
+            raise UsageError(f"no Anthropic API key: {KEY_HINT}")
+        self.model_name, self.api_model = model_name, api_model or model_name
+        self.api_mode = "chat" if api_mode == "auto" else api_mode
+        self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
+        self._max_model_len = max_model_len
+        self._anthropic = anthropic
+        self._loop = asyncio.new_event_loop()
+        self._client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=key, timeout=timeout,
+                                                max_retries=max_retries)
+        self._watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: answers(f"{self.url}/v1"))
+        self._usage = Usage()
+        self._counted: dict[str, int] = {}
+        self._said: set = set()  # the temperatures said not to be sent
+        self.check_model()
+
+    # -- protocol ----------------------------------------------------------------------------
+    @property
+    def max_model_len(self) -> int:
+        if self._max_model_len:
+            return self._max_model_len
+        raise UsageError(f"the anthropic backend cannot find the context size of {self.model_name!r} (no local "
+                         f"tokenizer to search with): pass --max_context_examples (and --max_model_len if you want "
+                         f"the window recorded)")
+
+    def render(self, messages, prefix):
+        """The messages themselves, as JSON: the API renders them."""
+        return encode_prompt(messages, prefix)
+
+    def reasoning_frame(self, messages, prefix):
+        """Reasoning in the answer's text: the messages, then the reasoning as the assistant's turn
+        and a user turn asking for the answer."""
+        from .openai_requests import chat_frame
+
+        frame = chat_frame(messages, prefix)
+        return frame._replace(prompt=self.render(messages, prefix))  # with the breakpoint before the query
+
+    def predict(self, prompts, labels, temperature, seed, progress=None):
+        from . import Call
+
+        out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
+        if progress is not None:  # all requests of the call finish together
+            progress(len(prompts))
+        return out
+
+    def predict_calls(self, calls):
+        """Several calls (runs of a sweep) with all their requests in flight together, at most
+        --max_concurrency at a time overall. The seeds are not sent (the API takes none)."""
+        for call in calls:
+            self._say_temperature(call.temperature)
+
+        async def gather():
+            semaphore = asyncio.Semaphore(self.max_concurrency)
+            return await asyncio.gather(*[self._call(list(c.prompts), list(c.labels), semaphore)
+                                          for c in calls])
+
+        return [list(x) for x in self._guarded(gather())]
+
+    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+        """Free text after each prompt's messages (``icrl.backends.Reasoner``), up to ``stop``."""
+        from . import Generated
+
+        async def one(semaphore, prompt):
+            async with semaphore:
+                doc = json.loads(prompt)
+                body = generation_request(self.api_model, doc["messages"], max_tokens, stop, doc.get("cache_at"))
+                response = await self._create(body)
+            text = text_of(response)
+            for marker in stop:
+                text = text.split(marker, 1)[0] if marker else text
+            return Generated(text, int(getattr(response.usage, "output_tokens", 0) or 0))
+
+        async def gather():
+            semaphore = asyncio.Semaphore(self.max_concurrency)
+            return await asyncio.gather(*[one(semaphore, p) for p in prompts])
+
+        return list(self._guarded(gather())) if prompts else []
+
+    def count_tokens(self, text):
+        """Input tokens of a rendered prompt, by the API's token counter (each text asked once)."""
+        if text not in self._counted:
+            doc = json.loads(text)
+            body = count_request(self.api_model, doc["messages"], doc.get("prefix", ""))
+            self._counted[text] = int(self._guarded(self._client.messages.count_tokens(**body)).input_tokens)
+        return self._counted[text]
+
+    def _say_temperature(self, temperature: float) -> None:
+        if temperature not in self._said:
+            self._said.add(temperature)
+            log.warning("the Anthropic API takes no temperature: --temperature %g is not sent, %s samples at its "
+                        "own setting", temperature, self.api_model)
+
+    def usage(self) -> Usage:
+        return self._usage
+
+    def describe(self) -> dict:
+        constraint = ("prefilled prediction prefix, text checked against the labels" if self.api_mode == "completions"
+                      else "forced tool call, label enum")
+        out: dict[str, Any] = {
+            "backend": self.name, "model_name": self.model_name, "api_model": self.api_model, "base_url": self.url,
+            "api_mode": self.api_mode, "constraint": constraint,
+            "prompt_cache": "breakpoint after the last context episode", "seed": "not supported by the API",
+            "temperature": "not supported by the API", "supports_system_role": True}
+        if self._max_model_len:
+            out["max_model_len"] = self._max_model_len
+        if self.max_input_tokens:
+            out["max_input_tokens"] = self.max_input_tokens
+        return out
+
+    def close(self) -> None:
+        if not self._loop.is_closed():
+            self._loop.run_until_complete(self._client.close())
+            self._loop.close()
+
+    # -- internals -----------------------------------------------------------------------------
+    def check_model(self) -> None:
+        """The API answers, takes the key and knows ``api_model`` (else one line)."""
+        client = self._client.with_options(max_retries=min(1, self.max_retries))  # a missing API is said at once
+        info = self._guarded(client.models.retrieve(self.api_model))
+        self.max_input_tokens = getattr(info, "max_input_tokens", None)  # the model's window, when the API says
+
+    def _guarded(self, coroutine):
+        """Run ``coroutine`` on the backend's loop under the silence watch; a failure of the API is
+        one line."""
+        try:
+            return self._run(coroutine)
+        except self._anthropic.APIError as exc:
+            raise self._fail(exc) from None
+
+    def _run(self, coroutine):
+        task = self._loop.create_task(coroutine)
+
+        def cancel() -> None:  # called from the watch's thread
+            self._loop.call_soon_threadsafe(task.cancel)
+
+        with self._watch.watching(cancel):
+            try:
+                result = self._loop.run_until_complete(task)
+            except asyncio.CancelledError:
+                if not self._watch.dead:
+                    raise
+                raise dead_server(self.url, self._watch.dead_s) from None
+            except BaseException:
+                if not task.done():  # a stop (Ctrl-C) with requests in flight
+                    self._cancel(task)
+                raise
+        check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
+        return result
+
+    def _cancel(self, task: asyncio.Task) -> None:
+        """Cancel the requests a stop left in flight, waiting a second at most (as the openai backend)."""
+        self._loop.set_exception_handler(lambda loop, context: None)
+        task.cancel()
+        try:
+            self._loop.run_until_complete(asyncio.wait([task], timeout=1.0))
+        except BaseException:  # noqa: BLE001 - a second Ctrl-C: the first one is already on its way
+            pass
+
+    def _fail(self, exc: BaseException) -> UsageError:
+        """One line for a request that failed for good (after the SDK's retries)."""
+        anthropic = self._anthropic
+        body = getattr(exc, "body", None)
+        said = body.get("error", body) if isinstance(body, dict) else None
+        said = said.get("message") if isinstance(said, dict) else None
+        detail = (str(said or getattr(exc, "message", "") or exc).splitlines() or [""])[0][:200]
+        status = getattr(exc, "status_code", None)
+        if isinstance(exc, anthropic.APIConnectionError):
+            return UsageError(f"no answer from the Anthropic API at {self.url} ({type(exc).__name__}: {detail}) after "
+                              f"{self.max_retries} retries; check --base_url and the network, then rerun the same "
+                              f"command to resume (finished steps are saved)")
+        if status == 401:
+            return UsageError(f"the Anthropic API at {self.url} refused the API key (HTTP 401): {KEY_HINT} with a "
+                              f"valid key")
+        if status == 403:
+            return UsageError(f"the Anthropic API at {self.url} does not let this key use {self.api_model!r} (HTTP "
+                              f"403: {detail})")
+        if status == 404:
+            return UsageError(f"the Anthropic API at {self.url} does not know the model {self.api_model!r} (HTTP 404): "
+                              f"check --model_name (or --api_model), e.g. claude-haiku-4-5")
+        if status == 400:
+            hint = "; a model that takes no prefill needs --api_mode chat" if self.api_mode == "completions" else ""
+            return UsageError(f"the Anthropic API at {self.url} refused the request (HTTP 400: {detail}){hint}")
+        what = f"HTTP {status}" if status else type(exc).__name__
+        return UsageError(f"the Anthropic API at {self.url} failed ({what}: {detail}) after {self.max_retries} "
+                          f"retries; finished steps are saved: rerun the same command to resume")
+
+    async def _create(self, body: dict):
+        """One Messages request; its usage counted; a 200 that is not a message is one line."""
+        try:
+            response = await self._client.messages.create(**body)
+            self._watch.answered()
+            content = list(response.content)
+            self._usage = self._usage + usage_of(response.usage)
+        except UsageError:
+            raise
+        except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a message
+            raise bad_response(self.url, "Anthropic messages", exc) from None
+        if not content:
+            raise UsageError(f"the Anthropic API at {self.url} answered with no content (stop reason "
+                             f"{getattr(response, 'stop_reason', None)!r}): nothing to read a label from")
+        return response
+
+    async def _one(self, semaphore, prompt: str, labels) -> str:
+        doc = json.loads(prompt)
+        body = message_request(self.api_model, doc["messages"], doc["prefix"], labels, self.api_mode,
+                               doc.get("cache_at"))
+        async with semaphore:
+            response = await self._create(body)
+        if self.api_mode == "completions":
+            label, given = parse_text(text_of(response), labels), repr(text_of(response))
+        else:
+            label, given = parse_tool(response, labels)
+        if label is None:
+            other = "chat" if self.api_mode == "completions" else "completions"
+            raise UsageError(f"the Anthropic API at {self.url} answered {given[:120]}, which is not one of the "
+                             f"{len(labels)} labels (--api_mode {self.api_mode}); finished steps are saved: rerun "
+                             f"to resume, or try --api_mode {other}")
+        return label
+
+    async def _call(self, prompts, labels, semaphore) -> list[str]:
+        if not prompts:
+            return []
+        tasks = [asyncio.ensure_future(self._one(semaphore, p, labels)) for p in prompts]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)

@@ -1,0 +1,288 @@
+"""Gemini backend: Google's Gemini API through its official SDK, ``google-genai``
+(``pip install -e .[gemini]``), with the published request shape (``gemini_requests``).
+
+- The key comes from --api_key, else ``$GEMINI_API_KEY``, ``$GOOGLE_API_KEY`` or the published
+  ``$API_KEY``; it is kept in memory only (never in ``describe()``, the records or a message).
+- --base_url points the SDK at another endpoint (a proxy, a test server); the API version
+  (``v1beta``, or the one the URL ends with) is appended by the SDK.
+- At load: ``models.get`` checks the key and the model and gives the window
+  (``input_token_limit``; --max_model_len in its place when given).
+- ``predict``: one ``generateContent`` request per prompt, all of a call (or of a sweep's calls,
+  ``predict_calls``) in flight together, at most --max_concurrency at a time. The SDK retries
+  408, 429, 5xx, timeouts and dropped connections with exponential backoff (1 s doubling, 60 s
+  at most), --max_retries times; a server silent for two minutes is given up on
+  (``server_watch``). What cannot be retried is one line: a refused key, an unknown model, a
+  blocked prompt or an empty candidate, an answer outside the labels.
+- A call's prompts that share their context (a test step's) share one context cache: the
+  system instruction and every turn but the last go into a ``cachedContents`` (when they
+  reach ``cache_min_tokens``), each request sends its last turn and the cache's name, and the
+  cache is deleted when the call ends.
+- ``count_tokens``: the API's ``countTokens`` (each text once), which the window search reads
+  through ``chat``; ``usage()``: the prompt, cached and candidate tokens the API reported (a
+  cache's writing counted as one request of its tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Optional, Sequence
+
+from ..errors import UsageError
+from ..infra.masking import register, scrub, strip_userinfo
+from . import gemini_requests as req
+from .server_watch import SilenceWatch, answers
+from .usage import Usage
+from .watched_loop import WatchedLoop
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = ("the gemini backend needs the google-genai package: pip install -e .[gemini] "
+                "(or pip install google-genai)")
+KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "API_KEY")
+DEFAULT_URL = "https://generativelanguage.googleapis.com"
+API_VERSIONS = ("v1beta", "v1alpha", "v1")
+CACHE_MIN_TOKENS = 1024  # the smallest context cache the API takes (Gemini 2.x Flash; a refusal raises it)
+CACHE_TTL = "3600s"  # deleted after its call; the TTL only bounds a cache a killed run leaves
+
+
+def import_genai():
+    try:
+        from google import genai
+        from google.genai import errors, types
+    except ImportError:
+        raise UsageError(INSTALL_HINT) from None
+    return genai, errors, types
+
+
+def split_version(base_url: str) -> tuple[str, str]:
+    """(endpoint, API version) of --base_url: a URL that ends with a version keeps it."""
+    url = base_url.rstrip("/")
+    head, _, last = url.rpartition("/")
+    return (head, last) if last in API_VERSIONS and head else (url, "v1beta")
+
+
+class GeminiBackend:
+    """The backend protocol (see icrl.backends) over the Gemini API; ``usage()`` as
+    ``icrl.backends.usage.ReportsUsage`` declares."""
+
+    name = "gemini"
+    supports_system_role = True
+    eot_token = ""
+    thinks = False
+
+    def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
+                 api_model: Optional[str] = None, max_concurrency: int = 32, timeout: float = 600.0,
+                 max_retries: int = 5, max_model_len: Optional[int] = None, cache_min_tokens: int = CACHE_MIN_TOKENS):
+        genai, self._errors, types = import_genai()
+        if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
+            raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+        key = api_key or next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
+        if not key:
+            raise UsageError(f"the gemini backend needs an API key: set {', '.join(KEY_VARIABLES[:-1])} or "
+                             f"{KEY_VARIABLES[-1]}, or pass --api_key")
+        register(key)  # masked wherever it could be shown or written
+        self.model_name, self.api_model = model_name, api_model or model_name
+        self.endpoint, self.api_version = split_version(base_url or DEFAULT_URL)
+        self.url = strip_userinfo(f"{self.endpoint}/{self.api_version}") or self.endpoint  # shown and recorded
+        self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
+        self.cache_min_tokens = cache_min_tokens  # 0: no context caches
+        import httpx2  # the SDK's own HTTP client: its timeouts are retried (aiohttp's would not be)
+
+        retry = types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=1.0, exp_base=2.0, max_delay=60.0)
+        self._client = genai.Client(api_key=key, http_options=types.HttpOptions(
+            base_url=self.endpoint, api_version=self.api_version, timeout=int(timeout * 1000), retry_options=retry,
+            async_client_args={"transport": httpx2.AsyncHTTPTransport()}))
+        probe_url, headers = f"{self.endpoint}/{self.api_version}", {"x-goog-api-key": key}
+        self._loop = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries,
+                                                        probe=lambda: answers(probe_url, headers)))
+        self._usage = Usage()
+        self._counts: dict[str, int] = {}
+        self.chat = self  # what the window search reads: render, count_tokens, max_model_len
+        self.max_model_len = self._check_model() if max_model_len is None else max_model_len
+
+    # -- protocol ----------------------------------------------------------------------------
+    def render(self, messages, prefix):
+        return req.render(messages, prefix)
+
+    def reasoning_frame(self, messages, prefix):
+        raise UsageError("--reasoning needs free text before the answer, and the gemini backend sends the published "
+                         "protocol (one enum answer per request): drop --reasoning")
+
+    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+        self.reasoning_frame([], "")
+
+    def describe(self) -> dict:
+        return {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
+                "base_url": self.url, "max_model_len": self.max_model_len,
+                "constraint": f"response_mime_type {req.ENUM_MIME_TYPE}", "seed": "generation_config.seed",
+                "context_cache_min_tokens": self.cache_min_tokens, "supports_system_role": True}
+
+    def usage(self) -> Usage:
+        return self._usage
+
+    def predict(self, prompts, labels, temperature, seed, progress=None):
+        from . import Call
+
+        out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
+        if progress is not None:  # all requests of the call finish together
+            progress(len(prompts))
+        return out
+
+    def predict_calls(self, calls):
+        """Several calls (runs of a sweep), all their requests in flight together, at most
+        --max_concurrency at a time overall."""
+        async def gather():
+            semaphore = asyncio.Semaphore(self.max_concurrency)
+            return await asyncio.gather(*[self._predict_all(c, semaphore) for c in calls])
+
+        return [list(x) for x in self._run(gather())]
+
+    def count_tokens(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        """Tokens of each text (a rendered prompt: its whole request, the system instruction
+        counted as a user turn; else the text as one user turn), by the API's countTokens,
+        each text asked once, the requests in flight together."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._counts]
+        if missing:
+            async def gather():
+                semaphore = asyncio.Semaphore(self.max_concurrency)
+                return await asyncio.gather(*[self._count_one(t, semaphore) for t in missing])
+
+            self._counts.update(zip(missing, self._run(gather())))
+        return [self._counts[t] for t in texts]
+
+    def close(self) -> None:
+        self._loop.close(self._client.aio.aclose())
+
+    # -- internals -----------------------------------------------------------------------------
+    def _run(self, coroutine):
+        try:
+            return self._loop.run(coroutine)
+        except UsageError:
+            raise
+        except self._errors.APIError as exc:
+            raise self._api_error(exc) from None
+        except req.Blocked as exc:
+            raise UsageError(f"the Gemini API gave no answer for a prompt of {self.api_model!r}: {exc}; finished "
+                             f"steps are saved: rerun the same command to resume, or use another model") from None
+        except (ValueError, LookupError, AttributeError, TypeError) as exc:  # the SDK could not read it
+            detail = scrub((str(exc).splitlines() or [""])[0][:120])
+            raise UsageError(f"the server at {self.url} sent something that is not a Gemini API response "
+                             f"({type(exc).__name__}: {detail}); is --base_url the Gemini API "
+                             f"({DEFAULT_URL})?") from None
+        except (OSError, asyncio.TimeoutError) as exc:
+            raise self._transport_error(exc) from None
+        except Exception as exc:  # the HTTP client's errors, after the SDK's retries
+            if type(exc).__module__.split(".")[0] in ("httpx2", "httpcore2", "httpx", "httpcore"):
+                raise self._transport_error(exc) from None
+            raise
+
+    def _transport_error(self, exc: BaseException) -> UsageError:
+        return UsageError(f"no answer from the Gemini API at {self.url} ({type(exc).__name__}; timeouts and refused "
+                          f"connections are tried {self.max_retries} more times); finished steps are saved: check "
+                          f"--base_url and the network and rerun the same command to resume (--timeout sets how long "
+                          f"a request may take)")
+
+    def _api_error(self, exc) -> UsageError:
+        code, status = getattr(exc, "code", None), str(getattr(exc, "status", "") or "")
+        message = scrub((str(getattr(exc, "message", "") or "").splitlines() or [""])[0][:160])
+        if code in (401, 403) or "API_KEY" in str(getattr(exc, "details", "")) or "API key" in message:
+            return UsageError(f"the Gemini API at {self.url} refused the API key (HTTP {code}): set GEMINI_API_KEY "
+                              f"(or pass --api_key) to a valid key")
+        if code == 404:
+            return UsageError(f"the Gemini API at {self.url} does not know the model {self.api_model!r} (HTTP 404): "
+                              f"check --model_name (or --api_model), e.g. gemini-1.5-flash-8b")
+        return UsageError(f"the Gemini API at {self.url} failed (HTTP {code} {status}: {message}) after "
+                          f"{self.max_retries} retries; finished steps are saved: rerun the same command to resume")
+
+    def _check_model(self) -> int:
+        async def get():
+            return await self._client.aio.models.get(model=self.api_model)
+
+        model = self._run(get())
+        limit = getattr(model, "input_token_limit", None)
+        if not isinstance(limit, int) or limit <= 0:
+            raise UsageError(f"the Gemini API at {self.url} gives no input token limit for {self.api_model!r}: "
+                             f"pass --max_model_len (its window in tokens)")
+        return limit
+
+    async def _count_one(self, text: str, semaphore) -> int:
+        request = req.decode(text)
+        contents = req.counted_contents(request) if request is not None else req.text_contents(text)
+        async with semaphore:
+            response = await self._client.aio.models.count_tokens(model=self.api_model, contents=contents)
+        self._loop.watch.answered()
+        return int(response.total_tokens)
+
+    async def _predict_all(self, call, semaphore) -> list[str]:
+        decoded = [req.decode(p) for p in call.prompts]
+        requests = [r for r in decoded if r is not None]
+        if len(requests) < len(decoded):
+            raise UsageError("the gemini backend predicts on prompts it rendered itself (render), not on plain text")
+        cache = await self._cache(requests)
+        tasks = [asyncio.ensure_future(self._one(r, call.labels, call.temperature, call.seed, semaphore, cache))
+                 for r in requests]
+        try:
+            return list(await asyncio.gather(*tasks))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            if cache is not None:
+                await self._drop(cache)
+
+    async def _cache(self, requests) -> Optional[str]:
+        """A context cache of the call's shared head (``gemini_requests.shared_head``) when it
+        has at least ``cache_min_tokens`` tokens; None otherwise, or when the API refuses it
+        (then heads as small are not offered again)."""
+        head = req.shared_head(requests) if self.cache_min_tokens > 0 else None
+        if head is None:
+            return None
+        system, turns = head
+        tokens = await self._count_one(req.encode(system, turns), asyncio.Semaphore(1))
+        if tokens < self.cache_min_tokens:
+            return None
+        config = {"contents": turns, "ttl": CACHE_TTL, **({"system_instruction": system} if system else {})}
+        try:
+            cache = await self._client.aio.caches.create(model=self.api_model, config=config)
+        except self._errors.ClientError as exc:  # too small for this model, or no caching for it
+            log.info("no context cache of %d tokens for %s (%s)", tokens, self.api_model, exc)
+            self.cache_min_tokens = tokens + 1
+            return None
+        self._loop.watch.answered()
+        self._usage += Usage(tokens, 0, 0, 1)  # writing the cache: its tokens, at the input price
+        return cache.name
+
+    async def _drop(self, name: str) -> None:
+        try:
+            await self._client.aio.caches.delete(name=name)
+        except Exception as exc:  # noqa: BLE001 - it expires after CACHE_TTL anyway
+            log.warning("could not delete the context cache %s (%s); it expires after %s", name, exc, CACHE_TTL)
+
+    async def _one(self, request: dict, labels, temperature: float, seed: int, semaphore, cache=None) -> str:
+        config = req.generation_config(request["system_instruction"], request["prefix"], labels, temperature, seed,
+                                       cache)
+        contents = request["contents"][-1:] if cache is not None else request["contents"]
+        async with semaphore:
+            response = await self._client.aio.models.generate_content(
+                model=self.api_model, contents=contents, config=config)
+        self._loop.watch.answered()
+        self._count(response.usage_metadata)
+        text = req.answer_text(response)
+        label = req.label_of(text, request["prefix"], labels)
+        if label is None:
+            raise UsageError(f"the Gemini API answered {scrub(text[:80])!r}, which is not one of the {len(labels)} "
+                             f"answers the request allowed ('{request['prefix']} <label>'): {self.api_model!r} "
+                             f"ignored the response schema; use a model that supports {req.ENUM_MIME_TYPE}")
+        return label
+
+    def _count(self, metadata) -> None:
+        def get(name: str) -> int:
+            return int(getattr(metadata, name, None) or 0) if metadata is not None else 0
+
+        self._usage += Usage(get("prompt_token_count"), get("cached_content_token_count"),
+                             get("candidates_token_count"), 1)

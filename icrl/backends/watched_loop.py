@@ -1,0 +1,57 @@
+"""An API backend's own asyncio loop, watched for a silent server.
+
+``WatchedLoop(url, watch).run(coroutine)`` runs one batch of requests to the end on the
+backend's loop while ``watch`` (a ``server_watch.SilenceWatch``) looks on: a server that
+answers nothing at all for the watch's limit cancels the batch and fails in one line
+(``dead_server``); a stop (Ctrl-C) with requests in flight cancels them and waits a second at
+most, so that asyncio prints nothing after the stop's own line."""
+
+from __future__ import annotations
+
+import asyncio
+
+from ..infra.signals import check
+from .server_watch import SilenceWatch, dead_server
+
+
+class WatchedLoop:
+    def __init__(self, url: str, watch: SilenceWatch):
+        self.url, self.watch = url, watch
+        self.loop = asyncio.new_event_loop()
+
+    def run(self, coroutine):
+        task = self.loop.create_task(coroutine)
+        def cancel() -> None:  # from the watch's thread
+            self.loop.call_soon_threadsafe(task.cancel)
+
+        with self.watch.watching(cancel):
+            try:
+                result = self.loop.run_until_complete(task)
+            except asyncio.CancelledError:
+                if not self.watch.dead:
+                    raise
+                raise dead_server(self.url, self.watch.dead_s) from None
+            except BaseException:
+                if not task.done():  # a stop with requests in flight
+                    self._cancel(task)
+                raise
+        check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
+        return result
+
+    def _cancel(self, task: asyncio.Task) -> None:
+        self.loop.set_exception_handler(lambda loop, context: None)
+        task.cancel()
+        try:
+            self.loop.run_until_complete(asyncio.wait([task], timeout=1.0))
+        except BaseException:  # noqa: BLE001 - a second Ctrl-C: the first one is already on its way
+            pass
+
+    def close(self, last=None) -> None:
+        """Run ``last`` (a coroutine: the client's close) and close the loop, once."""
+        if self.loop.is_closed():
+            if last is not None:
+                last.close()
+            return
+        if last is not None:
+            self.loop.run_until_complete(last)
+        self.loop.close()

@@ -1,0 +1,245 @@
+"""A stand-in for Google's Gemini API on 127.0.0.1 (stdlib only): it speaks the REST protocol
+the google-genai SDK sends (``models.get``, ``models:generateContent``, ``models:countTokens``
+under /v1beta), checks every request against the published request shape, and answers.
+A protocol stand-in for tests, not the service: its answers are a hash of the request.
+
+- ``GET /v1beta/models/<model>``: the model with ``inputTokenLimit`` (``window``); 404 for
+  another model; any request without the key ``KEY`` is answered 400 API_KEY_INVALID, as the
+  service answers a wrong key.
+- ``:generateContent``: a request whose shape differs from the published one is answered 400
+  and its fault kept in ``faults``; else the enum value the hash of (contents, seed) picks,
+  with usage metadata (prompt tokens: words of the request; candidates: 2).
+- ``:countTokens``: the words of its contents (times ``per_word``: the tokens of a word, the
+  same in every count the stand-in gives).
+- ``POST /v1beta/cachedContents``: a context cache (its contents and system instruction),
+  refused 400 below ``cache_floor`` words, as the service refuses a cache too small;
+  ``DELETE /v1beta/cachedContents/<id>`` deletes it. A generateContent request that names a
+  cache is checked, answered and counted as the cache's turns followed by its own; its usage
+  reports the cache's words as cached tokens. ``caches``: the caches alive; ``created``: all.
+- ``mode`` makes generateContent misbehave on cue: ``429`` / ``500`` (the first ``failures``
+  requests, or all when None), ``hang`` (never answers), ``garbage`` (a body that is not
+  JSON), ``outside`` (an answer outside the enum), ``blocked`` (the prompt blocked, no
+  candidate), ``empty`` (a candidate with no text, finish reason SAFETY); ``delay``: seconds
+  before each answer (a run slow enough to be killed mid-way)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Optional
+
+MODEL = "gemini-1.5-flash-8b"
+KEY = "test-gemini-key-0123456789"
+HARMS = ["HARM_CATEGORY_HATE_SPEECH", "HARM_CATEGORY_HARASSMENT", "HARM_CATEGORY_DANGEROUS_CONTENT",
+         "HARM_CATEGORY_SEXUALLY_EXPLICIT"]
+_PATH = re.compile(r"^/v1beta/models/(?P<model>[^:/?]+)(?::(?P<method>\w+))?")
+_CACHE = re.compile(r"^/v1beta/cachedContents(?:/(?P<id>[^/?]+))?$")
+
+
+def words(contents) -> int:
+    return sum(len(part.get("text", "").split()) for turn in contents for part in turn.get("parts", []))
+
+
+def shape_fault(body: dict) -> Optional[str]:
+    """What differs from the published request shape (None: nothing)."""
+    if set(body) != {"contents", "systemInstruction", "safetySettings", "generationConfig"}:
+        return f"fields {sorted(body)}"
+    system = body["systemInstruction"]
+    if len(system.get("parts", [])) != 1 or not system["parts"][0].get("text"):
+        return "the system instruction is not one text part"
+    contents = body["contents"]
+    roles = [turn.get("role") for turn in contents]
+    if not roles or roles != ["user" if i % 2 == 0 else "model" for i in range(len(roles))] or roles[-1] != "user":
+        return f"turns {roles} do not alternate user/model from a user turn to a user turn"
+    if any(len(turn.get("parts", [])) != 1 or set(turn["parts"][0]) != {"text"} for turn in contents):
+        return "a turn is not one text part"
+    if body["safetySettings"] != [{"category": c, "threshold": "BLOCK_NONE"} for c in HARMS]:
+        return f"safety settings {body['safetySettings']}"
+    config = body["generationConfig"]
+    if set(config) != {"candidateCount", "temperature", "seed", "responseMimeType", "responseSchema"}:
+        return f"generation config fields {sorted(config)}"
+    if config["candidateCount"] != 1 or config["responseMimeType"] != "text/x.enum":
+        return "candidate count or response type"
+    schema = config["responseSchema"]
+    enum = schema.get("enum") or []
+    prefix = enum[0].split(" ", 1)[0] if enum else ""
+    if set(schema) != {"type", "enum"} or schema["type"] != "STRING" or \
+            not all(value.startswith(prefix + " ") for value in enum):
+        return f"response schema {schema}"
+    model_turns = [turn["parts"][0]["text"] for turn in contents if turn["role"] == "model"]
+    if any(text not in enum for text in model_turns):
+        return "a model turn is not '<prefix> <label>'"
+    return None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _send(self, status: int, body) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, reason: str, message: str) -> None:
+        self._send(status, {"error": {"code": status, "message": message, "status": reason}})
+
+    def _refused(self) -> bool:
+        if self.headers.get("x-goog-api-key") == KEY:
+            return False
+        self._send(400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+                                   "status": "INVALID_ARGUMENT", "details": [{"reason": "API_KEY_INVALID"}]}})
+        return True
+
+    def do_GET(self):
+        server = self.server
+        if self._refused():
+            return
+        match = _PATH.match(self.path)
+        if match is None or match["method"]:
+            return self._send(200, {"models": []}) if self.path.startswith("/v1beta/models") else \
+                self._error(404, "NOT_FOUND", "not found")
+        if match["model"] != MODEL:
+            return self._error(404, "NOT_FOUND", f"models/{match['model']} is not found for API version v1beta")
+        self._send(200, {"name": f"models/{MODEL}", "inputTokenLimit": server.window, "outputTokenLimit": 8192,
+                         "supportedGenerationMethods": ["generateContent", "countTokens"]})
+
+    def do_POST(self):
+        server = self.server
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+        if self._refused():
+            return
+        if _CACHE.match(self.path):
+            return self._create_cache(server, body)
+        match = _PATH.match(self.path)
+        if match is None or match["model"] != MODEL:
+            return self._error(404, "NOT_FOUND", "not found")
+        if match["method"] == "countTokens":
+            server.counted.append(body)
+            return self._send(200, {"totalTokens": server.per_word * words(body["contents"])})
+        if match["method"] != "generateContent":
+            return self._error(404, "NOT_FOUND", "not found")
+        with server.lock:
+            server.requests.append(body)
+            number = len(server.requests)
+        self._generate(server, body, number)
+
+    def do_DELETE(self):
+        server = self.server
+        if self._refused():
+            return
+        match = _CACHE.match(self.path)
+        name = f"cachedContents/{match['id']}" if match and match["id"] else None
+        if name not in server.caches:
+            return self._error(404, "NOT_FOUND", f"{name} not found")
+        del server.caches[name]
+        self._send(200, {})
+
+    def _create_cache(self, server, body: dict) -> None:
+        if set(body) - {"model", "ttl", "contents", "systemInstruction"} or body.get("model") != f"models/{MODEL}":
+            return self._error(400, "INVALID_ARGUMENT", f"not a cache of {MODEL}: {sorted(body)}")
+        size = server.per_word * (words(body["contents"]) + words([body.get("systemInstruction", {})]))
+        if size < server.cache_floor:
+            return self._error(400, "INVALID_ARGUMENT", f"Cached content is too small. total_token_count={size}, "
+                                                        f"min_total_token_count={server.cache_floor}")
+        with server.lock:
+            name = f"cachedContents/c{len(server.created)}"
+            server.created.append(name)
+            server.caches[name] = body
+        self._send(200, {"name": name, "model": body["model"], "usageMetadata": {"totalTokenCount": size}})
+
+    def _generate(self, server, body: dict, number: int) -> None:
+        mode = server.mode
+        time.sleep(server.delay)
+        cached = 0
+        if "cachedContent" in body:
+            cache = server.caches.get(body["cachedContent"])
+            if cache is None or "systemInstruction" in body:
+                return self._error(400, "INVALID_ARGUMENT", "no such cache, or a system instruction beside one")
+            body = {**{k: v for k, v in body.items() if k != "cachedContent"},
+                    "contents": cache["contents"] + body["contents"]}
+            if "systemInstruction" in cache:
+                body["systemInstruction"] = cache["systemInstruction"]
+            cached = server.per_word * (words(cache["contents"]) + words([cache.get("systemInstruction", {})]))
+        if mode in ("429", "500") and (server.failures is None or number <= server.failures):
+            return self._error(int(mode), "RESOURCE_EXHAUSTED" if mode == "429" else "INTERNAL", f"cue {mode}")
+        if mode == "hang":
+            time.sleep(3600)
+        if mode == "garbage":
+            return self._send(200, b"\x00\xffnot json at all")
+        fault = shape_fault(body)
+        if fault:
+            server.faults.append(fault)
+            return self._error(400, "INVALID_ARGUMENT", f"not the published request shape: {fault}")
+        usage = {"promptTokenCount": server.per_word * (words(body["contents"]) + words([body["systemInstruction"]])),
+                 "candidatesTokenCount": 2, "cachedContentTokenCount": cached}
+        usage["totalTokenCount"] = usage["promptTokenCount"] + 2
+        if mode == "blocked":
+            return self._send(200, {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": usage})
+        if mode == "empty":
+            return self._send(200, {"candidates": [{"finishReason": "SAFETY", "index": 0}], "usageMetadata": usage})
+        enum = body["generationConfig"]["responseSchema"]["enum"]
+        seen = json.dumps([body["contents"], body["generationConfig"]["seed"]], sort_keys=True).encode()
+        text = "Intent: not-a-label" if mode == "outside" else \
+            enum[int(hashlib.sha256(seen).hexdigest(), 16) % len(enum)]
+        self._send(200, {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
+                                         "finishReason": "STOP", "index": 0}],
+                         "usageMetadata": usage, "modelVersion": MODEL})
+
+
+class _Quiet(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # a backend's requests in flight together (the default backlog, 5, resets some)
+
+    def handle_error(self, request, client_address):  # a client that went away (a killed run)
+        pass
+
+
+class GeminiServer:
+    """``with GeminiServer() as s: s.base_url`` (http://127.0.0.1:PORT)."""
+
+    def __init__(self, mode: str = "ok", failures: Optional[int] = None, window: int = 1_048_576,
+                 delay: float = 0.0, cache_floor: int = 0, per_word: int = 1):
+        self.httpd = _Quiet(("127.0.0.1", 0), _Handler)
+        self.httpd.mode, self.httpd.failures, self.httpd.window = mode, failures, window
+        self.httpd.delay, self.httpd.cache_floor, self.httpd.per_word = delay, cache_floor, per_word
+        self.httpd.caches, self.httpd.created = {}, []
+        self.httpd.requests, self.httpd.counted, self.httpd.faults = [], [], []
+        self.httpd.lock = threading.Lock()
+        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def requests(self) -> list:
+        return self.httpd.requests
+
+    @property
+    def counted(self) -> list:
+        return self.httpd.counted
+
+    @property
+    def faults(self) -> list:
+        return self.httpd.faults
+
+    @property
+    def caches(self) -> dict:
+        return self.httpd.caches
+
+    @property
+    def created(self) -> list:
+        return self.httpd.created
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()

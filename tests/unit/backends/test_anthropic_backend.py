@@ -1,0 +1,238 @@
+"""The anthropic backend on the real SDK against the Messages API stand-in (tests/fake_anthropic_server.py,
+127.0.0.1, no network): the requests' shape, the usage with cached tokens, retries, and one line
+for each way the API or the user can go wrong, the key never shown."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import pytest
+
+from fake_anthropic_server import KEY, MODEL, FakeAnthropicServer
+from helpers import TOY_TASK
+
+from icrl.backends import load_backend
+from icrl.backends import anthropic_backend as ab
+from icrl.backends import anthropic_requests
+from icrl.backends.usage import ReportsUsage, Usage
+from icrl.errors import UsageError
+
+pytest.importorskip("anthropic")
+LABELS = ["billing", "refund", "delivery", "account"]
+CONTEXT = [{"role": "system", "content": "You are an useful assistant."}, {"role": "user", "content": "Message: a"},
+           {"role": "assistant", "content": "Intent: refund"}]
+
+
+@pytest.fixture(autouse=True)
+def _no_key_in_the_environment(monkeypatch):
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "ANTHROPIC_AUTH_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def backend(server, **options):
+    return load_backend(MODEL, "anthropic", base_url=server.base_url, **{"api_key": KEY, **options})
+
+
+def step_prompts(b, n=3):
+    """A test step: ``n`` queries after one shared context."""
+    return [b.render([*CONTEXT, {"role": "user", "content": f"Good.\n\nMessage: q{i}"}], "Intent:") for i in range(n)]
+
+
+@pytest.mark.parametrize("mode", ["chat", "completions"])
+def test_every_answer_is_a_label_and_every_request_has_the_protocol_shape(mode):
+    with FakeAnthropicServer(LABELS) as server:
+        b = backend(server, api_mode=mode)
+        prompts = step_prompts(b)
+        first = b.predict(prompts, LABELS, 0.0, 1)
+        assert set(first) <= set(LABELS) and b.predict(prompts, LABELS, 1.0, 2) == first  # the stand-in: per query
+        b.close()
+    assert not server.problems
+    for body in server.messages:
+        assert body["model"] == MODEL and body["system"] == "You are an useful assistant."
+        assert [t["role"] for t in body["messages"]][:3] == ["user", "assistant", "user"]
+        assert body["messages"][1]["content"][0]["cache_control"] == {"type": "ephemeral"}
+        if mode == "chat":
+            assert body["tool_choice"]["type"] == "tool" and body["messages"][-1]["role"] == "user"
+        else:
+            assert body["messages"][-1] == {"role": "assistant", "content": "Intent:"} and "tools" not in body
+
+
+def test_usage_sums_what_the_api_reported_and_the_test_step_reads_its_context_from_the_cache():
+    with FakeAnthropicServer(LABELS) as server:
+        b = backend(server)
+        assert isinstance(b, ReportsUsage) and b.usage() == Usage()
+        b.predict(step_prompts(b, 4), LABELS, 0.0, 1)
+        used = b.usage()
+        b.close()
+    assert used.requests == 4 and used.output_tokens == 12
+    assert 0 < used.cached_prompt_tokens < used.prompt_tokens  # the first writes the context, three read it
+    assert server.cached  # the stand-in saw the breakpoint's prefix
+
+
+def test_the_stand_in_refuses_what_the_api_would_refuse():
+    """Its checks can fail: a seed, a prefill beside a tool, two breakpoints are 400s, named."""
+    with FakeAnthropicServer(LABELS) as server:
+        b = backend(server, max_retries=0)
+        messages = json.loads(step_prompts(b, 1)[0])["messages"]
+        body = anthropic_requests.message_request(MODEL, messages, "Intent:", LABELS, "chat")
+        twice = [{**t, "content": [{"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}]}
+                 for t in body["messages"][:2]] + body["messages"][2:]
+        for bad in ({**body, "extra_body": {"seed": 1}},
+                    {**body, "messages": [*body["messages"], {"role": "assistant", "content": "Intent:"}]},
+                    {**body, "messages": twice}):
+            with pytest.raises(UsageError, match="HTTP 400"):
+                b._guarded(b._create(bad))
+        b.close()
+    assert len(server.problems) == 3 and "seed" in server.problems[0] and "prefill" in server.problems[1]
+    assert "breakpoints" in server.problems[2]
+
+
+def test_429_and_500_are_retried_with_backoff_and_the_labels_still_come():
+    with FakeAnthropicServer(LABELS, fail=["429", "500", "429"]) as server:
+        b = backend(server, max_retries=3)
+        assert b.predict(step_prompts(b, 1), LABELS, 0.0, 1)[0] in LABELS
+        b.close()
+    assert len(server.messages) == 4
+
+
+@pytest.mark.parametrize("cue, words", [
+    ("500", ["HTTP 500", "after 0 retries", "rerun the same command"]),
+    ("malformed", ["not a valid Anthropic messages response"]),
+    ("nonlabel", ["'not-a-label'", "not one of the 4 labels", "--api_mode completions"]),
+    ("empty", ["no content"]),
+])
+def test_a_misbehaving_api_is_one_line(cue, words):
+    with FakeAnthropicServer(LABELS, fail_all=cue) as server:
+        b = backend(server, max_retries=0)
+        with pytest.raises(UsageError) as info:
+            b.predict(step_prompts(b, 2), LABELS, 0.0, 1)
+        b.close()
+    message = str(info.value)
+    assert "\n" not in message and server.base_url in message and all(w in message for w in words), message
+
+
+def test_a_hanging_request_is_one_line_after_the_timeout_not_a_wait_for_ever():
+    with FakeAnthropicServer(LABELS, fail=["hang"]) as server:
+        b = backend(server, max_retries=0, timeout=1.0)
+        tic = time.monotonic()
+        with pytest.raises(UsageError) as info:
+            b.predict(step_prompts(b, 1), LABELS, 0.0, 1)
+        seconds = time.monotonic() - tic
+        b.close()
+    message = str(info.value)  # the SDK's timeout, or the silence watch's bound (--timeout, when shorter)
+    assert "\n" not in message and ("APITimeoutError" in message or "answered nothing for 1 s" in message), message
+    assert server.base_url in message and seconds < 10
+
+
+def test_no_key_a_wrong_key_and_an_unknown_model_are_one_line_each_without_the_key(monkeypatch):
+    with FakeAnthropicServer(LABELS) as server:
+        with pytest.raises(UsageError, match="^no Anthropic API key: set ANTHROPIC_API_KEY or pass --api_key$"):
+            load_backend(MODEL, "anthropic", base_url=server.base_url)
+        with pytest.raises(UsageError) as wrong:
+            backend(server, api_key="sk-ant-WRONG-KEY")
+        with pytest.raises(UsageError) as unknown:
+            backend(server, api_model="claude-nonexistent")
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        load_backend(MODEL, "anthropic", base_url=server.base_url).close()  # the key from the environment
+    assert "HTTP 401" in str(wrong.value) and "ANTHROPIC_API_KEY" in str(wrong.value)
+    assert "WRONG" not in str(wrong.value)
+    assert "does not know the model 'claude-nonexistent' (HTTP 404)" in str(unknown.value)
+
+
+def test_without_the_sdk_the_backend_says_how_to_install_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "anthropic", None)  # import anthropic raises ImportError
+    with pytest.raises(UsageError, match=r"pip install -e \.\[anthropic\]"):
+        ab.AnthropicBackend(MODEL, api_key=KEY, base_url="http://127.0.0.1:9")
+
+
+def test_tokens_are_counted_by_the_api_once_per_text_and_nothing_records_the_key():
+    with FakeAnthropicServer(LABELS) as server:
+        b = backend(server)
+        prompt = step_prompts(b, 1)[0]
+        assert b.count_tokens(prompt) == b.count_tokens(prompt) > 0
+        described = json.dumps(b.describe())
+        b.close()
+    counted = [body for path, body in server.requests if path == "/v1/messages/count_tokens"]
+    assert len(counted) == 1 and counted[0]["messages"][-1] == {"role": "assistant", "content": "Intent:"}
+    assert KEY not in described and "SECRET" not in described
+    assert json.loads(described)["seed"] == "not supported by the API"
+    assert json.loads(described)["max_input_tokens"] == 200000  # the model's window, as the API gave it
+
+
+def test_reasoning_is_written_as_text_then_answered_after_it():
+    with FakeAnthropicServer(LABELS) as server:
+        b = backend(server, api_mode="completions")
+        frame = b.reasoning_frame([*CONTEXT, {"role": "user", "content": "Good.\n\nMessage: q"}], "Intent:")
+        (written,) = b.generate([frame.prompt], 50, 1.0, 0, stop=[frame.stop])
+        label = b.predict([frame.answer_prompt(written.text)], LABELS, 1.0, 0)
+        b.close()
+    assert written.text.startswith("It reads like") and "Intent:" not in written.text and written.tokens == 3
+    assert label[0] in LABELS and not server.problems
+    assert server.messages[0]["stop_sequences"] == ["Intent:"] and server.messages[0]["max_tokens"] == 50
+    answer = server.messages[1]["messages"]  # the breakpoint stays after the context, not on the reasoning
+    assert [t["content"][0]["text"] for t in answer if isinstance(t["content"], list)] == ["Intent: refund"]
+    assert answer[-3]["content"] == written.text.strip() and answer[-1] == {"role": "assistant", "content": "Intent:"}
+
+
+# -- run_experiment.py: bad input is one line, exit 2, nothing written, the key never shown -------------
+@pytest.fixture(autouse=True)
+def _console_handlers():
+    """run_experiment.py's main adds a console handler per call: each test keeps its own."""
+    import logging
+
+    logger = logging.getLogger("icrl")
+    before = list(logger.handlers)
+    yield
+    for handler in [h for h in logger.handlers if h not in before]:
+        logger.removeHandler(handler)
+
+
+def run(tmp_path, server, *extra):
+    from icrl.cli.run import main
+
+    return main(["--backend", "anthropic", "--model_name", MODEL, "--base_url", server.base_url,
+                 "--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl",
+                 "--max_context_examples", "2", "--train_k", "3", "--test_k", "3", "--test_every", "2", "--seed", "1",
+                 "--training_seed", "1", "--test_seed", "1", "--output_dir", str(tmp_path / "out"), "--no-progress",
+                 "--max_retries", "0", *extra])
+
+
+@pytest.mark.parametrize("extra, words", [
+    ((), ["no Anthropic API key"]),
+    (("--api_key", "sk-ant-WRONG-KEY"), ["HTTP 401"]),
+    (("--api_key", KEY, "--api_model", "claude-nonexistent"), ["HTTP 404", "claude-nonexistent"]),
+])
+def test_a_run_that_cannot_start_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, extra, words):
+    with FakeAnthropicServer(LABELS) as server:
+        code = run(tmp_path, server, *extra)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and all(w in err[0] for w in words), err
+    assert "WRONG-KEY" not in err[0] and not list((tmp_path / "out").rglob("*.jsonl"))
+
+
+def test_an_answer_outside_the_labels_mid_run_is_one_line_and_keeps_the_finished_steps(tmp_path, capsys):
+    with FakeAnthropicServer(LABELS) as server:
+        assert run(tmp_path, server, "--api_key", KEY) == 0
+        server.fail_all = "nonlabel"
+        code = run(tmp_path, server, "--api_key", KEY, "--train_k", "6")  # extends the finished run
+    out = capsys.readouterr().err
+    err = [line for line in out.splitlines() if line.startswith("error: ")]
+    assert code == 2 and len(err) == 1 and "not one of the 4 labels" in err[0], err
+    assert KEY not in out
+    (train,) = list((tmp_path / "out").rglob("train.jsonl"))
+    assert len(train.read_text().splitlines()) == 3
+
+
+def test_a_run_without_a_context_size_is_one_line_naming_the_flag(tmp_path, capsys):
+    from icrl.cli.run import main
+
+    with FakeAnthropicServer(LABELS) as server:
+        code = main(["--backend", "anthropic", "--model_name", MODEL, "--base_url", server.base_url, "--api_key", KEY,
+                     "--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl", "--train_k", "2",
+                     "--test_k", "2", "--seed", "1", "--training_seed", "1", "--test_seed", "1",
+                     "--output_dir", str(tmp_path / "out"), "--no-progress"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "pass --max_context_examples" in err[0], err
+    assert not list((tmp_path / "out").rglob("*.jsonl"))

@@ -289,8 +289,9 @@ class RunConfig:
         return json.loads(json.dumps(dict(sorted(record.items()))))
 
     def replace(self, **changes) -> "RunConfig":
-        """A copy with some fields (of any part) changed."""
-        return RunConfig.from_values({**self.values(), **changes}, demo=self.demo)
+        """A copy with some fields (of any part) changed (its warnings kept)."""
+        return dataclasses.replace(RunConfig.from_values({**self.values(), **changes}, demo=self.demo),
+                                   ignored=self.ignored)
 
 
 PARTS = (RunSpec, RunOptions, Secrets)

@@ -45,7 +45,7 @@ import pandas as pd
 
 from ..errors import UsageError
 from ..infra.plugins import check_recorded
-from ..records import TEST, TRAIN, find_runs
+from ..records import TEST, TRAIN, DamagedRecords, find_runs
 from ..records.read import TypedRun, read_run
 from .failures import FAILURE_COLUMNS, run_failures
 from .runs import (ARG_COLUMNS, BASELINES, CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, INTEGER_COLUMNS, METHODS,
@@ -69,6 +69,11 @@ class Results:
                 self.notes.append(f"skipped unreadable run {run_dir}: {state.damage}")
                 continue
             check_recorded(state.config.get("plugins"), run_dir)  # made with a plugin: it is loaded, unchanged
+            missing = [section for section in ("args", "resolved") if section not in state.config]
+            if missing:  # a row of invented values otherwise
+                raise DamagedRecords(f"{run_dir / 'config.json'} has no {' and '.join(missing)}, which a run's "
+                                     f"config.json holds: restore it as the run wrote it, or move it out of the "
+                                     f"folder if it is another kind of file")
             if state.problems:
                 self.notes.append(f"damaged run {run_dir} (not counted as finished): {state.damage}")
             try:

@@ -2,8 +2,8 @@
 
 Uses the official `openai` client (`pip install -e .[openai]`), asynchronously: the prompts of
 one `predict` call (a test step) go out together, at most `max_concurrency` at a time. Each
-request carries the call's seed and temperature; the client retries 429, 5xx, timeouts and
-dropped connections with exponential backoff (`max_retries`).
+request carries the call's seed and temperature; the client retries 429, 5xx and dropped
+connections with backoff (`max_retries`), a timed-out request once (2 x `timeout`: server_watch).
 
 Two ways to restrict the answer to the labels (`api_mode`, recorded in the run's config.json):
 
@@ -149,14 +149,14 @@ class OpenAIBackend:
             async with semaphore:
                 try:
                     if self.api_mode == "chat":
-                        response = await self._client.chat.completions.create(
+                        response = await self._watch.bounded(self._client.chat.completions.create(
                             model=self.api_model, messages=decode_messages(prompt),
-                            **sampling_kwargs(temperature, seed, max_tokens))
+                            **sampling_kwargs(temperature, seed, max_tokens)))
                         message = response.choices[0].message
                         text = getattr(message, "reasoning_content", None) or message.content or ""
                     else:
-                        response = await self._client.completions.create(
-                            **generation_request(self.api_model, prompt, max_tokens, temperature, seed, stop))
+                        response = await self._watch.bounded(self._client.completions.create(
+                            **generation_request(self.api_model, prompt, max_tokens, temperature, seed, stop)))
                         text = response.choices[0].text or ""
                     self._watch.answered()
                     self._count(response.usage, None)
@@ -258,9 +258,7 @@ class OpenAIBackend:
         return result
 
     def _cancel(self, task: asyncio.Task) -> None:
-        """Cancel the requests a stop left in flight, and wait a second at most for them to end:
-        a task collected while pending makes asyncio print 'Task was destroyed but it is pending!'
-        after the stop's own line. A second stop cuts the wait short; the loop then stays quiet."""
+        """End the requests a stop left in flight (1 s at most; else asyncio prints 'Task was destroyed')."""
         self._loop.set_exception_handler(lambda loop, context: None)
         task.cancel()
         try:
@@ -334,8 +332,8 @@ class OpenAIBackend:
 
     async def _complete(self, prompt: str, labels, temperature, seed, constraint, probe: bool = False) -> str:
         try:
-            response = await self._client.completions.create(
-                **completion_request(self.api_model, prompt, labels, temperature, seed, constraint))
+            response = await self._watch.bounded(self._client.completions.create(
+                **completion_request(self.api_model, prompt, labels, temperature, seed, constraint)))
             self._watch.answered()
             text = response.choices[0].text
             self._count(response.usage, None if probe else prompt)  # a probe's tokens: counted, not compared
@@ -347,8 +345,8 @@ class OpenAIBackend:
 
     async def _chat(self, messages, labels, temperature, seed) -> str:
         try:
-            response = await self._client.chat.completions.create(
-                **chat_request(self.api_model, messages, labels, temperature, seed))
+            response = await self._watch.bounded(self._client.chat.completions.create(
+                **chat_request(self.api_model, messages, labels, temperature, seed)))
             self._watch.answered()
             text = response.choices[0].message.content
             self._count(response.usage, None)
@@ -386,8 +384,9 @@ class OpenAIBackend:
             if head and self.chat is not None and self.chat.count_tokens(head) >= 32:
                 # Requests scheduled together cannot reuse each other's KV blocks: compute the
                 # shared context once (one token), so the prefix cache serves all the others.
-                warm = await self._client.completions.create(model=self.api_model, prompt=head, max_tokens=1,
-                                                             temperature=0.0, extra_body={"add_special_tokens": False})
+                warm = await self._watch.bounded(self._client.completions.create(
+                    model=self.api_model, prompt=head, max_tokens=1, temperature=0.0,
+                    extra_body={"add_special_tokens": False}))
                 self.counts.warmed(getattr(warm, "usage", None))
             tasks = [asyncio.ensure_future(self._one(semaphore, p, labels, temperature, seed)) for p in prompts]
             try:

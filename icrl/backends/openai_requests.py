@@ -54,11 +54,15 @@ def parse_completion(text: Optional[str], labels: Sequence[str]) -> Optional[str
 
 
 def parse_chat(text: Optional[str], labels: Sequence[str]) -> Optional[str]:
-    """The label of a chat answer (`{"label": "..."}`), or None when it is not one."""
+    """The label of a chat answer (`{"label": "..."}`, as the schema asks; a JSON string, or a
+    label as plain text from a server that ignores the schema's form but answers a label), or
+    None when it is not one."""
     try:
         value = json.loads(text or "")
     except ValueError:
-        return None
+        value = None
+    if not isinstance(value, (dict, str)):  # plain text (a label "42" reads as a JSON number)
+        value = (text or "").strip()
     label = value.get(CHAT_FIELD) if isinstance(value, dict) else value
     return label if isinstance(label, str) and label in labels else None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Optional, Sequence
 
 from ..analysis.figure_registry import FIGURES
@@ -13,6 +14,7 @@ from ..analysis.runs import DEFAULT_EXPLORATIVE_P_KEEP
 from ..errors import UsageError
 from ..infra import plugins
 from .parser import ArgumentParser, add_plugin_flag
+from .report import check_listable
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +48,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         plugins.load(argv)
         args = vars(build_parser().parse_args(argv))
         del args["plugin"]  # loaded above
+        if Path(args["data_dir"]).is_dir():
+            check_listable(Path(args["data_dir"]))  # not "no runs" for a folder that cannot be listed
         return draw(FigureOptions(**{**args, "filter": tuple(args["filter"]), "only": tuple(args["only"])}))
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -4,6 +4,7 @@ report (:mod:`icrl.report`) of the runs there."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -46,6 +47,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         data_dir = Path(args.data_dir)
         if not data_dir.is_dir():
             raise UsageError(f"{str(data_dir)!r} is not a readable folder: pass the folder that holds the runs")
+        check_listable(data_dir)
         out = Path(args.out) if args.out else data_dir / DEFAULT_NAME
         tic = time.perf_counter()
         path, data = write_report(data_dir, out, tuple(args.filter), viewers=args.viewers)
@@ -59,3 +61,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for row in data["leaderboard"]:
         print(f"benchmark score: {row['line']}")
     return 0
+
+
+def check_listable(folder: Path) -> None:
+    """A folder whose entries cannot be listed (its permissions) is said as such: a search for
+    runs in it would find none and say there are no runs."""
+    try:
+        with os.scandir(folder) as entries:
+            next(entries, None)
+    except OSError as exc:
+        raise UsageError(f"cannot read the folder {str(folder)!r} ({exc.strerror or type(exc).__name__}): give "
+                         f"yourself read access to it (chmod u+rx), or pass a folder you can read") from None

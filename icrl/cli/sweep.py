@@ -1,9 +1,17 @@
 """run_sweep.py's own command line: its options -> a frozen SweepOptions; every other word is a
-run_experiment.py flag given to every run (parsed per run by ``icrl.cli.parse_args``)."""
+run_experiment.py flag given to every run (parsed per run by ``icrl.cli.parse_args``).
+
+A sweep option given where the sweep would not read it is refused in one line when nothing
+could read it (``--reward_share`` without ``--estimate``, ``--ray_cpus_per_worker`` or
+``--ray_wait_s`` without Ray), and said once (``SweepOptions.ignored``, one warning each) when
+the same command without the dry run reads it (``--ray``, ``--max_parallel``, ``--summary`` and
+``--name`` of a ``--dry_run`` or ``--estimate``). A number that means nothing (nan, an infinite
+rate or share of a GPU) is refused."""
 
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import dataclass, fields
 from typing import Optional, Sequence
 
@@ -34,6 +42,7 @@ class SweepOptions:
     ray_wait_s: float = 600.0
     shard_of: Optional[tuple] = None  # resolved from shard
     sweep_name: Optional[str] = None  # resolved: name, else preset or file name, else a timestamp
+    ignored: tuple = ()  # warnings: options given that this (dry) run does not read
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -90,25 +99,20 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+RAY_FLAGS = ("ray", "ray_address", "ray_workers", "ray_gpus_per_worker", "ray_cpus_per_worker", "ray_wait_s")
+RUN_FLAGS = ("max_parallel", "summary", "name")  # read when the sweep runs, not by a dry run
+
+
 def parse_sweep_args(argv: Sequence[str]) -> tuple[SweepOptions, list[str]]:
     """(the sweep's options, the run_experiment.py words for every run)."""
-    parsed, extra = build_parser().parse_known_args(list(argv))
+    parser = build_parser()
+    parsed, extra = parser.parse_known_args(list(argv))
     extra = [w for w in extra if w != "--"]
     stray = [w for w in extra if w.startswith("-") and not w.startswith("--") and not _is_number(w)]
     if stray:
         raise UsageError(f"unknown option {stray[0]}; run_experiment.py flags start with -- (see run_sweep.py --help)")
-    if parsed.max_parallel is not None and parsed.max_parallel < 1:
-        raise UsageError(f"--max_parallel must be >= 1, got {parsed.max_parallel}")
-    if parsed.reward_share is not None and not 0.0 <= parsed.reward_share <= 1.0:
-        raise UsageError(f"--reward_share is a share of episodes, from 0 to 1; got {parsed.reward_share}")
-    if parsed.tokens_per_s is not None and not parsed.tokens_per_s > 0:
-        raise UsageError(f"--tokens_per_s must be a positive number, got {parsed.tokens_per_s}")
-    if parsed.ray_workers is not None and parsed.ray_workers < 1:
-        raise UsageError(f"--ray_workers must be >= 1, got {parsed.ray_workers}")
-    if parsed.ray_gpus_per_worker is not None and parsed.ray_gpus_per_worker < 0:
-        raise UsageError(f"--ray_gpus_per_worker must be >= 0, got {parsed.ray_gpus_per_worker}")
-    if parsed.ray_cpus_per_worker < 0 or not parsed.ray_wait_s > 0:
-        raise UsageError("--ray_cpus_per_worker must be >= 0 and --ray_wait_s above 0")
+    check_numbers(parsed)
+    given = given_options(parser, argv)
     if parsed.tokens_per_s is not None or parsed.prices is not None:
         parsed.estimate = True
     if parsed.estimate:
@@ -119,7 +123,57 @@ def parse_sweep_args(argv: Sequence[str]) -> tuple[SweepOptions, list[str]]:
         raise UsageError("--ray spreads the whole sweep over its workers; give --ray or --shard, not both")
     values = {f.name: getattr(parsed, f.name) for f in fields(SweepOptions) if hasattr(parsed, f.name)}
     values["grid"] = tuple(values["grid"])
-    return SweepOptions(**values), extra
+    return SweepOptions(**values, ignored=unread_options(parsed, given)), extra
+
+
+def check_numbers(parsed: argparse.Namespace) -> None:
+    """Each number option in its range; nan (and inf where it means nothing) refused."""
+    if parsed.max_parallel is not None and parsed.max_parallel < 1:
+        raise UsageError(f"--max_parallel must be >= 1, got {parsed.max_parallel}")
+    if not 0.0 <= parsed.reward_share <= 1.0:
+        raise UsageError(f"--reward_share is a share of episodes, from 0 to 1; got {parsed.reward_share}")
+    if parsed.tokens_per_s is not None and not 0 < parsed.tokens_per_s < math.inf:
+        raise UsageError(f"--tokens_per_s must be a positive finite number of tokens per second, "
+                         f"got {parsed.tokens_per_s}")
+    if parsed.ray_workers is not None and parsed.ray_workers < 1:
+        raise UsageError(f"--ray_workers must be >= 1, got {parsed.ray_workers}")
+    for name in ("ray_gpus_per_worker", "ray_cpus_per_worker"):
+        value = getattr(parsed, name)
+        if value is not None and not 0 <= value < math.inf:
+            raise UsageError(f"--{name} must be a finite number >= 0, got {value}")
+    if not parsed.ray_wait_s > 0:  # inf: wait as long as it takes
+        raise UsageError(f"--ray_wait_s must be a number of seconds above 0, got {parsed.ray_wait_s}")
+
+
+def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict:
+    """The sweep options the user typed (before a ``--``): field name -> the option string."""
+    options = {option: action.dest for action in parser._actions for option in action.option_strings}
+    given = {}
+    for word in argv:
+        if word == "--":
+            break
+        flag = str(word).split("=", 1)[0]
+        if flag in options:
+            given[options[flag]] = flag
+    return given
+
+
+def unread_options(parsed: argparse.Namespace, given: dict) -> tuple:
+    """Refuse the options given that nothing would read; the warnings for those a dry run does
+    not read (the same command without --dry_run / --estimate reads them)."""
+    if "reward_share" in given and not parsed.estimate:
+        raise UsageError("--reward_share is --estimate's assumption and this sweep estimates nothing: add --estimate "
+                         "(or --tokens_per_s), or drop --reward_share")
+    unplaced = [given[name] for name in ("ray_cpus_per_worker", "ray_wait_s") if name in given]
+    if unplaced and not parsed.ray:
+        raise UsageError(f"{' and '.join(unplaced)} only {'applies' if len(unplaced) == 1 else 'apply'} to Ray "
+                         f"workers and this sweep runs without Ray: add --ray, or drop {' and '.join(unplaced)}")
+    if not parsed.dry_run:
+        return ()
+    unread = [given[name] for name in (*RAY_FLAGS, *RUN_FLAGS) if name in given]
+    what = "--estimate" if parsed.estimate else "--dry_run"
+    return tuple(f"{flag} does nothing for a dry run ({what}: nothing runs and no summary is written): ignored"
+                 for flag in unread)
 
 
 def _is_number(word: str) -> bool:

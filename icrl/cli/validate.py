@@ -75,6 +75,42 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
             and "max_context_examples" not in entry.cls.reads:
         warnings.append(f"{flag_name('max_context_examples', spelled)} {values['max_context_examples']} does nothing "
                         f"for {who} (its context: {entry.cls.summary}): ignored")
+    return tuple(warnings) + unread_backend_options(values, spelled)
+
+
+# How a backend runs, read by it alone (the size search and the prompts read the tokenizer's
+# settings whatever the backend; --api_model and --api_mode name the run's folder; secrets are
+# never shown).
+BACKEND_ONLY = ("max_concurrency", "timeout", "max_retries", "batch_size",
+                "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
+                "gpu_memory_utilization", "enforce_eager")
+
+
+def unread_backend_options(values: Mapping, spelled: Optional[Mapping[str, str]] = None) -> tuple:
+    """One warning per backend option given that the run's backend does not take (``--timeout``
+    with ``--backend vllm``): accepted, so a command meant for another machine's backend still
+    runs (the vLLM options are checked whatever the backend), and said. A learner loads no
+    backend of its own: nothing to say."""
+    import dataclasses
+
+    from ..backends import BACKEND_CHOICES, backend_class, options_class, resolve_backend_name
+
+    if is_learner(values["agent"]):
+        return ()
+    backend = resolve_backend_name(values["backend"])
+
+    def takes(name: str, option: str) -> bool:
+        return option in {f.name for f in dataclasses.fields(options_class(backend_class(name)))}
+
+    warnings = []
+    for option in BACKEND_ONLY:
+        if values[option] != default_of(option) and not takes(backend, option):
+            readers = [name for name in BACKEND_CHOICES if name != "auto" and takes(name, option)]
+            chosen = f"--backend {backend}" + (" (auto)" if values["backend"] == "auto" else "")
+            names = " and ".join(readers) if len(readers) < 3 else f"{', '.join(readers[:-1])} and {readers[-1]}"
+            warnings.append(f"{flag_name(option, spelled)} {values[option]} does nothing for {chosen} (only the "
+                            f"{names} backend{'s' if len(readers) > 1 else ''} read"
+                            f"{'' if len(readers) > 1 else 's'} it): ignored")
     return tuple(warnings)
 
 
@@ -150,8 +186,9 @@ def validate_model(config: RunConfig, weights: bool = True) -> None:
 def validate_backend_flags(config: RunConfig) -> None:
     """The vLLM flags are checked whatever the backend, so a typo never waits for a GPU run."""
     s, o = config.spec, config.options
-    if o.max_concurrency < 1 or not o.timeout > 0 or o.max_retries < 0:
-        raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+    if o.max_concurrency < 1 or not 0 < o.timeout < math.inf or o.max_retries < 0:
+        raise UsageError(f"--max_concurrency must be >= 1, --timeout a finite number of seconds above 0 and "
+                         f"--max_retries >= 0; got {o.max_concurrency}, {o.timeout} and {o.max_retries}")
     from ..backends.vllm_backend import engine_args  # pure functions; vLLM itself is not imported
 
     engine_args(s.model_name, tensor_parallel_size=o.tensor_parallel_size,

@@ -4,6 +4,7 @@ a directory the run created and that holds no step is removed again."""
 from __future__ import annotations
 
 import logging
+import os
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -31,8 +32,9 @@ class RunDirectory:
             self.lock.acquire()
             with tempfile.TemporaryFile(dir=self.path):
                 pass
-        except OSError as exc:
-            self.lock.release()
+        except OSError as exc:  # e.g. a folder name too long, after its parents were made: removed again
+            self.lock.release(remove=self.created is not None)
+            self._remove_created()
             raise UsageError(f"cannot write the run directory {self.path} under --output_dir "
                              f"{self.output_dir!r}: {exc.strerror or exc}") from None
         for path in self.records.remove_leftovers():
@@ -47,15 +49,22 @@ class RunDirectory:
                 (self.path / name).unlink(missing_ok=True)
         self.lock.release(remove=created)
         if created:
-            directory = self.path
-            while True:
+            self._remove_created()
+
+    def _remove_created(self) -> None:
+        """Remove the run directory and the folders above it that this process made, while empty."""
+        if self.created is None:
+            return
+        directory = self.path
+        while True:
+            if os.path.isdir(directory):  # False also for a name the system refused: never made
                 try:
                     directory.rmdir()
                 except OSError:
                     break
-                if directory == self.created:
-                    break
-                directory = directory.parent
+            if directory == self.created:
+                break
+            directory = directory.parent
 
 
 def first_missing(path: Path) -> Optional[Path]:

@@ -19,12 +19,19 @@ advances the runs it is handed in lock-step, as run_sweep.py does in one process
    worker to take it resumes each run from its records, to the step;
 6. prints one progress bar and the test lines, and returns each run's outcome for the summary.
 
+Ray's own log lines of steps 1 to 3 (its ``ray`` logger: e.g. a word on token authentication)
+are held (``held_ray_lines``) and printed once the workers have loaded their models; a refusal
+in those steps is the harness's one line alone, and the held lines go to the ``icrl`` logger at
+debug level, not to the screen.
+
 Runs already finished are reported by the driver itself (no worker, no model). The records do
 not depend on which worker wrote them or with which other runs: outputs are seeded per prompt.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 import sys
@@ -81,7 +88,7 @@ def connect(ray, address: Optional[str]) -> None:
         kwargs.pop("include_dashboard")  # a setting of the cluster, not of a driver joining it
     try:
         ray.init(address=address or None, **kwargs)
-    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+    except Exception as exc:  # noqa: BLE001 - Ray raises a bare Exception for a node that times out starting
         where = f"the Ray cluster at {address}" if address else "a local Ray instance"
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise UsageError(f"cannot connect to {where}: {first}") from None
@@ -284,6 +291,42 @@ class RayProgress:
         self.bar.close()
 
 
+class _Held(logging.Handler):
+    """Keeps the records it is handed (Ray's lines while the sweep may still refuse)."""
+
+    def __init__(self):
+        super().__init__()
+        self.records: list = []
+
+    def emit(self, record) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def held_ray_lines():
+    """Ray's own log lines (its ``ray`` logger) held for the block: printed by Ray's handlers
+    after it when it ends well, else sent to the ``icrl`` logger at debug level (a refusal
+    stays one line)."""
+    logger = logging.getLogger("ray")
+    handlers, held = list(logger.handlers), _Held()
+    for handler in handlers:
+        logger.removeHandler(handler)
+    logger.addHandler(held)
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        logger.removeHandler(held)
+        for handler in handlers:
+            logger.addHandler(handler)
+        for record in held.records:
+            if ok:
+                logger.handle(record)
+            else:
+                logging.getLogger("icrl").debug("Ray: %s", record.getMessage())
+
+
 def preflight(opts) -> None:
     """The checks that need no cluster: Ray is installed, the address answers."""
     import_ray()
@@ -307,16 +350,17 @@ def run_all(runs: Sequence, opts, progress: bool = True) -> dict:
             outcomes[run.index] = outcome
     if not todo:
         return outcomes
-    connect(ray, opts.ray_address)
     driver = None
     try:
-        shape = worker_shape(ray.cluster_resources(), todo, opts)
-        work = batches(groups_of(todo), shape[0])
-        shape = (min(shape[0], len(work)), shape[1], shape[2])
-        print(shape_line(shape, len(todo), len(work)), flush=True)
-        driver = Driver(ray, shape, os.getcwd())
-        driver.place(opts.ray_wait_s)
-        driver.load([batch[0].words for batch in work[:len(driver.actors)]])
+        with held_ray_lines():
+            connect(ray, opts.ray_address)
+            shape = worker_shape(ray.cluster_resources(), todo, opts)
+            work = batches(groups_of(todo), shape[0])
+            shape = (min(shape[0], len(work)), shape[1], shape[2])
+            print(shape_line(shape, len(todo), len(work)), flush=True)
+            driver = Driver(ray, shape, os.getcwd())
+            driver.place(opts.ray_wait_s)
+            driver.load([batch[0].words for batch in work[:len(driver.actors)]])
         bar = RayProgress(todo, enabled=progress)
         try:
             outcomes.update(driver.run(work, bar, width=opts.max_parallel))

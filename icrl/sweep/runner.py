@@ -72,6 +72,19 @@ def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
     return opts, runs
 
 
+def unread_by_every_run(runs: Sequence[Run]) -> list[str]:
+    """The warnings for the run flags that no valid run of the sweep reads (a flag a run does
+    not read is said by run_experiment.py; in a sweep a base flag meant for the runs that take
+    it says nothing, unless no run takes it), each once."""
+    valid = [r.args for r in runs if r.args is not None]
+    if not valid:
+        return []
+    keys = [{w.split(" does nothing for ")[0]: w for w in args.ignored} for args in valid]
+    common = [key for key in keys[0] if all(key in other for other in keys[1:])]
+    return [keys[0][key] if len(valid) == 1 else f"{key} does nothing for any run of this sweep: ignored"
+            for key in common]
+
+
 # -- reporting ------------------------------------------------------------------------------------
 def summary_rows(runs: Sequence[Run], outcomes: dict) -> list[dict]:
     rows = []
@@ -146,6 +159,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         for run in runs:
             if run.error:
                 print(f"error: run #{run.index} is skipped: {run.error}", file=sys.stderr)
+        for warning in unread_by_every_run(runs):
+            print(f"warning: {warning}", file=sys.stderr)
         signals.install(raise_interrupted)  # SIGHUP only where it is a stop request (not nohup)
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
@@ -183,7 +198,10 @@ def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
     """--dry_run: each run's command and folder (or why it is invalid), and with --estimate the
     tokens each would send and, on a hosted API, the dollars (``sweep.cost``); 1 when a run is
     invalid or could not be estimated, else 0. An estimate with nothing to estimate (every run
-    invalid, or none estimated) prints no totals but one line saying why: a UsageError (exit 2)."""
+    invalid, or none estimated) prints no totals but one line saying why: a UsageError (exit 2).
+    The sweep options a dry run does not read are said first, once each."""
+    for warning in [*opts.ignored, *unread_by_every_run(runs)]:
+        print(f"warning: {warning}", file=sys.stderr)
     if opts.estimate:
         refuse_all_invalid(runs)
         from .cost import Pricing

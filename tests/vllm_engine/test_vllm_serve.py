@@ -121,7 +121,7 @@ def test_paper_style_run_end_to_end_server_killed_and_resumed(server, engine, da
             proc.wait()
     assert train is not None, f"the run never got to step 12: {proc.returncode} {err[-2000:]}"
     # one error line, after at most the notices that the server went silent
-    lines = [line for line in err.strip().splitlines() if not line.startswith("waiting for the server at ")]
+    lines = [line for line in err.strip().splitlines() if not line.startswith("waiting ")]
     assert proc.returncode == 2 and len(lines) == 1, err[-3000:]
     assert lines[0].startswith(f"error: the server at {server.base_url} failed") and "rerun" in lines[0]
     assert 12 <= len(train.read_text().splitlines()) < 30

@@ -106,11 +106,13 @@ def test_ray_sweep_on_smollm2_writes_the_records_of_the_sweep_without_ray(data_d
     same_records(tmp_path / "ray", tmp_path / "local")
 
 
-def _bad(argv, data_dir, tmp_path) -> str:
+def _bad(argv, data_dir, tmp_path, alone: bool = False) -> str:
+    """The one error line; ``alone``: the only line on stderr (no word of Ray's before it)."""
     code, out, err = finish(sweep([*argv, "--output_dir", str(tmp_path / "out")], data_dir), timeout=180)
     assert code == 2, (out, err)
     lines = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, err
+    assert not alone or err.strip().splitlines() == lines, err
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.jsonl")), "nothing half-written"
     return lines[0]
 
@@ -124,7 +126,7 @@ def test_bad_ray_input_is_one_line_exit_2_and_writes_nothing(data_dir, tmp_path)
     with_free_port.close()  # nothing listens there now
     line = _bad([*fake, "--ray_address", f"127.0.0.1:{port}"], data_dir, tmp_path)
     assert "nothing answers there" in line
-    line = _bad([*fake, "--ray_workers", "1", "--ray_gpus_per_worker", "1"], data_dir, tmp_path)
+    line = _bad([*fake, "--ray_workers", "1", "--ray_gpus_per_worker", "1"], data_dir, tmp_path, alone=True)
     assert "1 GPUs, but the Ray cluster has 0" in line
     # Weights that cannot load (a damaged weights file): said before any run starts.
     tokenizer_only = tmp_path / "damaged-weights"

@@ -399,10 +399,74 @@ def test_a_silent_server_fails_in_one_line_at_its_bound_not_the_timeout_times_th
         tic = time.monotonic()
         code = _run_against(server.base_url, tmp_path, "--timeout", "4", "--max_retries", "5")
         seconds = time.monotonic() - tic
-    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("waiting for")]
+    err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("waiting ")]
     assert code == 2 and len(err) == 1 and err[0].startswith("error: the server at " + server.base_url), err
     assert "answered nothing for 4 s" in err[0]
     assert seconds < 4 + 10, seconds  # not 6 tries of 4 s with backoff
+
+
+class PlainChatServer(FakeServer):
+    """Answers chat requests with the label as plain text, not the JSON object the schema asks."""
+
+    def handle(self, method, path, body):
+        status, payload, headers = super().handle(method, path, body)
+        if path.endswith("/chat/completions") and status == 200:
+            message = payload["choices"][0]["message"]
+            message["content"] = json.loads(message["content"])["label"]
+        return status, payload, headers
+
+
+def test_a_chat_answer_that_is_a_label_as_plain_text_is_that_label(monkeypatch):
+    backend = make_backend(monkeypatch, PlainChatServer(), api_mode="chat")
+    prompts = [backend.render(messages_for(i), "Intent:") for i in range(3)]
+    assert backend.predict(prompts, LABELS, 0.0, 0) == [LABELS[0]] * 3  # the fake answers label seed mod 3
+    assert backend.predict(prompts, LABELS, 0.0, 2) == [LABELS[2]] * 3
+    backend.close()
+
+
+class StuckServer(FakeServer):
+    """Answers its model list at once and never a completion (in time: each waits ``delay``)."""
+
+    def __init__(self, delay=30.0):
+        super().__init__(delay=delay)
+        self.asked: list = []  # time.monotonic() of each completion request
+
+    def handle(self, method, path, body):
+        if path.endswith("completions"):
+            self.asked.append(time.monotonic())
+        return super().handle(method, path, body)
+
+
+def test_a_server_that_answers_its_model_list_but_no_completion_is_given_up_on_after_two_timeouts(
+        tmp_path, capsys, monkeypatch):
+    """A request that timed out is tried once more, not --max_retries more times; the line says
+    the server is up (it answers its model list), not that it is hung."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = StuckServer()
+    code = _run_against(server.url, tmp_path, "--api_mode", "chat", "--timeout", "2", "--max_retries", "5")
+    seconds = time.monotonic() - server.asked[0]  # from the first completion request to the line
+    lines = capsys.readouterr().err.strip().splitlines()
+    err = [line for line in lines if not line.startswith("waiting ")]
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"error: the server at {server.url} gave no answer to "
+                                                             f"a request in 4 s"), lines
+    assert "it answers its model list" in err[0] and "not even its model list" not in err[0]
+    assert len([p for p, _ in server.requests if p.endswith("/chat/completions")]) == 2  # the request, once more
+    assert seconds < 4 + 3, seconds  # not 6 tries of 2 s with backoff
+    waiting = [line for line in lines if line.startswith("waiting ")]
+    assert waiting and f"for a completion from {server.url}; it answers its model list" in waiting[0], lines
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_waiting_line_says_whether_the_model_list_answers(capsys):
+    from icrl.backends.server_watch import SilenceWatch
+
+    for alive, said in ((True, "it answers its model list"), (False, "it does not answer its model list either")):
+        watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, notice_s=0.4, probe=lambda: alive)
+        with watch.watching(lambda: None):
+            time.sleep(0.8)
+        err = capsys.readouterr().err
+        assert err.startswith("waiting 0 s for a completion from http://127.0.0.1:9/v1; " + said), err
+        assert "given up on after 1200 s" in err
 
 
 def test_a_stop_while_requests_are_in_flight_cancels_them(monkeypatch, caplog):

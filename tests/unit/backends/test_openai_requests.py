@@ -39,6 +39,9 @@ def test_parsing():
     assert ob.parse_chat('{"label": "card_lost"}', LABELS) == "card_lost"
     assert ob.parse_chat('"refund"', LABELS) == "refund"
     assert ob.parse_chat('{"label": "other"}', LABELS) is None and ob.parse_chat("not json", LABELS) is None
+    # a server that ignores the schema's JSON form but answers a label as plain text: that label
+    assert ob.parse_chat("refund", LABELS) == "refund" and ob.parse_chat(" card_lost\n", LABELS) == "card_lost"
+    assert ob.parse_chat("42", ["41", "42"]) == "42" and ob.parse_chat("refund, I think", LABELS) is None
     rendered = ob.encode_messages([{"role": "user", "content": "é"}], "Intent:")
     assert ob.decode_messages(rendered) == [{"role": "user", "content": "é"}]
 

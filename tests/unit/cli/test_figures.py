@@ -22,6 +22,20 @@ def test_a_plots_refusal_leaves_no_empty_folder(in_tmp_path, tmp_path, capsys):
 
 
 
+@pytest.mark.parametrize("config", ['{"format_version": 1}', '{"format_version": 1, "args": {}}'])
+def test_a_folder_whose_only_config_json_is_not_a_runs_is_one_line_and_nothing_is_written(tmp_path, capsys, config):
+    """A config.json that says it is a run's but holds none of its settings: no summary row of
+    invented values."""
+    from icrl.cli.figures import main as plots_main
+
+    (tmp_path / "data" / "x").mkdir(parents=True)
+    (tmp_path / "data" / "x" / "config.json").write_text(config)
+    assert plots_main(["--data_dir", str(tmp_path / "data"), "--out_dir", str(tmp_path / "plots")]) == 2
+    line = one_error_line(capsys)
+    assert f"{tmp_path / 'data' / 'x' / 'config.json'} has no " in line and "move it out of the folder" in line, line
+    assert not (tmp_path / "plots").exists()
+
+
 @pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)
 def test_a_wrong_record_field_is_one_line_and_nothing_is_drawn(finished, tmp_path, capsys, name, line, field, value):
     """Every line is parsed before summary.csv or a figure is written (records.read)."""

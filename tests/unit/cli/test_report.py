@@ -3,6 +3,8 @@ refusals in one line (exit 2, nothing written)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from helpers import BAD_FIELDS, TOY, corrupt_field, files_under, one_error_line, refused_field
@@ -42,6 +44,42 @@ def test_a_refusal_is_one_line_and_writes_nothing(argv, needle, runs, tmp_path, 
     assert main([*argv, "--out", str(tmp_path / "r.html")]) == 2
     assert needle in one_error_line(capsys)
     assert not (tmp_path / "r.html").exists()
+
+
+@pytest.mark.parametrize("script", ["run_report.py", "run_draw_plots.py"])
+def test_a_folder_that_cannot_be_read_is_said_so_not_no_runs(runs, script):
+    """A data folder whose entries cannot be listed (mode 0): 'cannot read', not 'no runs'."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from helpers import REPO, SUBPROCESS_ENV
+
+    prefix = []
+    if os.geteuid() == 0:  # root reads any folder: run as nobody
+        if not shutil.which("setpriv"):
+            pytest.skip("as root every folder is readable, and setpriv (to drop to nobody) is missing")
+        prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    home = Path(tempfile.mkdtemp(prefix="icrl-unreadable-"))  # pytest's own tmp is closed to other users
+    try:
+        home.chmod(0o777)
+        shutil.copytree(runs, home / "data")
+        (home / "data").chmod(0)
+        where = ["--data_dir", "data", "--out_dir", "plots"] if script == "run_draw_plots.py" else ["data", "--out",
+                                                                                                  "r.html"]
+        done = subprocess.run([*prefix, sys.executable, str(REPO / script), *where], cwd=home, capture_output=True,
+                              text=True, timeout=300, env=SUBPROCESS_ENV)
+        (home / "data").chmod(0o755)
+        left = sorted(p.name for p in home.iterdir())
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    if prefix and "Permission denied" in done.stderr and "Traceback" in done.stderr:
+        pytest.skip(f"user nobody cannot run the package from this checkout: {done.stderr.splitlines()[-1]}")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith("error: cannot read the folder 'data' (Permission denied)"), done.stderr
+    assert left == ["data"]
 
 
 @pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)

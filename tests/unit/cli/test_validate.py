@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers import TOY_TASK, files_under, one_error_line
+from helpers import TOY, TOY_TASK, files_under, one_error_line
 from icrl.cli.run import main
 from icrl.errors import UsageError
 
@@ -36,6 +36,8 @@ CASES = {  # name: (argv, words the message must hold)
                                    + ["--context_strategy_name", "no_such_strategy", "--max_context_examples", "0"],
                                    "--context_strategy_name"),
     "dtype_int8": (BASE + ["--dtype", "int8"], "--dtype"),
+    "infinite_timeout": (BASE + ["--backend", "openai", "--timeout", "inf"], "--timeout a finite number"),
+    "nan_timeout": (BASE + ["--backend", "openai", "--timeout", "nan"], "--timeout a finite number"),
 }
 
 
@@ -223,3 +225,19 @@ def test_a_refused_run_with_a_setting_it_does_not_read_is_still_one_line(tmp_pat
     assert main(TOY_RUN + ["--context_strategy_name", "random_unbiased", "--max_contexts", "8",
                            "--output_dir", str(a_file)]) == 2
     one_error_line(capsys)
+
+
+def test_a_backend_option_the_backend_does_not_take_is_said_once_when_the_run_goes_on(tmp_path, capsys):
+    """--timeout (the openai backend's) and --tensor_parallel_size (vLLM's) with --backend fake:
+    accepted, said once each, and the run is the one without them."""
+    argv = [*TOY, "--context_strategy_name", "random_unbiased", "--icrl", "--max_context_examples", "2",
+            "--train_k", "3", "--test_k", "2", "--output_dir", str(tmp_path / "out")]
+    assert main([*argv, "--timeout", "30", "--tensor_parallel_size", "2"]) == 0
+    err = capsys.readouterr().err
+    said = ["warning: --timeout 30.0 does nothing for --backend fake (only the openai, anthropic and gemini backends "
+            "read it): ignored",
+            "warning: --tensor_parallel_size 2 does nothing for --backend fake (only the vllm backend reads it): "
+            "ignored"]
+    assert [line for line in err.splitlines() if line.startswith("warning:")] == said, err
+    assert main(argv) == 0
+    assert "already finished" in capsys.readouterr().out

@@ -44,6 +44,16 @@ def test_a_claimed_directory_is_locked_and_one_that_gets_no_step_is_removed_agai
     assert not (tmp_path / "out").exists()  # created by this claim and no step written: gone again
 
 
+def test_a_run_folder_that_cannot_be_made_leaves_no_empty_folder_above_it(tmp_path, capsys):
+    """A folder name longer than the file system takes (a long --model_name): one line, and the
+    folders made on the way down are removed again."""
+    argv = tiny_argv(tmp_path / "out", "--model_name", "m" * 300)
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: cannot write the run directory") and "\n" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_directory_with_a_step_is_kept(tmp_path):
     from icrl.records import RunRecords
     from icrl.records.schema import TrainLine

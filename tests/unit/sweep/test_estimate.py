@@ -104,7 +104,7 @@ def test_rewarded_steps_are_the_share_evenly_spread():
 
 @pytest.mark.parametrize("argv, message", [
     (["--reward_share", "1.5"], "--reward_share is a share of episodes, from 0 to 1"),
-    (["--tokens_per_s", "0"], "--tokens_per_s must be a positive number"),
+    (["--tokens_per_s", "0"], "--tokens_per_s must be a positive finite number"),
 ])
 def test_bad_estimate_flags_are_one_line_errors(argv, message, capsys):
     assert runner.main([*TINY, "--context_strategy_name", "random_unbiased", *argv]) == 2

@@ -88,6 +88,31 @@ def test_bad_ray_flags_are_one_line_errors(flags, message, capsys):
     assert message in capsys.readouterr().err
 
 
+def test_rays_own_lines_are_held_until_the_workers_load_and_never_precede_a_refusal():
+    import logging
+
+    seen = []
+
+    class Screen(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    logger, screen = logging.getLogger("ray"), Screen()
+    logger.addHandler(screen)
+    try:
+        with pytest.raises(UsageError):
+            with ray_launcher.held_ray_lines():
+                logger.warning("Token authentication is enabled for this Ray cluster")
+                raise UsageError("each worker needs 1 GPUs but the Ray cluster has 0")
+        assert seen == [] and screen in logger.handlers
+        with ray_launcher.held_ray_lines():
+            logger.warning("a word of Ray's")
+            assert seen == []
+        assert seen == ["a word of Ray's"]
+    finally:
+        logger.removeHandler(screen)
+
+
 def records(run_dir) -> dict:
     out = {}
     for name in ("train.jsonl", "test.jsonl"):

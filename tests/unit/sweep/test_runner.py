@@ -373,3 +373,17 @@ def test_a_budget_the_window_cannot_hold_fails_each_run_of_a_lock_step_sweep_bef
     assert all(r["error"].startswith("--reasoning 100000: ") and "lower --reasoning by at least" in r["error"]
                for r in rows), rows
     assert not any(Path(r["run_dir"]).exists() for r in rows)
+
+
+def test_a_run_flag_no_run_of_the_sweep_reads_is_said_once(tmp_path, capsys):
+    """--max_contexts given to a sweep of strategies that do not read it: one warning; given to
+    a sweep where one run reads it: nothing (it is meant for that run)."""
+    base = ["--backend", "fake", "--task_name", "nlu", "--icrl", "--seed", "1", "--training_seed", "1",
+            "--test_seed", "1", "--max_contexts", "3", "--approximate_context_sampling_method", "uniform",
+            "--output_dir", str(tmp_path / "out"), "--dry_run"]
+    assert runner.main([*base, "--grid", "context_strategy_name=random_unbiased,random_biased_end"]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"warning: {flag} does nothing for any run of this sweep: ignored"
+                                for flag in ("--max_contexts 3", "--approximate_context_sampling_method uniform")], err
+    assert runner.main([*base, "--grid", "context_strategy_name=random_unbiased,approximate_only_positive"]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -32,7 +32,7 @@ from typing import Optional, Sequence
 from ..errors import UsageError
 from ..infra.masking import register, scrub, strip_userinfo
 from . import gemini_requests as req
-from .server_watch import SilenceWatch, answers
+from .server_watch import DEAD_S, PROBE_TIMEOUT_S, SilenceWatch, answers
 from .usage import Usage
 from .watched_loop import WatchedLoop
 
@@ -95,8 +95,9 @@ class GeminiBackend:
             base_url=self.endpoint, api_version=self.api_version, timeout=int(timeout * 1000), retry_options=retry,
             async_client_args={"transport": httpx2.AsyncHTTPTransport()}))
         probe_url, headers = f"{self.endpoint}/{self.api_version}", {"x-goog-api-key": key}
+        wait = min(PROBE_TIMEOUT_S, DEAD_S, timeout) / 2  # the watch's own probe's wait
         self._loop = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries,
-                                                        probe=lambda: answers(probe_url, headers)))
+                                                        probe=lambda: answers(probe_url, headers, wait)))
         self._usage = Usage()
         self._counts: dict[str, int] = {}
         self.chat = self  # what the window search reads: render, count_tokens, max_model_len

@@ -191,9 +191,9 @@ class RunOptions:
     enforce_eager: Optional[bool] = flag(
         None, "vLLM without CUDA graphs / compilation (default: on for the CPU build, off on GPUs)", backend=True)
     base_url: Optional[str] = flag(
-        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL); "
-              "--backend anthropic: another Messages API endpoint (default: $ANTHROPIC_BASE_URL, else "
-              "https://api.anthropic.com); --backend gemini: another endpoint of the Gemini API (default: Google's)",
+        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL; "
+              "--backend anthropic: $ANTHROPIC_BASE_URL, else https://api.anthropic.com; --backend gemini: Google's); "
+              "with anthropic or gemini: another endpoint of that API (a proxy, a gateway)",
         backend=True)
     max_concurrency: int = flag(32, "requests in flight at once", backend=True)
     timeout: float = flag(600.0, "seconds per request", backend=True)

@@ -35,7 +35,7 @@ def test_unknown_backend_name_raises_usage_error():
 
 
 def test_backend_choices():
-    assert BACKEND_CHOICES == ["auto", "transformers", "vllm", "openai", "anthropic", "fake"]
+    assert BACKEND_CHOICES == ["auto", "transformers", "vllm", "openai", "anthropic", "gemini", "fake"]
     assert resolve_backend_name("transformers") == "transformers"
     assert resolve_backend_name("vllm") == "vllm"
 

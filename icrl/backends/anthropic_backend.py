@@ -26,10 +26,10 @@ from typing import Any, Optional
 
 from ..errors import UsageError
 from ..infra.masking import register, register_args, strip_userinfo
-from ..infra.signals import check
 from .anthropic_requests import (MODES, count_request, encode_prompt, generation_request, message_request, parse_text,
                                  parse_tool, text_of, usage_of)
-from .server_watch import SilenceWatch, answers, bad_response, dead_server
+from .watched_loop import WatchedLoop
+from .server_watch import SilenceWatch, answers, bad_response
 from .usage import Usage
 
 log = logging.getLogger(__name__)
@@ -76,10 +76,11 @@ class AnthropicBackend:
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self._max_model_len = max_model_len
         self._anthropic = anthropic
-        self._loop = asyncio.new_event_loop()
         self._client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=key, timeout=timeout,
                                                 max_retries=max_retries)
-        self._watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: answers(f"{self.url}/v1"))
+        self._watched = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries,
+                                                           probe=lambda: answers(f"{self.url}/v1")))
+        self._loop, self._watch, self._run = self._watched.loop, self._watched.watch, self._watched.run
         self._usage = Usage()
         self._counted: dict[str, int] = {}
         self._said: set = set()  # the temperatures said not to be sent
@@ -180,8 +181,7 @@ class AnthropicBackend:
 
     def close(self) -> None:
         if not self._loop.is_closed():
-            self._loop.run_until_complete(self._client.close())
-            self._loop.close()
+            self._watched.close(self._client.close())
 
     # -- internals -----------------------------------------------------------------------------
     def check_model(self) -> None:
@@ -197,35 +197,6 @@ class AnthropicBackend:
             return self._run(coroutine)
         except self._anthropic.APIError as exc:
             raise self._fail(exc) from None
-
-    def _run(self, coroutine):
-        task = self._loop.create_task(coroutine)
-
-        def cancel() -> None:  # called from the watch's thread
-            self._loop.call_soon_threadsafe(task.cancel)
-
-        with self._watch.watching(cancel):
-            try:
-                result = self._loop.run_until_complete(task)
-            except asyncio.CancelledError:
-                if not self._watch.dead:
-                    raise
-                raise dead_server(self.url, self._watch.dead_s) from None
-            except BaseException:
-                if not task.done():  # a stop (Ctrl-C) with requests in flight
-                    self._cancel(task)
-                raise
-        check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
-        return result
-
-    def _cancel(self, task: asyncio.Task) -> None:
-        """Cancel the requests a stop left in flight, waiting a second at most (as the openai backend)."""
-        self._loop.set_exception_handler(lambda loop, context: None)
-        task.cancel()
-        try:
-            self._loop.run_until_complete(asyncio.wait([task], timeout=1.0))
-        except BaseException:  # noqa: BLE001 - a second Ctrl-C: the first one is already on its way
-            pass
 
     def _fail(self, exc: BaseException) -> UsageError:
         """One line for a request that failed for good (after the SDK's retries)."""

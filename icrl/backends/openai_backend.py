@@ -34,9 +34,9 @@ from typing import Optional
 
 from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
-from ..infra.signals import check
 from .chat import load_chat_tokenizer
-from .server_watch import SilenceWatch, bad_response, dead_server, server_error
+from .watched_loop import WatchedLoop
+from .server_watch import SilenceWatch, bad_response, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
                               generation_request, parse_chat, parse_completion, shared_text_prefix)
 from .openai_usage import ServerCounts
@@ -84,7 +84,6 @@ class OpenAIBackend:
         self._openai = openai
         # The key stays in memory: it is not an attribute that describe() or the run records see.
         key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        self._loop = asyncio.new_event_loop()
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=timeout,
                                           max_retries=max_retries)
         # The local chat template and tokenizer: needed to render completions, used to count
@@ -99,7 +98,8 @@ class OpenAIBackend:
             self.chat = None
             log.info("no local tokenizer for %r (%s): chat mode", model_name, exc)
         self._max_model_len = max_model_len
-        self._watch = SilenceWatch(self.url, timeout, max_retries)
+        self._watched = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries))
+        self._loop, self._watch, self._run = self._watched.loop, self._watched.watch, self._watched.run
         self.counts = ServerCounts()
         self.stats = self.counts.stats
         self.check_server()
@@ -237,35 +237,9 @@ class OpenAIBackend:
 
     def close(self) -> None:
         if not self._loop.is_closed():
-            self._loop.run_until_complete(self._client.close())
-            self._loop.close()
+            self._watched.close(self._client.close())
 
     # -- internals -----------------------------------------------------------------------------
-    def _run(self, coroutine):
-        task = self._loop.create_task(coroutine)
-        with self._watch.watching(lambda: self._loop.call_soon_threadsafe(task.cancel)):
-            try:
-                result = self._loop.run_until_complete(task)
-            except asyncio.CancelledError:
-                if not self._watch.dead:
-                    raise
-                raise dead_server(self.url, self._watch.dead_s) from None
-            except BaseException:
-                if not task.done():  # a stop (Ctrl-C) with requests in flight
-                    self._cancel(task)
-                raise
-        check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
-        return result
-
-    def _cancel(self, task: asyncio.Task) -> None:
-        """End the requests a stop left in flight (1 s at most; else asyncio prints 'Task was destroyed')."""
-        self._loop.set_exception_handler(lambda loop, context: None)
-        task.cancel()
-        try:
-            self._loop.run_until_complete(asyncio.wait([task], timeout=1.0))
-        except BaseException:  # noqa: BLE001 - a second Ctrl-C: the first one is already on its way
-            pass
-
     def _fail(self, exc: BaseException) -> UsageError:
         return server_error(self.url, exc, self.max_retries)
 

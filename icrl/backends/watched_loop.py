@@ -4,13 +4,15 @@
 backend's loop while ``watch`` (a ``server_watch.SilenceWatch``) looks on: a server that
 answers nothing at all for the watch's limit cancels the batch and fails in one line
 (``dead_server``); a stop (Ctrl-C) with requests in flight cancels them and waits a second at
-most, so that asyncio prints nothing after the stop's own line."""
+most (a second stop meanwhile is ignored), so that asyncio prints nothing after the
+stop's own line."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
-from ..infra.signals import check
+from ..infra.signals import check, ignore_signals, restore
 from .server_watch import SilenceWatch, dead_server
 
 
@@ -33,18 +35,36 @@ class WatchedLoop:
                 raise dead_server(self.url, self.watch.dead_s) from None
             except BaseException:
                 if not task.done():  # a stop with requests in flight
-                    self._cancel(task)
+                    previous = ignore_signals()  # a second Ctrl-C must not cut the cancel short
+                    try:
+                        self._cancel(task)
+                    finally:
+                        restore(previous)
                 raise
         check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
         return result
 
     def _cancel(self, task: asyncio.Task) -> None:
+        """Cancel ``task`` and run the loop until it ends, 1 s at most. A request's task that
+        caught the stop keeps it and raises it again as it ends: that is caught here, and the
+        loop runs on (a future, not a coroutine, is awaited: one never started would warn)."""
         self.loop.set_exception_handler(lambda loop, context: None)
+        ended = self.loop.create_future()
+
+        def end(_=None) -> None:
+            if not ended.done():
+                ended.set_result(None)
+
+        task.add_done_callback(end)
+        timer = self.loop.call_later(1.0, end)
+        deadline = time.monotonic() + 2.0
         task.cancel()
-        try:
-            self.loop.run_until_complete(asyncio.wait([task], timeout=1.0))
-        except BaseException:  # noqa: BLE001 - a second Ctrl-C: the first one is already on its way
-            pass
+        while not ended.done() and time.monotonic() < deadline:
+            try:
+                self.loop.run_until_complete(ended)
+            except BaseException:  # noqa: BLE001 - the stop again, from a request's task
+                continue
+        timer.cancel()
 
     def close(self, last=None) -> None:
         """Run ``last`` (a coroutine: the client's close) and close the loop, once."""

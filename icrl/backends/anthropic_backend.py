@@ -3,8 +3,9 @@
 
 Asynchronous like the OpenAI-compatible backend: the prompts of one ``predict`` call (a test
 step) go out together, at most ``max_concurrency`` at a time; the SDK retries 429, 529, 5xx,
-timeouts and dropped connections with exponential backoff (``max_retries``), and an endpoint
-that answers nothing at all is given up on by the silence watch (``server_watch``). The request
+timeouts and dropped connections with exponential backoff (``max_retries``); one request waits
+2 x --timeout at most (a timeout is tried once more, not ``max_retries`` more times), and an
+endpoint that answers nothing at all is given up on by the silence watch (``server_watch``). The request
 bodies, the two answer modes (a prefilled prediction prefix, or a forced tool call with an enum
 of the labels) and the cache breakpoint after the last context episode: ``anthropic_requests``.
 
@@ -229,7 +230,7 @@ class AnthropicBackend:
     async def _create(self, body: dict):
         """One Messages request; its usage counted; a 200 that is not a message is one line."""
         try:
-            response = await self._client.messages.create(**body)
+            response = await self._watch.bounded(self._client.messages.create(**body))
             self._watch.answered()
             content = list(response.content)
             self._usage = self._usage + usage_of(response.usage)

@@ -126,6 +126,22 @@ def test_a_hanging_request_is_one_line_after_the_timeout_not_a_wait_for_ever():
     assert server.base_url in message and seconds < 10
 
 
+def test_a_request_that_keeps_timing_out_is_given_up_on_after_two_timeouts_not_max_retries():
+    """--max_retries 5 and a server that answers its model list but never a message: the
+    request is tried once more after its timeout, then one line, 2 x --timeout after it was sent."""
+    with FakeAnthropicServer(LABELS, fail_all="hang") as server:
+        b = backend(server, max_retries=5, timeout=1.5)
+        tic = time.monotonic()
+        with pytest.raises(UsageError) as info:
+            b.predict(step_prompts(b, 1), LABELS, 0.0, 1)
+        seconds = time.monotonic() - tic
+        sent = len(server.messages)
+        b.close()
+    message = str(info.value)
+    assert message.startswith(f"the server at {server.base_url} gave no answer to a request in 3 s"), message
+    assert sent == 2 and seconds < 3 + 3, (sent, seconds)  # not 6 tries of 1.5 s with backoff
+
+
 def test_no_key_a_wrong_key_and_an_unknown_model_are_one_line_each_without_the_key(monkeypatch):
     with FakeAnthropicServer(LABELS) as server:
         with pytest.raises(UsageError, match="^no Anthropic API key: set ANTHROPIC_API_KEY or pass --api_key$"):

@@ -135,8 +135,9 @@ class Tokenizers:
 def context_size(config, data, chat) -> int:
     """The run's context size as the run resolves it (``icrl.run.size``), read from the size
     cache when it holds one and searched otherwise, but never written."""
-    from ..run.window import cached_size, find_max_examples
     from ..records import max_context_path, read_json
+    from ..run.size import search_window
+    from ..run.window import cached_size, find_max_examples
 
     s = config.spec
     if s.max_context_examples == 0:
@@ -148,12 +149,12 @@ def context_size(config, data, chat) -> int:
             sizes = (read_json(path) or {}).get("sizes", {}) if path.is_file() else {}
         except (OSError, ValueError, AttributeError):
             sizes = {}
-        fit, _ = cached_size(sizes if isinstance(sizes, dict) else {}, s.icrl, chat.max_model_len,
-                             s.published_tokenization)
+        window = search_window(s, chat.max_model_len)
+        fit, _ = cached_size(sizes if isinstance(sizes, dict) else {}, s.icrl, window, s.published_tokenization)
         if fit is None:
-            key = (s.backend == "fake", s.model_name, s.eot_token, s.task_name, s.icrl, chat.max_model_len)
+            key = (s.backend == "fake", s.model_name, s.eot_token, s.task_name, s.icrl, window)
             if key not in _SEARCHED:  # once per model and task in a sweep (a run would cache it on disk)
-                _SEARCHED[key] = find_max_examples(chat, data.task, chat.max_model_len, icrl=s.icrl)
+                _SEARCHED[key] = find_max_examples(chat, data.task, window, icrl=s.icrl)
             fit = _SEARCHED[key]
     return max(fit - len(data.exemplars), 1) if data.exemplars else fit
 

@@ -182,7 +182,7 @@ def test_a_request_that_keeps_timing_out_is_given_up_on_after_two_timeouts_not_m
             backend.close()
         sent = len(server.requests)
     message = str(caught.value)
-    assert message.startswith(f"the server at {server.base_url} gave no answer to a request in 3 s"), message
+    assert message.startswith(f"the server at {server.base_url}/v1beta gave no answer to a request in 3 s"), message
     assert sent <= 2 and 3 <= seconds < 3 + 3, (sent, seconds)  # not 6 tries of 1.5 s with backoff
 
 

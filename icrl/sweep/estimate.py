@@ -133,27 +133,20 @@ class Tokenizers:
 
 
 def context_size(config, data, chat) -> int:
-    """The run's context size as the run resolves it (``icrl.run.size``), read from the size
-    cache when it holds one and searched otherwise, but never written."""
-    from ..run.window import cached_size, find_max_examples
-    from ..records import max_context_path, read_json
+    """The run's context size as the run resolves it (``icrl.run.size``): read from the size
+    cache as the run reads it (``run.size.cached``), searched otherwise, but never written."""
+    from ..run.size import cached, searched_size
 
     s = config.spec
     if s.max_context_examples == 0:
         return 0
     fit = s.max_context_examples
     if fit is None:
-        path = max_context_path(config.options.output_dir, s.model_name, s.task_name)
-        try:
-            sizes = (read_json(path) or {}).get("sizes", {}) if path.is_file() else {}
-        except (OSError, ValueError, AttributeError):
-            sizes = {}
-        fit, _ = cached_size(sizes if isinstance(sizes, dict) else {}, s.icrl, chat.max_model_len,
-                             s.published_tokenization)
+        fit = cached(config, chat.max_model_len)
         if fit is None:
             key = (s.backend == "fake", s.model_name, s.eot_token, s.task_name, s.icrl, chat.max_model_len)
             if key not in _SEARCHED:  # once per model and task in a sweep (a run would cache it on disk)
-                _SEARCHED[key] = find_max_examples(chat, data.task, chat.max_model_len, icrl=s.icrl)
+                _SEARCHED[key] = searched_size(config, data, chat, chat.max_model_len)
             fit = _SEARCHED[key]
     return max(fit - len(data.exemplars), 1) if data.exemplars else fit
 

@@ -81,7 +81,7 @@ def plan_of(config, data, size: Optional[int]) -> Plan:
 
 def strategy_of(spec, plan: Plan):
     """The run's context strategy for ``plan`` (None for zero-shot and for a learner)."""
-    if plan.mode == "zero_shot" or is_learner(spec.agent):
+    if plan.mode == "zero_shot" or is_learner(spec.agent) or plan.max_examples is None:  # None: a learner's plan
         return None
     return strategy_of_run(spec, plan.max_examples)
 

@@ -6,7 +6,7 @@ import logging
 from pathlib import Path
 from typing import Optional
 
-from ..config import RunConfig
+from ..config import RunConfig, given
 from ..errors import UsageError
 from ..records import max_context_path, read_json, remove_leftovers, write_json_atomic
 from .data import RunData
@@ -80,7 +80,7 @@ def automatic_size(config: RunConfig, data: RunData, backend) -> int:
     """The published search's size for this run: read from the per-model cache (as ``cached``
     reads it), else searched (``searched_size``) and written to it."""
     s = config.spec
-    path = max_context_path(config.options.output_dir, s.model_name, s.task_name)
+    path = max_context_path(config.options.output_dir, s.model_name, given(s.task_name, "task_name"))
     window = backend.max_model_len
     remove_leftovers(path.parent, [path.name], older_than_s=3600)
     try:
@@ -93,7 +93,7 @@ def automatic_size(config: RunConfig, data: RunData, backend) -> int:
         sizes = {}
     from .window import cached_size
 
-    fit, keys = cached_size(sizes, s.icrl, window, s.published_tokenization)
+    fit, keys = cached_size(sizes, given(s.icrl, "icrl"), window, s.published_tokenization)
     if fit is not None:
         if keys[0] not in sizes:  # --published_quirks: the first run's size, shared from now on
             write_json_atomic(path, {"sizes": dict(sorted({**sizes, **dict.fromkeys(keys, fit)}.items()))})
@@ -114,10 +114,10 @@ def cached(config: RunConfig, window: int) -> Optional[int]:
 
     s = config.spec
     try:
-        sizes = read_sizes(max_context_path(config.options.output_dir, s.model_name, s.task_name)) or {}
+        sizes = read_sizes(max_context_path(config.options.output_dir, s.model_name, given(s.task_name, "task_name")))
     except (OSError, ValueError):
         sizes = {}
-    return cached_size(sizes, s.icrl, window, s.published_tokenization)[0]
+    return cached_size(sizes or {}, given(s.icrl, "icrl"), window, s.published_tokenization)[0]
 
 
 def read_sizes(path: Path) -> Optional[dict]:
@@ -142,7 +142,7 @@ def searched_size(config: RunConfig, data: RunData, chat, window: int) -> int:
     from .window import find_max_examples
 
     try:
-        return find_max_examples(chat, data.task, window, icrl=config.spec.icrl)
+        return find_max_examples(chat, data.task, window, icrl=given(config.spec.icrl, "icrl"))
     except UsageError as exc:
         if config.spec.max_model_len is None:
             raise

@@ -20,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import numpy as np
 
 from ..backends.fake import FakeChat, fake_label
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..backends.chat import ChatTokenizer
 
 _SEARCHED: dict = {}  # automatic context sizes found in this process
 SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
@@ -118,6 +121,7 @@ class Tokenizers:
             raise UsageError("the estimate finds the prompts' shared prefixes in token ids, and the Gemini API gives "
                              "token counts only: estimate the sweep with a local model of similar size instead")
         if key not in self._chats:
+            chat: Union[FakeChat, ChatTokenizer]
             if s.backend == "fake":
                 from ..backends.fake import DEFAULT_MAX_MODEL_LEN
 
@@ -264,9 +268,9 @@ def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], cha
     test_tokens = 0.0
     if testing:
         k = -(-len(testing) // budget)
-        picked = [testing[i] for i in stratified(len(testing), k)]
-        ids = encoder.encode([replay.render_call(call) for call in picked])
-        test_tokens = sum(len(x) for x in ids) * len(testing) / len(picked)
+        sampled = [testing[i] for i in stratified(len(testing), k)]
+        ids = encoder.encode([replay.render_call(call) for call in sampled])
+        test_tokens = sum(len(x) for x in ids) * len(testing) / len(sampled)
     mode = record["resolved"]["mode"]
     every = -(-len(training) // budget)
     return Estimate(train_calls=sum(1 for c in training if c.kind == "train"), train_prompt_tokens=round(sent),

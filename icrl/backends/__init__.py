@@ -253,6 +253,11 @@ def takes_option(name: str, option: str) -> bool:
     return option in {f.name for f in dataclasses.fields(options_class(backend_class(name)))}
 
 
+def backends_taking(option: str) -> list[str]:
+    """The registered backends that take ``option``, in the order they were registered."""
+    return [name for name in BACKENDS if takes_option(name, option)]
+
+
 def has_local_model(backend: str) -> bool:
     """Whether backend ``backend`` loads its model from a local folder or the Hub: its class's
     ``local_model`` (True where the class does not say). "auto" always picks a local engine

@@ -15,7 +15,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ..backends import BACKEND_CHOICES, has_local_model, resolve_backend_name, takes_option
+from ..backends import BACKEND_CHOICES, backends_taking, has_local_model, resolve_backend_name, takes_option
 from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, default_of, flag_of, unread_settings
 from ..errors import UsageError
 from ..method import agents, exploration, rewards
@@ -45,9 +45,8 @@ def check_flags(values: Mapping) -> None:
         raise UsageError(f"--max_model_len {values['max_model_len']} is larger than any model's window "
                          f"(at most {MAX_WINDOW}); give the window in tokens, e.g. 8192")
     if values["base_url"] and values["backend"] != "auto" and not _takes(values["backend"], "base_url"):
-        served = [name for name in BACKEND_CHOICES if name != "auto" and _takes(name, "base_url")]
-        raise UsageError(f"--base_url is for --backend {_either(served)}, not {values['backend']}; "
-                         "drop it or use one of those")
+        served = _either(backends_taking("base_url"))
+        raise UsageError(f"--base_url is for --backend {served}, not {values['backend']}; drop it or use one of those")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
 

@@ -157,6 +157,9 @@ def test_a_registered_backend_takes_base_url_and_a_model_label_as_it_declares(re
     model, needle = _model_file(tmp_path)
     with pytest.raises(UsageError, match=needle):
         parse_args(RUN + ["--backend", "local", "--model_name", str(model)])
+    from icrl.cli import build_parser
+
+    assert "server and API options (--backend openai, anthropic, gemini, served, local):" in build_parser().format_help()
 
 
 @pytest.mark.parametrize("files, needle", [

@@ -41,8 +41,9 @@ def _words(value) -> int:
 class FakeAnthropicServer:
     """``with FakeAnthropicServer(labels) as s: s.base_url`` (http://127.0.0.1:PORT)."""
 
-    def __init__(self, labels=(), fail=(), models=(MODEL,), key=KEY, fail_all=None, delay=0.0):
+    def __init__(self, labels=(), fail=(), models=(MODEL,), key=KEY, fail_all=None, delay=0.0, window=200000):
         self.labels, self.fail, self.models, self.key = list(labels), list(fail), list(models), key
+        self.window = window  # the models' max_input_tokens (None: not said, as older API versions)
         self.delay = delay  # seconds before each answer to /v1/messages
         self.fail_all = fail_all  # a cue answered to every /v1/messages request
         self.requests: list[tuple[str, dict]] = []
@@ -72,11 +73,11 @@ class FakeAnthropicServer:
         if not headers.get("anthropic-version"):
             return 400, _error("invalid_request_error", "anthropic-version header is required")
         if method == "GET" and path == "/v1/models":
-            return 200, {"data": [_model(m) for m in self.models], "has_more": False, "first_id": None,
+            return 200, {"data": [_model(m, self.window) for m in self.models], "has_more": False, "first_id": None,
                          "last_id": None}
         if method == "GET" and path.startswith("/v1/models/"):
             name = path.rsplit("/", 1)[1]
-            return (200, _model(name)) if name in self.models else (404, _error("not_found_error", f"model: {name}"))
+            return (200, _model(name, self.window)) if name in self.models else (404, _error("not_found_error", f"model: {name}"))
         if method != "POST" or path not in ("/v1/messages", "/v1/messages/count_tokens"):
             return 404, _error("not_found_error", f"no route {method} {path}")
         if body.get("model") not in self.models:
@@ -169,9 +170,10 @@ class FakeAnthropicServer:
                 "cache_creation_input_tokens": 0 if hit else prefix}
 
 
-def _model(name: str) -> dict:
+def _model(name: str, window) -> dict:
+    said = {"max_input_tokens": window, "max_tokens": 64000} if window else {}
     return {"type": "model", "id": name, "display_name": name, "created_at": "2025-01-01T00:00:00Z",
-            "lifecycle": "active", "max_input_tokens": 200000, "max_tokens": 64000}
+            "lifecycle": "active", **said}
 
 
 def _error(kind: str, message: str) -> dict:

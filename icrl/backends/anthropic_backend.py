@@ -3,8 +3,9 @@
 
 Asynchronous like the OpenAI-compatible backend: the prompts of one ``predict`` call (a test
 step) go out together, at most ``max_concurrency`` at a time; the SDK retries 429, 529, 5xx,
-timeouts and dropped connections with exponential backoff (``max_retries``), and an endpoint
-that answers nothing at all is given up on by the silence watch (``server_watch``). The request
+timeouts and dropped connections with exponential backoff (``max_retries``); one request waits
+2 x --timeout at most (a timeout is tried once more, not ``max_retries`` more times), and an
+endpoint that answers nothing at all is given up on by the silence watch (``server_watch``). The request
 bodies, the two answer modes (a prefilled prediction prefix, or a forced tool call with an enum
 of the labels) and the cache breakpoint after the last context episode: ``anthropic_requests``.
 
@@ -84,17 +85,20 @@ class AnthropicBackend:
         self._loop, self._watch, self._run = self._watched.loop, self._watched.watch, self._watched.run
         self._usage = Usage()
         self._counted: dict[str, int] = {}
+        self.chat = self  # what the window search reads: render, count_many, max_model_len
         self._said: set = set()  # the temperatures said not to be sent
         self.check_model()
 
     # -- protocol ----------------------------------------------------------------------------
     @property
     def max_model_len(self) -> int:
-        if self._max_model_len:
-            return self._max_model_len
-        raise UsageError(f"the anthropic backend cannot find the context size of {self.model_name!r} (no local "
-                         f"tokenizer to search with): pass --max_context_examples (and --max_model_len if you want "
-                         f"the window recorded)")
+        """--max_model_len, else the window the API gives for the model (``max_input_tokens``)."""
+        window = self._max_model_len or self.max_input_tokens
+        if window:
+            return int(window)
+        raise UsageError(f"the Anthropic API does not say the window of {self.model_name!r}: pass --max_model_len "
+                         f"(its window in tokens, e.g. 200000; the automatic context size is then searched with the "
+                         f"API's token counter) or --max_context_examples")
 
     def render(self, messages, prefix):
         """The messages themselves, as JSON: the API renders them."""
@@ -150,12 +154,32 @@ class AnthropicBackend:
         return list(self._guarded(gather())) if prompts else []
 
     def count_tokens(self, text):
-        """Input tokens of a rendered prompt, by the API's token counter (each text asked once)."""
-        if text not in self._counted:
-            doc = json.loads(text)
-            body = count_request(self.api_model, doc["messages"], doc.get("prefix", ""))
-            self._counted[text] = int(self._guarded(self._client.messages.count_tokens(**body)).input_tokens)
-        return self._counted[text]
+        return self.count_many([text])[0]
+
+    def count_many(self, texts):
+        """Input tokens of each text by the API's token counter: a rendered prompt as the
+        completions mode sends it, any other text as one user turn; each text asked once, the
+        requests in flight together (at most --max_concurrency). The window search reads it."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._counted]
+        if missing:
+            async def one(semaphore, text):
+                try:
+                    doc = json.loads(text)
+                    messages, prefix = doc["messages"], doc.get("prefix", "")
+                except (ValueError, TypeError, KeyError):  # not a rendered prompt: a plain text
+                    messages, prefix = [{"role": "user", "content": text}], ""
+                body = count_request(self.api_model, messages, prefix)
+                async with semaphore:
+                    response = await self._watch.bounded(self._client.messages.count_tokens(**body))
+                self._watch.answered()
+                return int(response.input_tokens)
+
+            async def gather():
+                semaphore = asyncio.Semaphore(self.max_concurrency)
+                return await asyncio.gather(*[one(semaphore, t) for t in missing])
+
+            self._counted.update(zip(missing, self._guarded(gather())))
+        return [self._counted[t] for t in texts]
 
     def _say_temperature(self, temperature: float) -> None:
         if temperature not in self._said:
@@ -230,7 +254,7 @@ class AnthropicBackend:
     async def _create(self, body: dict):
         """One Messages request; its usage counted; a 200 that is not a message is one line."""
         try:
-            response = await self._client.messages.create(**body)
+            response = await self._watch.bounded(self._client.messages.create(**body))
             self._watch.answered()
             content = list(response.content)
             self._usage = self._usage + usage_of(response.usage)

@@ -130,10 +130,14 @@ def generation_request(model: str, messages: Sequence[dict], max_tokens: int, st
 
 def count_request(model: str, messages: Sequence[dict], prefix: str) -> dict:
     """Keyword arguments of ``client.messages.count_tokens``: the prompt as the completions mode
-    sends it (system, turns, the prefilled prefix), without the chat mode's tool."""
+    sends it (system, turns, the prefilled prefix), without the chat mode's tool. A prompt whose
+    first turn is not the user's (the window search's context of no episode: the system prompt and
+    the prefix) is counted with that turn as the user's, since the API takes no other."""
     system, turns = turns_of(messages)
     if prefill(prefix):
         turns.append({"role": "assistant", "content": prefill(prefix)})
+    if turns and turns[0]["role"] != "user":
+        turns[0] = {**turns[0], "role": "user"}
     body: dict[str, Any] = {"model": model, "messages": turns}
     if system is not None:
         body["system"] = system

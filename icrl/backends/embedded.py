@@ -82,22 +82,26 @@ def _convert(model_name: str, target: Path) -> Path:
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{model_name}-", dir=target.parent))
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
-        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
-        # The weights are already de-quantized to float32; drop the GGUF marker so they save.
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
+    def written(save) -> None:
         try:
-            tokenizer.save_pretrained(tmp)
-            model.save_pretrained(tmp)
+            save(tmp)
         except Exception as exc:  # tokenizers and safetensors report a full disk as a plain Exception
             why = _write_failure(exc)
             if why is None:
                 raise
             raise UsageError(f"cannot write the converted {model_name} under {target.parent} ({why}); free about "
                              f"600 MB there or set ICRL_CACHE_DIR to a folder with room, then rerun") from None
+
+    try:
+        # The tokenizer is written before the weights are read: a full disk is said in seconds,
+        # not after the minute the de-quantization takes.
+        written(AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name).save_pretrained)
+        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name)
+        # The weights are already de-quantized to float32; drop the GGUF marker so they save.
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        written(model.save_pretrained)
         if target.exists():
             shutil.rmtree(target)
         os.replace(tmp, target)

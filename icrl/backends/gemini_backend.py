@@ -10,7 +10,8 @@
 - ``predict``: one ``generateContent`` request per prompt, all of a call (or of a sweep's calls,
   ``predict_calls``) in flight together, at most --max_concurrency at a time. The SDK retries
   408, 429, 5xx, timeouts and dropped connections with exponential backoff (1 s doubling, 60 s
-  at most), --max_retries times; a server silent for two minutes is given up on
+  at most), --max_retries times; one request waits 2 x --timeout at most (a timeout is tried
+  once more, not --max_retries more times), and a server silent for two minutes is given up on
   (``server_watch``). What cannot be retried is one line: a refused key, an unknown model, a
   blocked prompt or an empty candidate, an answer outside the labels.
 - A call's prompts that share their context (a test step's) share one context cache: the
@@ -203,7 +204,7 @@ class GeminiBackend:
 
     def _check_model(self) -> int:
         async def get():
-            return await self._client.aio.models.get(model=self.api_model)
+            return await self._loop.watch.bounded(self._client.aio.models.get(model=self.api_model))
 
         model = self._run(get())
         limit = getattr(model, "input_token_limit", None)
@@ -216,7 +217,8 @@ class GeminiBackend:
         request = req.decode(text)
         contents = req.counted_contents(request) if request is not None else req.text_contents(text)
         async with semaphore:
-            response = await self._client.aio.models.count_tokens(model=self.api_model, contents=contents)
+            response = await self._loop.watch.bounded(
+                self._client.aio.models.count_tokens(model=self.api_model, contents=contents))
         self._loop.watch.answered()
         return int(response.total_tokens)
 
@@ -250,7 +252,7 @@ class GeminiBackend:
             return None
         config = {"contents": turns, "ttl": CACHE_TTL, **({"system_instruction": system} if system else {})}
         try:
-            cache = await self._client.aio.caches.create(model=self.api_model, config=config)
+            cache = await self._loop.watch.bounded(self._client.aio.caches.create(model=self.api_model, config=config))
         except self._errors.ClientError as exc:  # too small for this model, or no caching for it
             log.info("no context cache of %d tokens for %s (%s)", tokens, self.api_model, exc)
             self.cache_min_tokens = tokens + 1
@@ -270,8 +272,8 @@ class GeminiBackend:
                                        cache)
         contents = request["contents"][-1:] if cache is not None else request["contents"]
         async with semaphore:
-            response = await self._client.aio.models.generate_content(
-                model=self.api_model, contents=contents, config=config)
+            response = await self._loop.watch.bounded(self._client.aio.models.generate_content(
+                model=self.api_model, contents=contents, config=config))
         self._loop.watch.answered()
         self._count(response.usage_metadata)
         text = req.answer_text(response)

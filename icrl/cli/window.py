@@ -13,6 +13,8 @@ from ..run.window import WINDOW_FRACTION, MaxExamplesResult, search_max_examples
 from ..infra import plugins
 from .parser import ArgumentParser, add_plugin_flag
 
+API_COUNTERS = ("gemini", "anthropic")  # backends whose API counts tokens (count_many) for the search
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(prog="find_max_examples_given_max_window.py", description=(
@@ -35,11 +37,13 @@ def build_parser() -> argparse.ArgumentParser:
                              "else the Hugging Face Hub; README: Data)")
     parser.add_argument("--hf_token", default=None,
                         help="token for gated models on the hub, never stored (default: $HF_TOKEN)")
-    parser.add_argument("--backend", choices=["local", "gemini"], default="local",
+    parser.add_argument("--backend", choices=["local", *API_COUNTERS], default="local",
                         help="local: the model's tokenizer here (default); gemini: the Gemini API's token counter and "
-                             "window (the key from $GEMINI_API_KEY, $GOOGLE_API_KEY or $API_KEY)")
+                             "window (the key from $GEMINI_API_KEY, $GOOGLE_API_KEY or $API_KEY); anthropic: the "
+                             "Anthropic API's token counter and window, where the API gives one (the key from "
+                             "$ANTHROPIC_API_KEY)")
     parser.add_argument("--base_url", default=None,
-                        help="--backend gemini: another endpoint of the Gemini API (default: Google's)")
+                        help="--backend gemini or anthropic: another endpoint of that API (default: the provider's)")
     parser.add_argument("--no-icrl", dest="icrl", action="store_false",
                         help="search under the supervised ICL system prompt (as the published search "
                              "does for a --no-icrl run; default: the ICRL system prompt)")
@@ -65,16 +69,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         plugins.load(argv)
         args = build_parser().parse_args(argv)
-        if args.base_url and args.backend != "gemini":
-            raise UsageError("--base_url is for --backend gemini: drop it, or add --backend gemini")
+        if args.base_url and args.backend not in API_COUNTERS:
+            raise UsageError("--base_url is for --backend gemini or anthropic: drop it, or add one of them")
         if args.max_window_tokens is not None and args.max_window_tokens <= 0:
             raise UsageError(f"--max_window_tokens must be positive, got {args.max_window_tokens}")
         from icrl.tasks import load_task  # the task first: a bad name fails before any tokenizer load
 
         task = load_task(args.task_name, data_dir=args.data_dir)
         chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling) if args.backend == "local" else \
-            _load_api(args.model_name, args.base_url)
+            _load_api(args.backend, args.model_name, args.base_url, args.max_window_tokens)
         try:
+            if args.backend == "anthropic" and args.max_window_tokens is None and not chat.max_input_tokens:
+                raise UsageError(f"the Anthropic API does not say the window of {args.model_name!r}: give "
+                                 f"--max_window_tokens (its window in tokens, e.g. 200000)")
             result = search_max_examples(chat, task, args.max_window_tokens, icrl=args.icrl)
         finally:
             getattr(chat, "close", lambda: None)()
@@ -109,11 +116,12 @@ def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[
         raise UsageError(f"cannot load the tokenizer of {model_name!r} ({type(exc).__name__}: {first})") from None
 
 
-def _load_api(model_name: str, base_url: Optional[str]):
-    """The Gemini backend as the counter: its window and its countTokens."""
+def _load_api(backend: str, model_name: str, base_url: Optional[str], window: Optional[int]):
+    """An API backend as the counter: its token counter, and its window (Gemini's from the API)."""
     from icrl.backends import load_backend
 
-    return load_backend(model_name, "gemini", base_url=base_url)
+    extra = {"max_model_len": window} if backend == "anthropic" else {}  # Gemini's is checked against its API
+    return load_backend(model_name, backend, base_url=base_url, **extra)
 
 
 def _report(result: MaxExamplesResult, args, chat, task, seconds: float) -> None:

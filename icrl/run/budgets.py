@@ -33,7 +33,7 @@ from ..method.prompts import build_messages
 from ..method.rewards import REWARDS
 from ..method.strategies.base import STRATEGIES
 from .data import RunData
-from .size import tokenizer_of
+from .size import acting_budgets, tokenizer_of
 
 
 def _parts(spec) -> tuple[Optional[type], type]:
@@ -87,7 +87,7 @@ def check_budgets(config, data: RunData, load: Callable = tokenizer_of) -> None:
     s = config.spec
     strategy, reward = _parts(s)
     calls = [(part, call) for part in (strategy, reward) if part is not None for call in getattr(part, "calls", ())]
-    shown = {f"--{c.budget}": getattr(s, c.budget) for part, c in calls if part is strategy and c.generates}
+    shown = {flag: value for flag, value in acting_budgets(s).items() if flag != "--reasoning"}
     inputs = [data.task.prompt(e) for e in data.test + data.train]
     if s.backend == "openai" or not inputs or not (s.reasoning or shown or calls):
         return

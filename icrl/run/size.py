@@ -1,4 +1,9 @@
-"""The context size of a run, as the published runner resolves it, with its per-model cache."""
+"""The context size of a run, as the published runner resolves it, with its per-model cache.
+
+The automatic size (no --max_context_examples) is searched in the window less what the acting
+model may write or be shown beyond its context episodes (``acting_budgets``: --reasoning, and
+the budget of a strategy's generating call whose text every later prompt shows); with none of
+these (every published run) it is the published search in the whole window."""
 
 from __future__ import annotations
 
@@ -9,6 +14,8 @@ from typing import Optional
 from ..config import RunConfig, given
 from ..errors import UsageError
 from ..records import max_context_path, read_json, remove_leftovers, write_json_atomic
+from ..method.agents import is_learner
+from ..method.strategies.base import STRATEGIES
 from .data import RunData
 
 log = logging.getLogger("icrl")
@@ -31,6 +38,28 @@ def resolve_max_examples(config: RunConfig, data: RunData, backend) -> int:
                              f"{fit + len(data.exemplars)} context examples (the published runner subtracts "
                              f"them); lower --exemplars_per_label or raise --max_context_examples")
     return fit
+
+
+def acting_budgets(spec) -> dict:
+    """What the acting model may write (--reasoning) or be shown (the text of a strategy's
+    generating call, e.g. a reflection's guide: its whole budget) in a prompt beyond its
+    context episodes, as {flag: tokens}, the flags that are set only."""
+    name = spec.context_strategy_name
+    strategy = STRATEGIES.get(name).cls if name and not is_learner(spec.agent) and name in STRATEGIES \
+        and spec.max_context_examples != 0 else None
+    shown = {f"--{c.budget}": getattr(spec, c.budget) for c in getattr(strategy, "calls", ()) if c.generates}
+    return {flag: value for flag, value in {"--reasoning": spec.reasoning, **shown}.items() if value}
+
+
+def search_window(spec, max_model_len: int) -> int:
+    """The window the automatic size is searched in: the model's, less ``acting_budgets``."""
+    budgets = acting_budgets(spec)
+    window = max_model_len - sum(budgets.values())
+    if window < 1:
+        given = ", ".join(f"{flag} {value}" for flag, value in budgets.items())
+        raise UsageError(f"{given}: more than the model's window of {max_model_len} tokens, leaving no room for a "
+                         f"context; lower {' and '.join(budgets)}")
+    return window
 
 
 def tokenizer_of(config: RunConfig):
@@ -81,7 +110,7 @@ def automatic_size(config: RunConfig, data: RunData, backend) -> int:
     reads it), else searched (``searched_size``) and written to it."""
     s = config.spec
     path = max_context_path(config.options.output_dir, s.model_name, given(s.task_name, "task_name"))
-    window = backend.max_model_len
+    window = search_window(s, backend.max_model_len)
     remove_leftovers(path.parent, [path.name], older_than_s=3600)
     try:
         sizes = read_sizes(path)

@@ -137,20 +137,22 @@ class Tokenizers:
 
 
 def context_size(config, data, chat) -> int:
-    """The run's context size as the run resolves it (``icrl.run.size``): read from the size
-    cache as the run reads it (``run.size.cached``), searched otherwise, but never written."""
-    from ..run.size import cached, searched_size
+    """The run's context size as the run resolves it (``icrl.run.size``: in its search window):
+    read from the size cache as the run reads it (``run.size.cached``), searched otherwise, but
+    never written."""
+    from ..run.size import cached, search_window, searched_size
 
     s = config.spec
     if s.max_context_examples == 0:
         return 0
     fit = s.max_context_examples
     if fit is None:
-        fit = cached(config, chat.max_model_len)
+        window = search_window(s, chat.max_model_len)
+        fit = cached(config, window)
         if fit is None:
-            key = (s.backend == "fake", s.model_name, s.eot_token, s.task_name, s.icrl, chat.max_model_len)
+            key = (s.backend == "fake", s.model_name, s.eot_token, s.task_name, s.icrl, window)
             if key not in _SEARCHED:  # once per model and task in a sweep (a run would cache it on disk)
-                _SEARCHED[key] = searched_size(config, data, chat, chat.max_model_len)
+                _SEARCHED[key] = searched_size(config, data, chat, window)
             fit = _SEARCHED[key]
     return max(fit - len(data.exemplars), 1) if data.exemplars else fit
 

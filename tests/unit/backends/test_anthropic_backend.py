@@ -126,6 +126,22 @@ def test_a_hanging_request_is_one_line_after_the_timeout_not_a_wait_for_ever():
     assert server.base_url in message and seconds < 10
 
 
+def test_a_request_that_keeps_timing_out_is_given_up_on_after_two_timeouts_not_max_retries():
+    """--max_retries 5 and a server that answers its model list but never a message: the
+    request is tried once more after its timeout, then one line, 2 x --timeout after it was sent."""
+    with FakeAnthropicServer(LABELS, fail_all="hang") as server:
+        b = backend(server, max_retries=5, timeout=1.5)
+        tic = time.monotonic()
+        with pytest.raises(UsageError) as info:
+            b.predict(step_prompts(b, 1), LABELS, 0.0, 1)
+        seconds = time.monotonic() - tic
+        sent = len(server.messages)
+        b.close()
+    message = str(info.value)
+    assert message.startswith(f"the server at {server.base_url} gave no answer to a request in 3 s"), message
+    assert sent == 2 and seconds < 3 + 3, (sent, seconds)  # not 6 tries of 1.5 s with backoff
+
+
 def test_no_key_a_wrong_key_and_an_unknown_model_are_one_line_each_without_the_key(monkeypatch):
     with FakeAnthropicServer(LABELS) as server:
         with pytest.raises(UsageError, match="^no Anthropic API key: set ANTHROPIC_API_KEY or pass --api_key$"):
@@ -225,14 +241,47 @@ def test_an_answer_outside_the_labels_mid_run_is_one_line_and_keeps_the_finished
     assert len(train.read_text().splitlines()) == 3
 
 
-def test_a_run_without_a_context_size_is_one_line_naming_the_flag(tmp_path, capsys):
+def test_a_run_without_a_context_size_or_a_window_is_one_line_naming_the_flag(tmp_path, capsys):
+    """No --max_context_examples, no --max_model_len, and an API that does not say the window."""
     from icrl.cli.run import main
 
-    with FakeAnthropicServer(LABELS) as server:
+    with FakeAnthropicServer(LABELS, window=None) as server:
         code = main(["--backend", "anthropic", "--model_name", MODEL, "--base_url", server.base_url, "--api_key", KEY,
                      "--task_name", TOY_TASK, "--context_strategy_name", "random_unbiased", "--icrl", "--train_k", "2",
                      "--test_k", "2", "--seed", "1", "--training_seed", "1", "--test_seed", "1",
                      "--output_dir", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and len(err) == 1 and "pass --max_context_examples" in err[0], err
+    assert code == 2 and len(err) == 1 and "pass --max_model_len" in err[0] and "or --max_context_examples" in err[0]
     assert not list((tmp_path / "out").rglob("*.jsonl"))
+
+
+def test_the_automatic_context_size_is_searched_with_the_api_counter_as_the_window_tool_does(tmp_path, capsys,
+                                                                                             monkeypatch):
+    """No --max_context_examples: the run's context size is the published search's in the window
+    the API gives (max_input_tokens), with the API's token counter (the stand-in counts words),
+    and find_max_examples_given_max_window.py --backend anthropic prints the same number; where
+    the API gives no window, the tool asks for --max_window_tokens in one line."""
+    from icrl.cli.run import main
+    from icrl.cli.window import main as window_main
+    from icrl.records import find_runs, read_json
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    with FakeAnthropicServer(LABELS, window=300) as server:
+        args = ["--backend", "anthropic", "--model_name", MODEL, "--base_url", server.base_url, "--task_name", TOY_TASK]
+        assert window_main(args) == 0
+        printed = int(capsys.readouterr().out.strip())
+        counted = len([p for p, _ in server.requests if p.endswith("count_tokens")])
+        assert main([*args, "--context_strategy_name", "random_unbiased", "--icrl", "--train_k", "2", "--test_k", "2",
+                     "--test_every", "2", "--seed", "1", "--training_seed", "1", "--test_seed", "1",
+                     "--output_dir", str(tmp_path / "out"), "--no-progress"]) == 0
+    capsys.readouterr()  # the run's own lines
+    (run_dir,) = find_runs(tmp_path / "out")
+    assert counted > 0 and 1 < printed < 115  # a search in 300 tokens, not every episode of the toy task
+    assert read_json(run_dir / "config.json")["resolved"]["max_context_examples"] == printed
+    with FakeAnthropicServer(LABELS, window=None) as server:
+        args[args.index("--base_url") + 1] = server.base_url
+        assert window_main(args) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "give --max_window_tokens" in err[0], err
+        assert window_main([*args, "--max_window_tokens", "300"]) == 0
+        assert int(capsys.readouterr().out.strip()) == printed

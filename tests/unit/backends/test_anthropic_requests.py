@@ -78,6 +78,12 @@ def test_the_token_count_request_is_the_prompt_as_the_completions_mode_sends_it(
     assert body["system"].startswith(SYSTEM_PROMPT_ICRL) and "max_tokens" not in body
 
 
+def test_a_prompt_with_no_user_turn_is_counted_with_its_first_turn_as_the_users():
+    """The window search's context of no episode: the system prompt and the prefix alone."""
+    body = ar.count_request("claude-x", [{"role": "system", "content": "s"}], "Intent:")
+    assert body == {"model": "claude-x", "system": "s", "messages": [{"role": "user", "content": "Intent:"}]}
+
+
 def block(**fields):
     return SimpleNamespace(**fields)
 

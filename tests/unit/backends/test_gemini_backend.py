@@ -8,6 +8,8 @@ import json
 import sys
 from types import SimpleNamespace
 
+import time
+
 import pytest
 
 from gemini_server import HARMS, KEY, MODEL, GeminiServer
@@ -163,6 +165,25 @@ def test_what_cannot_go_on_is_one_line(mode, options, line):
     message = str(caught.value)
     assert any(one in message for one in ((line,) if isinstance(line, str) else line)), message
     assert "\n" not in message and KEY not in message
+
+
+def test_a_request_that_keeps_timing_out_is_given_up_on_after_two_timeouts_not_max_retries():
+    """--max_retries 5 and a server that answers its model but never generateContent: the
+    request is given up on 2 x --timeout after it was sent (the SDK's backoff of 1 s before its
+    second try leaves that try less than a whole --timeout), in one line."""
+    with GeminiServer(mode="hang") as server:
+        backend = _load(server, max_retries=5, timeout=1.5)
+        tic = time.monotonic()
+        try:
+            with pytest.raises(UsageError) as caught:
+                backend.predict([_prompt(backend)], LABELS, 0.0, 0)
+        finally:
+            seconds = time.monotonic() - tic
+            backend.close()
+        sent = len(server.requests)
+    message = str(caught.value)
+    assert message.startswith(f"the server at {server.base_url} gave no answer to a request in 3 s"), message
+    assert sent <= 2 and 3 <= seconds < 3 + 3, (sent, seconds)  # not 6 tries of 1.5 s with backoff
 
 
 def test_a_wrong_key_is_said_without_the_key():

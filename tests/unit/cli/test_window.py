@@ -53,4 +53,4 @@ def test_base_url_without_the_gemini_backend_is_refused(capsys):
     from icrl.cli.window import main as maxlen_main
 
     assert maxlen_main(["--base_url", "http://127.0.0.1:1", "--model_name", "smollm2-135m", "--task_name", "x"]) == 2
-    assert "--base_url is for --backend gemini" in one_error_line(capsys)
+    assert "--base_url is for --backend gemini or anthropic" in one_error_line(capsys)

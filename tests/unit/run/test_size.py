@@ -42,3 +42,27 @@ def test_a_window_too_small_for_any_prompt_is_said_from_the_tokenizer_before_the
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --max_model_len 10: too small") and "\n" not in err, err
     assert not any(tmp_path.iterdir())
+
+
+def test_the_automatic_size_of_a_reasoning_run_leaves_room_for_its_reasoning(tmp_path):
+    """Searched in the window less --reasoning (cached under that window), so a context of that
+    size and the reasoning fit together; a run without --reasoning keeps the whole window."""
+    from icrl.backends.fake import DEFAULT_MAX_MODEL_LEN, FakeChat
+    from icrl.records import max_context_path
+    from icrl.run.window import find_max_examples
+    from icrl.tasks import load_task
+
+    def automatic(*extra):
+        args = tiny_argv(tmp_path, "--train_k", "2", "--test_k", "2", *extra)
+        i = args.index("--max_context_examples")
+        del args[i:i + 2]
+        assert main(args) == 0
+
+    window, reasoning = DEFAULT_MAX_MODEL_LEN, DEFAULT_MAX_MODEL_LEN // 2
+    automatic()
+    automatic("--reasoning", str(reasoning))
+    sizes = json.loads(max_context_path(tmp_path, "smollm2-135m", TOY_TASK).read_text())["sizes"]
+    task = load_task(TOY_TASK)
+    assert sizes == {f"icrl@{window}": find_max_examples(FakeChat(window), task, window),
+                     f"icrl@{window - reasoning}": find_max_examples(FakeChat(window), task, window - reasoning)}
+    assert sizes[f"icrl@{window - reasoning}"] < sizes[f"icrl@{window}"]

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from .backends.embedded import DEFAULT_MODEL
 from .errors import UsageError
@@ -351,3 +351,15 @@ def flag_of(name: str) -> str:
 
 def default_of(name: str):
     return FIELDS[name][1].default
+
+
+T = TypeVar("T")
+
+
+def given(value: Optional[T], name: str) -> T:
+    """The value of a setting that every validated run has (``icrl.cli.validate`` refuses a run
+    without its --task_name, --icrl or --no-icrl, or a seed), typed as set; a UsageError naming
+    its flag where a configuration was not validated."""
+    if value is None:
+        raise UsageError(f"{flag_of(name)} is required")
+    return value

@@ -105,8 +105,8 @@ def collapse(train: Sequence[TrainLine]) -> tuple[int, float]:
         predictions = {r.prediction for r in part}
         if len(predictions) != 1 or None in predictions:
             continue
-        rewards = [r.earned for r in part]
-        if all(x is not None for x in rewards) and float(np.mean(rewards)) < COLLAPSE_REWARD:
+        rewards = [r.earned for r in part if r.earned is not None]
+        if len(rewards) == len(part) and float(np.mean(rewards)) < COLLAPSE_REWARD:
             return window, float(part[0].step)
     return window, math.nan
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, Sequence
 
@@ -187,9 +188,13 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
     paths = []
     for ext in ("png", "pdf"):
         path = out_dir / f"{name}.{ext}"
-        write_atomic(path, lambda f, ext=ext: fig.savefig(f, format=ext), binary=True)  # whole or not at all
+        write_atomic(path, functools.partial(_savefig, fig, ext), binary=True)  # whole or not at all
         paths.append(path)
     return paths
+
+def _savefig(fig, ext: str, f) -> None:
+    fig.savefig(f, format=ext)
+
 
 # -- the figures -------------------------------------------------------------------------------
 @dataclass
@@ -198,13 +203,9 @@ class Context:
     smooth: int
     explorative_p_keep: float
     notes: list
-    verdicts: list = None  # Verdict per model, task and method of main_results
-    captions: dict = None  # id(panel) -> text under its x axis
+    verdicts: list = field(default_factory=list)  # Verdict per model, task and method of main_results
+    captions: dict = field(default_factory=dict)  # id(panel) -> text under its x axis
     other_runs: bool = False  # also draw the paper's methods at settings the published figures leave out
-
-    def __post_init__(self):
-        self.verdicts = [] if self.verdicts is None else self.verdicts
-        self.captions = {} if self.captions is None else self.captions
 
     @property
     def runs(self) -> pd.DataFrame:

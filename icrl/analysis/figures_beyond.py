@@ -90,13 +90,14 @@ def _panel(ctx: Context, ax, model: str, task: str, here: pd.DataFrame, mine: pd
     mine = mine[mine["test_set"] == test_set]
     here = here[here["test_set"] == test_set]
     test = ctx.results.test()
-    drawn, learners = {}, {}
+    drawn: dict = {}
+    learners: dict = {}
     for i, (_, group) in enumerate(mine.groupby("config_key", sort=True)):
         first = group.iloc[0]
         learner = first["learner"] if "learner" in first and pd.notna(first["learner"]) else None
         label = first["model"] if learner else str(first["label"])
-        color = COLORS.get(learner, PALETTE[i % len(PALETTE)])
-        marker = MARKERS.get(learner, SHAPES[i % len(SHAPES)])
+        color = COLORS.get(learner, PALETTE[i % len(PALETTE)]) if learner else PALETTE[i % len(PALETTE)]
+        marker = MARKERS.get(learner, SHAPES[i % len(SHAPES)]) if learner else SHAPES[i % len(SHAPES)]
         _plot_curve(ax, _mean_curve(test, group["run_id"], "accuracy"), color, label, marker=marker, layer=min(i, 4))
         (learners if learner else drawn)[label] = group
     paper = _main_runs(ctx)
@@ -118,7 +119,7 @@ def _panel(ctx: Context, ax, model: str, task: str, here: pd.DataFrame, mine: pd
     if len(icl):
         _baseline(ax, icl["final_test_accuracy"].dropna().mean(), "ICL")
     reference = (_pooled(zero), "zero-shot run") if len(zero_acc) else (zero_ref, "naive ICRL at step 0")
-    _verdicts(ctx, ax, model, task, drawn, *reference, *_reference_runs(here, zero, len(zero_acc), m_ref),
+    _verdicts(ctx, ax, model, task, drawn, *reference, *_reference_runs(here, zero, len(zero_acc) > 0, m_ref),
               learners=learners)
     _chance(ax, here if len(here) else mine)
     ax.set_ylim(-0.02, 1.02)

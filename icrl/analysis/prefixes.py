@@ -62,7 +62,9 @@ class SegmentEncoder:
             self.incremental = False
 
     def segments(self, text: str) -> list[str]:
-        return [s for s in self._cut.split(text) if s]
+        """The text cut before each safe cut token (none: the text whole)."""
+        pieces = self._cut.split(text) if self._cut is not None else [text]
+        return [s for s in pieces if s]
 
     def encode_full(self, texts: Sequence[str]) -> list[np.ndarray]:
         """Whole-text ids, as ChatTokenizer.encode gives them."""
@@ -70,7 +72,8 @@ class SegmentEncoder:
         return [np.asarray(x, dtype=np.int32) for x in ids]
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
-        if not self.incremental:
+        backend = self._backend
+        if not self.incremental or backend is None:
             return self.encode_full(texts)
         cache = self._cache
         pieces = [self.segments(text) for text in texts]
@@ -78,7 +81,7 @@ class SegmentEncoder:
         if missing:
             # The Rust tokenizer directly: the same ids as tokenizer(...) without building a
             # BatchEncoding (whole-prompt checks go through tokenizer(...)).
-            for segment, encoding in zip(missing, self._backend.encode_batch(missing, add_special_tokens=False)):
+            for segment, encoding in zip(missing, backend.encode_batch(missing, add_special_tokens=False)):
                 cache[segment] = array("i", encoding.ids).tobytes()
         return [np.frombuffer(b"".join([cache[s] for s in segs]), dtype=np.int32) for segs in pieces]
 

@@ -22,7 +22,7 @@ from ..errors import UsageError
 from ..method import declared_params
 from ..method.agents import AGENTS, is_learner, label_of_args
 from ..method.strategies import STRATEGIES, split_name
-from ..records import CONFIG, RESULTS, TEST, TRAIN, read_json
+from ..records import CONFIG, TEST, TRAIN, read_json
 from ..records.read import TypedRun
 from .verdict import PAPER_METHODS
 
@@ -286,10 +286,7 @@ def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict:
     row["paper_method"] = paper_method_of(row, explorative_p_keep)
     if beyond_the_paper(row):  # our exploration flags or reward: none of the paper's methods
         row["method"] = row["paper_method"] = ""
-    try:
-        results = read_json(run_dir / RESULTS) if (run_dir / RESULTS).is_file() else {}
-    except (OSError, ValueError):
-        results = {}
+    results = state.results
     # Finished only when the records check out (see records.inspect_run), whatever results.json says.
     row["finished"] = state.finished
     row["damage"] = state.damage or None

@@ -184,7 +184,7 @@ def count_tokens(args: CountOptions) -> int:
         print()
         print(format_table(table))
     if args.csv:
-        write_atomic(args.csv, lambda f: table.to_csv(f, index=False), newline="")  # whole or not at all
+        write_atomic(Path(args.csv), lambda f: table.to_csv(f, index=False), newline="")  # whole or not at all
         print(f"wrote {args.csv}")
     if billed:
         print(usage_table(billed, labels, prices))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 Z95 = 1.959963984540054  # two-sided 95%
 SMALL_MODEL = 1e9  # parameters: below this the paper's in-context learning is not expected
@@ -68,6 +68,13 @@ def advice_of(outcome: str, model_params: float) -> Optional[str]:
 class Worded:
     """The headline and advice of a verdict with ``method``, ``outcome`` and ``model_params``
     (the Wilson verdict here, the paired one in paired.py)."""
+
+    if TYPE_CHECKING:  # what each verdict has (a field, or the paired one's ``outcome`` property)
+        method: str
+        model_params: float  # NaN: no model (a learner)
+
+        @property
+        def outcome(self) -> str: ...  # "above", "below" or "same"
 
     @property
     def headline(self) -> str:

@@ -7,7 +7,11 @@
     outs = predict_calls(backend, [Call(prompts, labels, 1.0, 7, key="run-a"), ...])  # many calls at once
 
 Heavy libraries (torch, transformers, vLLM) are imported only when a backend is loaded.
-A plugin adds a backend with ``register_backend(name, cls)`` (``icrl.plugin``).
+A plugin adds a backend with ``register_backend(name, cls)`` (``icrl.plugin``). What the tools
+ask of a backend before it loads is read from its class: the options it takes (the keyword-only
+parameters of its ``__init__``, ``options_class``: ``--base_url`` goes to the backends that take
+``base_url``) and whether its model is a local folder or Hub id (``local_model``, True unless the
+class sets it False: a hosted API's or the fake backend's model name is a label, not a folder).
 """
 
 from __future__ import annotations
@@ -153,6 +157,7 @@ class ChatBackend:
     """Shared part of the backends: everything that goes through the tokenizer."""
 
     name = "base"
+    local_model = True  # the model is a folder or a Hub id loaded here (module docstring)
 
     def __init__(self, model_name: str, chat):
         self.model_name = model_name
@@ -240,6 +245,24 @@ def backend_class(name: str) -> type:
         return entry
     module_name, class_name = entry.split(":")
     return getattr(importlib.import_module(module_name), class_name)
+
+
+def takes_option(name: str, option: str) -> bool:
+    """Whether the backend registered as ``name`` (not "auto") takes ``option``, one of the
+    keyword-only parameters of its class's ``__init__`` (``options_class``)."""
+    return option in {f.name for f in dataclasses.fields(options_class(backend_class(name)))}
+
+
+def backends_taking(option: str) -> list[str]:
+    """The registered backends that take ``option``, in the order they were registered."""
+    return [name for name in BACKENDS if takes_option(name, option)]
+
+
+def has_local_model(backend: str) -> bool:
+    """Whether backend ``backend`` loads its model from a local folder or the Hub: its class's
+    ``local_model`` (True where the class does not say). "auto" always picks a local engine
+    (``resolve_backend_name``), so it is answered without importing one."""
+    return backend == "auto" or bool(getattr(backend_class(resolve_backend_name(backend)), "local_model", True))
 
 
 @functools.lru_cache(maxsize=None)

@@ -53,6 +53,7 @@ class AnthropicBackend:
     """The backend protocol (see icrl.backends) over Anthropic's Messages API."""
 
     name = "anthropic"
+    local_model = False  # a hosted model: its name is a label (icrl.backends)
     supports_system_role = True
     eot_token = ""
     thinks = False  # --reasoning writes its reasoning in the answer's text (see reasoning_frame)

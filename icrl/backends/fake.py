@@ -81,6 +81,7 @@ class FakeBackend(ChatBackend):
     """See the module docstring. Its one option: max_model_len."""
 
     name = "fake"
+    local_model = False  # no model: its name is a label (icrl.backends)
 
     def __init__(self, model_name: str, *, max_model_len: Optional[int] = None):
         super().__init__(model_name, FakeChat(max_model_len or DEFAULT_MAX_MODEL_LEN))

@@ -69,6 +69,7 @@ class GeminiBackend:
     ``icrl.backends.usage.ReportsUsage`` declares."""
 
     name = "gemini"
+    local_model = False  # a hosted model: its name is a label (icrl.backends)
     supports_system_role = True
     eot_token = ""
     thinks = False

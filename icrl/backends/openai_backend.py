@@ -63,6 +63,7 @@ class OpenAIBackend:
     """The backend protocol (see icrl.backends) over an OpenAI-compatible HTTP server."""
 
     name = "openai"
+    local_model = False  # the model is the server's; its name is a label (icrl.backends)
 
     def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,

@@ -24,7 +24,7 @@ import dataclasses
 import threading
 from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Hashable, Iterable, Optional, Protocol, runtime_checkable
+from typing import Hashable, Iterable, Optional, Protocol, TypedDict, runtime_checkable
 
 # The caller whose call the current requests serve (``Call.key``; None: no caller named).
 caller: ContextVar[Optional[Hashable]] = ContextVar("icrl_usage_caller", default=None)
@@ -46,8 +46,20 @@ class Usage:
     def __sub__(self, other: "Usage") -> "Usage":
         return Usage(*(a - b for a, b in zip(dataclasses.astuple(self), dataclasses.astuple(other))))
 
-    def as_dict(self) -> dict[str, int]:
-        return dataclasses.asdict(self)
+    def as_dict(self) -> "UsageRecord":
+        return UsageRecord(prompt_tokens=self.prompt_tokens, cached_prompt_tokens=self.cached_prompt_tokens,
+                           output_tokens=self.output_tokens, requests=self.requests)
+
+
+class UsageRecord(TypedDict):
+    """``usage`` in a run's records (``icrl.records.schema``): ``Usage`` as written, by runs on a
+    backend that reports it (the OpenAI-compatible server, Gemini, Anthropic).
+    ``cached_prompt_tokens`` is the part of ``prompt_tokens`` its prompt cache served."""
+
+    prompt_tokens: int
+    cached_prompt_tokens: int
+    output_tokens: int
+    requests: int
 
 
 @runtime_checkable
@@ -107,6 +119,6 @@ class Meter:
             return None
         return sum((m.usage() for m in self.models), Usage())
 
-    def since(self, before: Optional[Usage]) -> Optional[dict]:
+    def since(self, before: Optional[Usage]) -> Optional[UsageRecord]:
         now = self.read()
         return None if before is None or now is None else (now - before).as_dict()

@@ -33,7 +33,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..errors import UsageError
 from . import ChatBackend, check_prompt_lengths, rope, shared_prefix_length
@@ -111,7 +111,7 @@ def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilizatio
         args["gpu_memory_utilization"] = gpu_memory_utilization
         return args
     kv_bytes = CPU_KV_CACHE_BYTES if free_memory is None else min(CPU_KV_CACHE_BYTES, free_memory // 3)
-    if kv_bytes < GIB // 4:
+    if free_memory is not None and kv_bytes < GIB // 4:  # the default alone is enough
         raise UsageError(f"only {free_memory / GIB:.1f} GiB of memory is free, too little for vLLM's KV cache on "
                          f"the CPU; free memory or use --backend transformers")
     args["kv_cache_memory_bytes"] = int(kv_bytes)
@@ -131,8 +131,9 @@ def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visib
         raise UsageError("--tensor_parallel_size and --pipeline_parallel_size must be at least 1")
     if distributed_executor_backend not in (None, *EXECUTOR_BACKENDS):
         raise UsageError(f"--distributed_executor_backend must be one of {', '.join(EXECUTOR_BACKENDS)}")
-    args = {"model": model, "tensor_parallel_size": tp, "pipeline_parallel_size": pipeline_parallel_size,
-            "dtype": dtype, "seed": seed, "enable_prefix_caching": True, "disable_log_stats": False}
+    args: dict[str, Any] = {
+        "model": model, "tensor_parallel_size": tp, "pipeline_parallel_size": pipeline_parallel_size,
+        "dtype": dtype, "seed": seed, "enable_prefix_caching": True, "disable_log_stats": False}
     if distributed_executor_backend:
         args["distributed_executor_backend"] = distributed_executor_backend
     # --rope_scaling omitted or auto: the published YaRN x4 for Qwen2.5 models; none: off.
@@ -327,7 +328,10 @@ class VLLMBackend(ChatBackend):
         engine call with per-prompt SamplingParams; each call's shared context is warmed first
         (all warm-ups in one engine call too). Seeded requests make every output the one the
         call gets alone."""
-        requests, params, spans, warm = [], [], [], []
+        requests: list = []
+        params: list = []
+        spans: list = []
+        warm: list = []
         for call in calls:
             if not call.prompts:
                 spans.append((len(requests), len(requests)))

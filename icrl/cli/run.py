@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Optional, Sequence
 
-from ..backends import BACKEND_CHOICES
+from ..backends import BACKEND_CHOICES, backends_taking
 from ..backends.embedded import DEFAULT_MODEL
 from ..config import RunConfig, default_of, flag_of, help_of
 from ..errors import UsageError
@@ -152,7 +152,7 @@ def _engine_flags(p) -> None:
     gpu("gpu_memory_utilization", type=float)
     gpu("enforce_eager", **boolean)
     ours("rope_scaling")
-    api = _adder(p.add_argument_group("server and API options (--backend openai, anthropic, gemini)"))
+    api = _adder(p.add_argument_group(f"server and API options (--backend {', '.join(backends_taking('base_url'))})"))
     api("base_url")
     api("api_key")
     api("api_model")

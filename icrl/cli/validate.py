@@ -15,6 +15,7 @@ import math
 from pathlib import Path
 from typing import Mapping, Optional
 
+from ..backends import BACKEND_CHOICES, backends_taking, has_local_model, resolve_backend_name, takes_option
 from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, default_of, flag_of, unread_settings
 from ..errors import UsageError
 from ..method import agents, exploration, rewards
@@ -43,11 +44,21 @@ def check_flags(values: Mapping) -> None:
     if values["max_model_len"] is not None and values["max_model_len"] > MAX_WINDOW:
         raise UsageError(f"--max_model_len {values['max_model_len']} is larger than any model's window "
                          f"(at most {MAX_WINDOW}); give the window in tokens, e.g. 8192")
-    if values["base_url"] and values["backend"] not in ("openai", "anthropic", "gemini", "auto"):
-        raise UsageError(f"--base_url is for --backend openai, anthropic or gemini, not {values['backend']}; "
-                         "drop it or use one of those")
+    if values["base_url"] and values["backend"] != "auto" and not _takes(values["backend"], "base_url"):
+        served = _either(backends_taking("base_url"))
+        raise UsageError(f"--base_url is for --backend {served}, not {values['backend']}; drop it or use one of those")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
+
+
+def _takes(backend: str, option: str) -> bool:
+    """Whether ``backend`` (a registered name, not "auto") takes ``option`` (``icrl.backends``)."""
+    return backend in BACKEND_CHOICES and takes_option(backend, option)
+
+
+def _either(names: list) -> str:
+    """``a, b or c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
 def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = None) -> tuple:
@@ -91,21 +102,13 @@ def unread_backend_options(values: Mapping, spelled: Optional[Mapping[str, str]]
     with ``--backend vllm``): accepted, so a command meant for another machine's backend still
     runs (the vLLM options are checked whatever the backend), and said. A learner loads no
     backend of its own: nothing to say."""
-    import dataclasses
-
-    from ..backends import BACKEND_CHOICES, backend_class, options_class, resolve_backend_name
-
     if is_learner(values["agent"]):
         return ()
     backend = resolve_backend_name(values["backend"])
-
-    def takes(name: str, option: str) -> bool:
-        return option in {f.name for f in dataclasses.fields(options_class(backend_class(name)))}
-
     warnings = []
     for option in BACKEND_ONLY:
-        if values[option] != default_of(option) and not takes(backend, option):
-            readers = [name for name in BACKEND_CHOICES if name != "auto" and takes(name, option)]
+        if values[option] != default_of(option) and not takes_option(backend, option):
+            readers = [name for name in BACKEND_CHOICES if name != "auto" and takes_option(name, option)]
             chosen = f"--backend {backend}" + (" (auto)" if values["backend"] == "auto" else "")
             names = " and ".join(readers) if len(readers) < 3 else f"{', '.join(readers[:-1])} and {readers[-1]}"
             warnings.append(f"{flag_name(option, spelled)} {values[option]} does nothing for {chosen} (only the "
@@ -175,9 +178,10 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None, wei
 
 def validate_model(config: RunConfig, weights: bool = True) -> None:
     """The model folder (its tokenizer alone without ``weights``) and the device of a run on a local
-    backend; a hosted or fake backend's model name is a label, not a folder."""
+    backend; a hosted or fake backend's model name is a label, not a folder (its class says so:
+    ``icrl.backends.has_local_model``)."""
     s = config.spec
-    if s.backend not in ("openai", "anthropic", "gemini", "fake") and not is_learner(s.agent):
+    if not is_learner(s.agent) and has_local_model(s.backend):
         validate_model_path(s.model_name, weights)
         if weights:
             validate_device(s.device)

@@ -69,10 +69,10 @@ def build_messages(task, context: Sequence[Episode], prompt: str, mode: str, *,
     gold = [_as_pair(exemplar) for exemplar in exemplars]
     inputs = [p for p, _ in gold] + [episode.prompt for episode in context] + [prompt]
     predictions: list[str] = []
-    feedbacks: list[int] = []
+    feedbacks: list[Optional[float]] = []  # 1, 0 or 0.5 (feedback_message)
     answers: list[str] = []
     if mode == "icrl":
-        predictions = [a for _, a in gold] + [episode.prediction for episode in context]
+        predictions = [a for _, a in gold] + [_prediction(episode) for episode in context]
         if not omit_feedback:
             feedbacks = [1] * len(gold) + [episode.feedback for episode in context]
         system = SYSTEM_PROMPT_ICRL
@@ -99,6 +99,14 @@ def build_messages(task, context: Sequence[Episode], prompt: str, mode: str, *,
         if i < len(answers):
             messages.append({"role": "assistant", "content": f"{prefix} {answers[i]}"})
     return messages, prefix
+
+
+def _prediction(episode) -> str:
+    """An ICRL context episode's prediction (a supervised-ICL episode has none to show)."""
+    if episode.prediction is None:
+        step = getattr(episode, "step", "?")
+        raise ValueError(f"an ICRL context shows each episode's prediction; the episode of step {step} has none")
+    return episode.prediction
 
 
 def _as_pair(exemplar) -> tuple[str, str]:

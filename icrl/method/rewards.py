@@ -24,18 +24,19 @@ by the composition root (``icrl.run.assemble``).
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, TypeVar
 
 from ..errors import UsageError
 from .calls import ModelCall
 from .feedback import shown_feedback
 from .registry import Param, Registry
 
-REWARDS: Registry[type] = Registry("reward", "--reward")
+REWARDS: Registry[type[Reward]] = Registry("reward", "--reward")
 DEFAULT_REWARD = "exact_match"
+R = TypeVar("R", bound="Reward")
 
 
-def register_reward(cls: type) -> type:
+def register_reward(cls: type[R]) -> type[R]:
     """Make ``cls`` (a Reward subclass) the reward ``cls.name``: ``make_reward(name)`` builds
     ``cls(flip=..., flip_prob=...)`` (a class decorator)."""
     REWARDS.register(cls.name, cls)
@@ -157,7 +158,9 @@ class Judge(Reward):
 
     def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
         super().__init__(flip, flip_prob, **params)
-        self.backend, self.task, self.last = None, None, None
+        self.backend: Optional[Any] = None  # the model that judges (its declared call's: ``attach``)
+        self.task: Optional[Any] = None
+        self.last: Optional[str] = None
 
     def attach(self, call, model):
         self.backend = model
@@ -168,8 +171,11 @@ class Judge(Reward):
         return self
 
     def reward_of(self, prediction, answer, prompt, seed):
-        text = self.backend.render(judge_messages(self.task, prompt, prediction), JUDGE_PREFIX)
-        (self.last,) = self.backend.predict([text], list(VERDICTS), 0.0, seed)
+        backend = self.backend
+        if backend is None:
+            raise RuntimeError(f"{self.name}: no model is attached for its {VERDICT.kind} call (attach)")
+        text = backend.render(judge_messages(self.task, prompt, prediction), JUDGE_PREFIX)
+        (self.last,) = backend.predict([text], list(VERDICTS), 0.0, seed)
         return int(self.last == "yes")
 
     def fields(self):

@@ -58,7 +58,8 @@ def check_test(records: list[tuple[int, object]], bad: list[int], test_steps: Op
     planned = set(test_steps) if test_steps is not None else None
     for number, record in records:
         step = record.get("step") if isinstance(record, dict) else None
-        if not isinstance(step, int) or isinstance(step, bool) or (planned is not None and step not in planned):
+        if (not isinstance(record, dict) or not isinstance(step, int) or isinstance(step, bool)
+                or (planned is not None and step not in planned)):
             problems.append(f"test.jsonl line {number} is not a planned test step ({step!r})")
             continue
         predictions = record.get("predictions")

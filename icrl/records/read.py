@@ -13,7 +13,8 @@ JSON at all stays what ``inspect_run`` makes of it (damage; the lines before it 
 
 ``TypedRun`` is what the readers get: the run's config.json (checked), its lines as ``TrainLine`` and
 ``TestLine`` (those ``inspect_run`` keeps: the valid prefix of steps, the test steps of completed
-steps), and the state of the check.
+steps), its results.json (checked against ``ResultsFile``; {} when there is none or it is not
+JSON: the records say what the run did, and a resumed run rewrites it), and the state of the check.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ from typing import Optional
 
 from .check import DamagedRecords, RunState, inspect_run
 from .io import parse_jsonl, read_json
-from .layout import CONFIG, TEST, TRAIN
-from .schema import Dataset, Resolved, TestLine, TestSet, TrainLine
+from .layout import CONFIG, RESULTS, TEST, TRAIN
+from .schema import Dataset, Resolved, ResultsFile, TestLine, TestSet, TrainLine
 from .typed import check_mapping, hints
 
 
@@ -36,6 +37,7 @@ class TypedRun:
     state: RunState
     train: list[TrainLine] = field(default_factory=list)
     test: list[TestLine] = field(default_factory=list)
+    results: dict = field(default_factory=dict)  # results.json, checked
 
     @property
     def directory(self) -> Path:
@@ -104,6 +106,17 @@ def read_run(directory) -> TypedRun:
         raise DamagedRecords(f"{exc}; {FIX}") from None
 
 
+def read_results(directory: Path) -> dict:
+    """results.json with every field the schema names checked (``ResultsFile``): DamagedRecords
+    naming the file and the field otherwise; {} when there is none or it is not JSON."""
+    path = directory / RESULTS
+    try:
+        results = read_json(path) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+    return check_mapping(results, hints(ResultsFile), str(path))
+
+
 def _read_run(directory: Path) -> TypedRun:
     try:  # checked before inspect_run compares the records with it
         config = read_json(directory / CONFIG)
@@ -119,4 +132,4 @@ def _read_run(directory: Path) -> TypedRun:
     # the lines inspect_run kept (read a moment before: a run may be appending), as the types
     train = [TrainLine.from_json(r, f"{state.directory / TRAIN} line {i}") for i, r in enumerate(state.train, 1)]
     test = [TestLine.from_json(r, f"{state.directory / TEST} step {r.get('step')}") for r in state.test]
-    return TypedRun(state, train, test)
+    return TypedRun(state, train, test, read_results(state.directory))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional, TypedDict, Union
 
+from ..backends.usage import UsageRecord
 from .typed import parse_dataclass
 
 
@@ -131,15 +132,9 @@ class ConfigRecord(_ConfigRecord, total=False):
 
 
 # -- train.jsonl and test.jsonl: written from these types (``RunRecords.append_train/_test``) ---
-class UsageRecord(TypedDict):
-    """``usage``: what a hosted API reported for a step's calls (``icrl.backends.usage.Usage``),
-    written only by runs on a backend that reports it (the OpenAI-compatible server, Gemini,
-    Anthropic). ``cached_prompt_tokens`` is the part of ``prompt_tokens`` its prompt cache served."""
-
-    prompt_tokens: int
-    cached_prompt_tokens: int
-    output_tokens: int
-    requests: int
+# ``usage``: ``UsageRecord`` (prompt_tokens, cached_prompt_tokens, output_tokens, requests), what a
+# hosted API reported for a step's calls, declared beside ``Usage`` that writes it
+# (``icrl.backends.usage``).
 
 
 @dataclass

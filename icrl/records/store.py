@@ -78,7 +78,7 @@ class RunRecords:
         """Write results.json as the summary of the records, unless it already says that: of the
         given ones (the steps planned, the mode), else of those on disk checked against
         config.json (None when there is no config.json to read)."""
-        if train is None:
+        if train is None or test is None or steps is None or mode is None:
             state = inspect_run(self.directory)
             if state.config is None:
                 return None

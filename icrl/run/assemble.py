@@ -81,7 +81,7 @@ def plan_of(config, data, size: Optional[int]) -> Plan:
 
 def strategy_of(spec, plan: Plan):
     """The run's context strategy for ``plan`` (None for zero-shot and for a learner)."""
-    if plan.mode == "zero_shot" or is_learner(spec.agent):
+    if plan.mode == "zero_shot" or is_learner(spec.agent) or plan.max_examples is None:  # None: a learner's plan
         return None
     return strategy_of_run(spec, plan.max_examples)
 
@@ -116,7 +116,7 @@ def prompter_of_record(record: dict) -> Prompter:
 def calls_of(spec) -> list[ModelCall]:
     """The calls of the run ``spec`` beyond the acting model's own: its strategy's, then its
     reward's (from their declarations, before anything is built)."""
-    parts = []
+    parts: list[type] = []
     if spec.context_strategy_name and not is_learner(spec.agent) and spec.context_strategy_name in STRATEGIES:
         parts.append(STRATEGIES.get(spec.context_strategy_name).cls)
     parts.append(REWARDS.get(spec.reward))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..config import RunConfig
+from ..config import RunConfig, given
 from ..errors import UsageError
 from ..tasks import Task, load_task
 from .environment import say
@@ -40,14 +40,16 @@ def load_data(config: RunConfig, say_warnings: bool = True) -> RunData:
     than asked (``say_warnings=False``: the warnings are left in ``RunData.warnings``, for the
     caller to say once no check can refuse the run), refuses one that is empty."""
     s = config.spec
-    task = load_task(s.task_name, config.options.data_dir)
-    exemplars = task.exemplars(s.exemplars_per_label, s.training_seed) if s.exemplars_per_label else []
+    task = load_task(given(s.task_name, "task_name"), config.options.data_dir)
+    exemplars = task.exemplars(s.exemplars_per_label, given(s.training_seed, "training_seed")) \
+        if s.exemplars_per_label else []
     if s.max_context_examples and exemplars and s.max_context_examples <= len(exemplars):
         raise UsageError(f"no room for context episodes: the {len(exemplars)} exemplars fill the "
                          f"{s.max_context_examples} context examples (the published runner subtracts "
                          f"them); lower --exemplars_per_label or raise --max_context_examples")
-    train = [] if s.max_context_examples == 0 else task.training_examples(s.train_k, s.training_seed)
-    test = task.test_examples(s.test_k, s.test_seed)
+    train = [] if s.max_context_examples == 0 else \
+        task.training_examples(s.train_k, given(s.training_seed, "training_seed"))
+    test = task.test_examples(s.test_k, given(s.test_seed, "test_seed"))
     if s.max_context_examples != 0 and not train:
         if task.num_train == 0:
             raise UsageError(f"{task.name} has no training examples: its training split is empty")

@@ -126,7 +126,7 @@ class Loop:
             self.test_recs.append(record)
             self._emit("on_test", t, record)
 
-        if episode is not None:
+        if episode is not None and example is not None:
             line = TrainLine(t, example.id, episode.prompt, episode.prediction, episode.feedback, episode.answer,
                              episode.accuracy, len(decision.context), decision.context_ids, decision.metrics,
                              **decision.fields, usage=usage, time_s=time.perf_counter() - tic)

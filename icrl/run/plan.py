@@ -4,22 +4,24 @@ and test steps (the summary of its records, results.json, is ``icrl.records.summ
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Optional
 
 
-def mode_of(icrl: bool, max_examples: int) -> str:
+def mode_of(icrl: bool, max_examples: Optional[int]) -> str:
     """As published: no context examples means zero-shot, whatever --icrl says."""
     if max_examples == 0:
         return "zero_shot"
     return "icrl" if icrl else "icl"
 
 
-def plan_steps(mode: str, num_train: int, test_every: int, max_examples: int) -> tuple[int, list[int]]:
-    """(number of steps, test steps): 0, every t with (t + 1) % test_every == 0, and the last."""
+def plan_steps(mode: str, num_train: int, test_every: int, max_examples: Optional[int]) -> tuple[int, list[int]]:
+    """(number of steps, test steps): 0, every t with (t + 1) % test_every == 0, and the last
+    (``max_examples``: None for a learner, which has no context and runs in ICRL mode)."""
     if mode == "zero_shot":
         return 1, [0]
     steps = num_train
     tests = sorted({0, steps - 1} | {t for t in range(steps) if (t + 1) % test_every == 0})
-    if mode == "icl":  # stop at the first test step at or after a full context
+    if mode == "icl" and max_examples is not None:  # stop at the first test step at or after a full context
         last = next((t for t in tests if t >= max_examples), steps - 1)
         steps, tests = last + 1, [t for t in tests if t <= last]
     return steps, tests
@@ -30,12 +32,12 @@ class Plan:
     """What a run will do: its mode, context size, number of steps and test steps."""
 
     mode: str
-    max_examples: int
+    max_examples: Optional[int]  # None: a learner's (no context)
     steps: int
     test_steps: tuple
 
     @classmethod
-    def of(cls, icrl: bool, max_examples: int, num_train: int, test_every: int) -> "Plan":
+    def of(cls, icrl: bool, max_examples: Optional[int], num_train: int, test_every: int) -> "Plan":
         mode = mode_of(icrl, max_examples)
         steps, tests = plan_steps(mode, num_train, test_every, max_examples)
         return cls(mode, max_examples, steps, tuple(tests))

@@ -173,7 +173,9 @@ class _ContextsOnRecord:
 
     def __init__(self, strategy, model: _OnRecord):
         self.strategy, self.model = strategy, model
-        self.train, self.train_metrics, self.test = None, None, []
+        self.train: Optional[list] = None
+        self.train_metrics: Optional[dict] = None
+        self.test: list = []
         self.training = False  # the step's training context is still to be drawn (it comes first)
         self._metrics: dict = {}
 
@@ -205,11 +207,12 @@ class _ContextsOnRecord:
         if self.training:
             self.training = False
             chosen = self._episodes(history, self.train)
-            if chosen is None or not self._metrics_fit(self.train_metrics, chosen):
+            metrics = self.train_metrics
+            if chosen is None or not self._metrics_fit(metrics, chosen) or not isinstance(metrics, dict):
                 raise _Unverifiable(f"has the context {self.train!r} with the metrics {self.train_metrics!r}, not what "
                                     f"the strategy can draw (earlier steps it admits, each once, at most "
                                     f"{self.strategy.max_examples}, a score each)")
-            self._metrics = self.train_metrics
+            self._metrics = metrics
             return chosen
         ids = self.test.pop(0) if self.test else None
         chosen = self._episodes(history, ids)

@@ -14,8 +14,9 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional, TypeGuard, Union
 
-from ..config import RunConfig
+from ..config import RunConfig, given
 from ..method.agents import is_learner
 from ..records import CONFIG, FORMAT_VERSION, TEST, TRAIN, DamagedRecords, parse_jsonl, verify
 from .data import RunData
@@ -26,7 +27,7 @@ def as_json_text(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def is_int(value) -> bool:
+def is_int(value) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -62,6 +63,7 @@ def check_config(out_dir: Path, recorded: dict, config: RunConfig, data: RunData
     s, resolved = config.spec, recorded["resolved"]
     exemplars = len(data.exemplars)
     size = resolved.get("max_context_examples")
+    expected_size: Optional[Union[int, str]]  # the size, or what it must be
     if is_learner(s.agent):
         expected_size = None
     elif s.max_context_examples is not None:
@@ -80,7 +82,7 @@ def check_config(out_dir: Path, recorded: dict, config: RunConfig, data: RunData
             isinstance(e, dict) and is_int(e.get("from")) and is_int(e.get("to")) and 0 < e["from"] < e["to"]
             for e in extended):
         raise refuse("extended is not a list of extensions (from, to steps)")
-    plan = Plan.of(s.icrl, size, num_train, s.test_every)
+    plan = Plan.of(given(s.icrl, "icrl"), size, num_train, s.test_every)
     plan = plan.with_tests(e["from"] - 1 for e in extended if e["from"] <= plan.steps)
     expected = {"mode": plan.mode, "max_context_examples": size, "steps": plan.steps,
                 "test_steps": list(plan.test_steps), "num_exemplars": exemplars, "train_examples": num_train,

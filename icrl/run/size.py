@@ -8,8 +8,10 @@ these (every published run) it is the published search in the whole window."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
+from typing import Optional
 
-from ..config import RunConfig
+from ..config import RunConfig, given
 from ..errors import UsageError
 from ..records import max_context_path, read_json, remove_leftovers, write_json_atomic
 from ..method.agents import is_learner
@@ -104,41 +106,74 @@ def check_window(config: RunConfig, data: RunData) -> None:
 
 
 def automatic_size(config: RunConfig, data: RunData, backend) -> int:
+    """The published search's size for this run: read from the per-model cache (as ``cached``
+    reads it), else searched (``searched_size``) and written to it."""
     s = config.spec
-    path = max_context_path(config.options.output_dir, s.model_name, s.task_name)
+    path = max_context_path(config.options.output_dir, s.model_name, given(s.task_name, "task_name"))
     window = search_window(s, backend.max_model_len)
     remove_leftovers(path.parent, [path.name], older_than_s=3600)
-    sizes: dict = {}
     try:
-        cached = read_json(path) if path.is_file() else None
-        if cached is not None:
-            if not isinstance(cached, dict):
-                raise ValueError("not a cache record")
-            if "sizes" in cached:
-                if not isinstance(cached["sizes"], dict):
-                    raise ValueError("not a cache record")
-                sizes = {k: v for k, v in cached["sizes"].items()
-                         if isinstance(v, int) and not isinstance(v, bool) and v > 0}
-            else:  # an older format (the largest fitting n, one fewer): not reused
-                log.info("replacing the old-format cache %s (it held one fewer episode)", path)
+        sizes = read_sizes(path)
     except (OSError, ValueError) as exc:
         log.warning("ignoring the unreadable cache %s (%s); finding the size again", path, exc)
-    from .window import cached_size, find_max_examples
+        sizes = {}
+    if sizes is None:  # an older format (the largest fitting n, one fewer): not reused
+        log.info("replacing the old-format cache %s (it held one fewer episode)", path)
+        sizes = {}
+    from .window import cached_size
 
-    fit, keys = cached_size(sizes, s.icrl, window, s.published_tokenization)
+    fit, keys = cached_size(sizes, given(s.icrl, "icrl"), window, s.published_tokenization)
     if fit is not None:
         if keys[0] not in sizes:  # --published_quirks: the first run's size, shared from now on
             write_json_atomic(path, {"sizes": dict(sorted({**sizes, **dict.fromkeys(keys, fit)}.items()))})
         return fit
 
     log.info("finding how many episodes fit %d tokens (%s; cached in %s)", window, keys[0], path)
-    try:
-        fit = find_max_examples(backend.chat, data.task, window, icrl=s.icrl)
-    except UsageError as exc:
-        if s.max_model_len is None:
-            raise
-        raise UsageError(f"--max_model_len {s.max_model_len}: {exc}; give the model's window in tokens "
-                         f"(e.g. 8192) or leave it out") from None
+    fit = searched_size(config, data, backend.chat, window)
     sizes.update(dict.fromkeys(keys, fit))
     write_json_atomic(path, {"sizes": dict(sorted(sizes.items()))})
     return fit
+
+
+def cached(config: RunConfig, window: int) -> Optional[int]:
+    """The size the per-model cache holds for this run's model, task, mode and window
+    (``run.window.cached_size``), or None; read only (an unreadable or old cache holds none).
+    What ``automatic_size`` reads, for a caller that must not write (the sweep's estimate)."""
+    from .window import cached_size
+
+    s = config.spec
+    try:
+        sizes = read_sizes(max_context_path(config.options.output_dir, s.model_name, given(s.task_name, "task_name")))
+    except (OSError, ValueError):
+        sizes = {}
+    return cached_size(sizes or {}, given(s.icrl, "icrl"), window, s.published_tokenization)[0]
+
+
+def read_sizes(path: Path) -> Optional[dict]:
+    """The sizes a cache file holds (``{"sizes": {key: n}}``, each n an int above 0; others are
+    left out): {} with no file, None for the older format (no "sizes"); ValueError when it is
+    not a cache record."""
+    record = read_json(path) if path.is_file() else None
+    if record is None:
+        return {}
+    if not isinstance(record, dict):
+        raise ValueError("not a cache record")
+    if "sizes" not in record:
+        return None
+    if not isinstance(record["sizes"], dict):
+        raise ValueError("not a cache record")
+    return {k: v for k, v in record["sizes"].items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
+
+
+def searched_size(config: RunConfig, data: RunData, chat, window: int) -> int:
+    """The published search's size (``run.window.find_max_examples``) in ``window`` tokens; a
+    window too small for any context is one line naming --max_model_len when it was given."""
+    from .window import find_max_examples
+
+    try:
+        return find_max_examples(chat, data.task, window, icrl=given(config.spec.icrl, "icrl"))
+    except UsageError as exc:
+        if config.spec.max_model_len is None:
+            raise
+        raise UsageError(f"--max_model_len {config.spec.max_model_len}: {exc}; give the model's window in tokens "
+                         f"(e.g. 8192) or leave it out") from None

@@ -20,12 +20,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import numpy as np
 
 from ..backends.fake import FakeChat, fake_label
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..backends.chat import ChatTokenizer
 
 _SEARCHED: dict = {}  # automatic context sizes found in this process
 SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
@@ -118,6 +121,7 @@ class Tokenizers:
             raise UsageError("the estimate finds the prompts' shared prefixes in token ids, and the Gemini API gives "
                              "token counts only: estimate the sweep with a local model of similar size instead")
         if key not in self._chats:
+            chat: Union[FakeChat, ChatTokenizer]
             if s.backend == "fake":
                 from ..backends.fake import DEFAULT_MAX_MODEL_LEN
 
@@ -133,28 +137,22 @@ class Tokenizers:
 
 
 def context_size(config, data, chat) -> int:
-    """The run's context size as the run resolves it (``icrl.run.size``), read from the size
-    cache when it holds one and searched otherwise, but never written."""
-    from ..records import max_context_path, read_json
-    from ..run.size import search_window
-    from ..run.window import cached_size, find_max_examples
+    """The run's context size as the run resolves it (``icrl.run.size``: in its search window):
+    read from the size cache as the run reads it (``run.size.cached``), searched otherwise, but
+    never written."""
+    from ..run.size import cached, search_window, searched_size
 
     s = config.spec
     if s.max_context_examples == 0:
         return 0
     fit = s.max_context_examples
     if fit is None:
-        path = max_context_path(config.options.output_dir, s.model_name, s.task_name)
-        try:
-            sizes = (read_json(path) or {}).get("sizes", {}) if path.is_file() else {}
-        except (OSError, ValueError, AttributeError):
-            sizes = {}
         window = search_window(s, chat.max_model_len)
-        fit, _ = cached_size(sizes if isinstance(sizes, dict) else {}, s.icrl, window, s.published_tokenization)
+        fit = cached(config, window)
         if fit is None:
             key = (s.backend == "fake", s.model_name, s.eot_token, s.task_name, s.icrl, window)
             if key not in _SEARCHED:  # once per model and task in a sweep (a run would cache it on disk)
-                _SEARCHED[key] = find_max_examples(chat, data.task, window, icrl=s.icrl)
+                _SEARCHED[key] = searched_size(config, data, chat, window)
             fit = _SEARCHED[key]
     return max(fit - len(data.exemplars), 1) if data.exemplars else fit
 
@@ -272,9 +270,9 @@ def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], cha
     test_tokens = 0.0
     if testing:
         k = -(-len(testing) // budget)
-        picked = [testing[i] for i in stratified(len(testing), k)]
-        ids = encoder.encode([replay.render_call(call) for call in picked])
-        test_tokens = sum(len(x) for x in ids) * len(testing) / len(picked)
+        sampled = [testing[i] for i in stratified(len(testing), k)]
+        ids = encoder.encode([replay.render_call(call) for call in sampled])
+        test_tokens = sum(len(x) for x in ids) * len(testing) / len(sampled)
     mode = record["resolved"]["mode"]
     every = -(-len(training) // budget)
     return Estimate(train_calls=sum(1 for c in training if c.kind == "train"), train_prompt_tokens=round(sent),

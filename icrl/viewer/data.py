@@ -162,7 +162,7 @@ def beyond_the_paper(train, strings: StringTable) -> dict:
     reward's verdict), and the episodes curated retrieval stopped retrieving at a step."""
     from ..run.assemble import all_calls
 
-    out = {}
+    out: dict[str, list] = {}
     if any(r.reasoning is not None for r in train):
         out["reasoning"] = [-1 if r.reasoning is None else strings.index(r.reasoning) for r in train]
         out["reasoning_tokens"] = [r.reasoning_tokens for r in train]
@@ -186,7 +186,8 @@ def shown_preambles(state: TypedRun, strings: StringTable) -> dict:
 
     config = state.config or {}
     name = (config.get("args") or {}).get("context_strategy_name")
-    if not state.train or "resolved" not in config or name not in STRATEGIES or STRATEGIES.get(name).cls.calls:
+    if (not state.train or "resolved" not in config or not isinstance(name, str) or name not in STRATEGIES
+            or STRATEGIES.get(name).cls.calls):
         return {}
     train = [r.as_json() for r in state.train]
     texts = preambles(config, train, episodes_of(train))
@@ -197,7 +198,8 @@ def encode_preambles(texts, strings: StringTable) -> list:
     """Each step's text as the lines that differ from the step before's: [its number of lines,
     then (line number, the line's index in ``strings``) for each line changed]; a summary changes
     a line or two a step. Decoded by ``decode_preambles`` and the page."""
-    out, before = [], []
+    out: list[list[int]] = []
+    before: list[str] = []
     for text in texts:
         lines = text.split("\n") if text else []
         changed = [(i, strings.index(line)) for i, line in enumerate(lines) if i >= len(before) or before[i] != line]
@@ -208,7 +210,8 @@ def encode_preambles(texts, strings: StringTable) -> list:
 
 def decode_preambles(encoded, strings: Sequence[str]) -> list[str]:
     """The inverse of ``encode_preambles``."""
-    out, lines = [], []
+    out: list[str] = []
+    lines: list[str] = []
     for step in encoded:
         lines = lines[:step[0]] + [""] * (step[0] - len(lines))
         for i, index in zip(step[1::2], step[2::2]):

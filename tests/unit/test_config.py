@@ -104,3 +104,16 @@ def test_a_folder_field_names_the_run_folder_only_when_set(tmp_path):
 def test_unknown_fields_are_refused():
     with pytest.raises(TypeError, match="bogus"):
         RunConfig.from_values({"bogus": 1})
+
+
+def test_a_setting_validation_makes_sure_of_is_read_as_set_or_named():
+    """``given``: the value of a setting every validated run has; a configuration that skipped
+    validation gets one line naming the flag, not a None further down."""
+    from icrl.config import given
+
+    spec = RunConfig().spec
+    assert given(3, "seed") == 3 and given(False, "icrl") is False
+    with pytest.raises(UsageError, match=r"^--task_name is required$"):
+        given(spec.task_name, "task_name")
+    with pytest.raises(UsageError, match=r"^--published_quirks is required$"):
+        given(None, "published_tokenization")

@@ -80,6 +80,12 @@ class Learner:
         self.model = RidgeArms(n_arms, dim, lam)
         self.last_metrics: dict = {}
 
+    @classmethod
+    def of(cls, n_arms: int, dim: int, spec) -> "Learner":
+        """The learner of a run (``spec``: its RunSpec, whose values of ``params`` it takes) with
+        ``n_arms`` arms over ``dim`` features; each learner says how."""
+        raise NotImplementedError
+
     def rng(self, step: int) -> np.random.Generator:
         return np.random.default_rng((self.seed, step))
 
@@ -169,14 +175,14 @@ class LearnerPolicy(Policy):
     (``--agent``), built with ``spec``; the features of the training stream and test items
     (``features``: a pair of matrices) are computed once."""
 
-    def __init__(self, learner_class: type, spec, labels: Sequence[str], features: tuple):
+    def __init__(self, learner_class: type[Learner], spec, labels: Sequence[str], features: tuple):
         self.learner_class, self.spec, self.labels = learner_class, spec, list(labels)
         self.index = {label: i for i, label in enumerate(self.labels)}
         self.X_train, self.X_test = features
         self.learner = learner_class.of(len(self.labels), self.X_train.shape[1], spec)
 
     @classmethod
-    def of_run(cls, learner_class: type, spec, data) -> "LearnerPolicy":
+    def of_run(cls, learner_class: type[Learner], spec, data) -> "LearnerPolicy":
         """The policy of a run (``icrl.run.data.RunData``): features of its training stream and test items,
         fitted on the task's training inputs."""
         task = data.task

@@ -19,7 +19,7 @@ A resumed run reads the guides back from its records; the guide is never in the 
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ...errors import UsageError
 from ..calls import ModelCall
@@ -73,7 +73,7 @@ class Reflection(Strategy):
     def __init__(self, max_examples, p_keep, accept=_any, every: int = 10, tokens: int = 64):
         super().__init__(max_examples, p_keep, accept)
         self.every, self.tokens = every, tokens
-        self.writer = None  # the model that writes the guides (GUIDE's model)
+        self.writer: Optional[Any] = None  # the model that writes the guides (GUIDE's model: ``attach``)
         self.reset()
 
     @classmethod
@@ -114,8 +114,11 @@ class Reflection(Strategy):
         episodes the step's context may show); the training line records it (``reflection``)."""
         if not self.due(step):
             return {}
-        prompt = self.writer.render(reflection_messages(task, history, self.every), PREFIX)
-        (written,) = self.writer.generate([prompt], self.tokens, temperature, seed + step + SEED_OFFSET)
+        writer = self.writer
+        if writer is None:
+            raise RuntimeError(f"{self.name}: no model is attached for its {GUIDE.kind} call (attach)")
+        prompt = writer.render(reflection_messages(task, history, self.every), PREFIX)
+        (written,) = writer.generate([prompt], self.tokens, temperature, seed + step + SEED_OFFSET)
         self.take(written.text.strip(), step)
         return {GUIDE.field: self.guide}
 

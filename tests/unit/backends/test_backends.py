@@ -32,3 +32,16 @@ def test_a_taken_name_is_refused():
         backends.register_backend("fake", Echo)
     with pytest.raises(UsageError, match="the backend 'auto'"):
         backends.register_backend("auto", Echo)
+
+
+def test_what_the_tools_ask_of_a_backend_is_read_from_its_class():
+    """--base_url goes to the backends whose class takes it; a hosted or the fake backend's
+    model name is a label (``local_model = False``), a local engine's a folder or Hub id."""
+    served = [name for name in backends.BACKENDS if backends.takes_option(name, "base_url")]
+    assert served == ["openai", "anthropic", "gemini"]
+    local = {name: backends.has_local_model(name) for name in backends.BACKENDS}
+    assert local == {"transformers": True, "vllm": True, "openai": False, "anthropic": False, "gemini": False,
+                     "fake": False}
+    assert backends.has_local_model("auto")
+    with pytest.raises(UsageError, match="unknown backend 'nope'"):
+        backends.has_local_model("nope")

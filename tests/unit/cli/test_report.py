@@ -104,3 +104,15 @@ def test_assets_beside_the_runs_are_no_run_and_no_row(runs, capsys):
     assert "damaged" not in out and "gpu-assets" not in out and "2 runs in 2 configurations" in out
     page = (runs / "report.html").read_text()
     assert "gpu-assets" not in page and json.dumps("nan") not in page
+
+
+def test_a_wrong_field_of_results_json_is_one_line_and_no_report(finished, capsys):
+    import json
+
+    out, run_dir, _ = finished
+    results = json.loads((run_dir / "results.json").read_text())
+    (run_dir / "results.json").write_text(json.dumps({**results, "final_test_accuracy": "high"}))
+    before = files_under(out)
+    assert main([str(out)]) == 2
+    assert f"{run_dir / 'results.json'}: field 'final_test_accuracy' is 'high'" in one_error_line(capsys)
+    assert files_under(out) == before

@@ -5,10 +5,13 @@ small for the prompt."""
 from __future__ import annotations
 
 import json
+from typing import Optional
 
 import pytest
 
 from helpers import TOY, TOY_TASK, files_under, one_error_line
+from icrl import backends
+from icrl.backends.fake import FakeBackend
 from icrl.cli.run import main
 from icrl.errors import UsageError
 
@@ -112,6 +115,51 @@ def test_a_model_folder_without_a_model_is_one_line(in_tmp_path, make, tmp_path,
     assert main(RUN + ["--backend", "transformers", "--model_name", str(model), "--output_dir", "out"]) == 2
     assert needle in one_error_line(capsys)
     assert files_under(tmp_path) == before
+
+
+class Served(FakeBackend):
+    """A plugin's backend of a served model: it takes --base_url and its model name is a label."""
+
+    name = "served"
+    local_model = False
+
+    def __init__(self, model_name: str, *, base_url: Optional[str] = None, max_model_len: Optional[int] = None):
+        super().__init__(model_name, max_model_len=max_model_len)
+        self.base_url = base_url
+
+
+class Local:
+    """A plugin's backend that does not say ``local_model``: its model is a folder or Hub id."""
+
+    name = "local"
+
+    def __init__(self, model_name: str, *, base_url: Optional[str] = None):
+        self.model_name, self.base_url = model_name, base_url
+
+
+@pytest.fixture
+def registered():
+    for name, cls in (("served", Served), ("local", Local)):
+        backends.register_backend(name, cls)
+    yield
+    for name in ("served", "local"):
+        backends._unregister(name)
+
+
+def test_a_registered_backend_takes_base_url_and_a_model_label_as_it_declares(registered, tmp_path):
+    from icrl.cli import parse_args
+
+    label = ["--model_name", "no-such-folder", "--base_url", "http://127.0.0.1:1/v1"]
+    assert parse_args(RUN + ["--backend", "served", *label]).spec.backend == "served"
+    with pytest.raises(UsageError, match=r"^--base_url is for --backend openai, anthropic, gemini, served or local, "
+                                         r"not transformers; "):
+        parse_args(RUN + ["--backend", "transformers", *label])
+    model, needle = _model_file(tmp_path)
+    with pytest.raises(UsageError, match=needle):
+        parse_args(RUN + ["--backend", "local", "--model_name", str(model)])
+    from icrl.cli import build_parser
+
+    assert "server and API options (--backend openai, anthropic, gemini, served, local):" in build_parser().format_help()
 
 
 @pytest.mark.parametrize("files, needle", [

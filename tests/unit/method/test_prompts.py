@@ -212,3 +212,11 @@ def test_flip_edges():
 def test_flip_needs_a_probability(q):
     with pytest.raises(UsageError):
         shown_feedback(1, 0, 0, True, q)
+
+
+def test_an_icrl_context_episode_without_a_prediction_is_refused_not_shown_as_none():
+    unanswered = Episode("Input: where is my card?", None, None, "card_arrival", None, 4)
+    with pytest.raises(ValueError, match="the episode of step 4 has none"):
+        build_messages(TASK, [unanswered], NEW, "icrl")
+    messages, _ = build_messages(TASK, [unanswered], NEW, "icl")  # supervised ICL shows the gold answer
+    assert "card_arrival" in messages[-2]["content"] and "None" not in messages[-2]["content"]

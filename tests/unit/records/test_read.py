@@ -64,3 +64,25 @@ def test_a_run_without_config_has_no_lines(tmp_path):
     (tmp_path / "train.jsonl").write_text('{"step": "x"}\n')
     run = read_run(tmp_path)
     assert run.config is None and run.train == [] and "no config.json" in run.damage
+
+
+@pytest.mark.parametrize("key, value, said", [
+    ("final_test_accuracy", "high", "field 'final_test_accuracy' is 'high', expected a number or null"),
+    ("test_accuracy", {"0": "x"}, "field 'test_accuracy' is {'0': 'x'}, expected"),
+])
+def test_a_wrong_field_of_results_json_is_refused(finished, key, value, said):
+    _, run_dir, _ = finished
+    results = json.loads((run_dir / "results.json").read_text())
+    assert read_run(run_dir).results == results
+    (run_dir / "results.json").write_text(json.dumps({**results, key: value}))
+    with pytest.raises(DamagedRecords) as caught:
+        read_run(run_dir)
+    assert f"{run_dir / 'results.json'}: {said}" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_results_json_that_is_not_json_is_none(finished):
+    """results.json only sums up the records (a resumed run rewrites it): unreadable, it is left out."""
+    _, run_dir, _ = finished
+    (run_dir / "results.json").write_text("{cut short")
+    run = read_run(run_dir)
+    assert run.results == {} and run.finished

@@ -250,3 +250,30 @@ def test_a_sweep_with_no_run_estimated_prints_no_totals(data_dir, tmp_path, caps
     assert "   #0 not estimated (left out of the total)" in captured.out
     assert not [line for line in captured.out.splitlines() if line.startswith(("total", "prompt tokens sent"))]
     assert captured.err == "error: none of the 1 valid runs could be estimated (each says why above); no totals\n"
+
+
+def test_the_estimate_sizes_a_run_from_the_cache_a_run_keeps_and_writes_none(tmp_path):
+    """Without --max_context_examples the estimate takes the size cached for the run's model,
+    task and window as the run reads it (an entry that is not a size is none) and otherwise
+    searches it, writing nothing."""
+    from helpers import TOY_TASK
+    from icrl.records import max_context_path
+
+    toy = ["--model_name", "fake", "--backend", "fake", "--task_name", TOY_TASK, "--train_k", "4", "--test_k", "2",
+           "--test_every", "2", "--icrl", "--seed", "1", "--training_seed", "1", "--test_seed", "1",
+           "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path / "out")]
+    _, (run,) = runner.plan(toy)
+    chat = estimate.Tokenizers().chat(run.args)
+
+    def size() -> int:
+        return estimate.play(run.args, chat, 0.5)[0]["resolved"]["max_context_examples"]
+
+    searched = size()
+    cache = max_context_path(tmp_path / "out", "fake", TOY_TASK)
+    assert searched > 3 and not cache.exists()
+    cache.parent.mkdir(parents=True)
+    key = f"icrl@{chat.max_model_len}"
+    for sizes, expected in (({key: 3}, 3), ({key: True}, searched), ({key: "3"}, searched), ([3], searched)):
+        cache.write_text(json.dumps({"sizes": sizes}))
+        assert size() == expected, sizes
+        assert json.loads(cache.read_text()) == {"sizes": sizes}

@@ -48,6 +48,12 @@ TOKENIZER_TESTS = ("tests/integration/backends/test_chat.py::test_phi_ids",
                    "tests/unit/test_task_files.py::test_task_file_runs_through_every_script")
 
 
+def pytest_addoption(parser):
+    parser.addoption("--without-fast-unit", action="store_true",
+                     help="leave out the tests that `make test-fast` runs (under tests/unit, not marked model, vllm "
+                          "or tokenizer): `make test` runs those first, on two workers, then the rest with this")
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -57,6 +63,15 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.vllm)
         if names & TOKENIZER_FIXTURES or any(item.nodeid.startswith(test) for test in TOKENIZER_TESTS):
             item.add_marker(pytest.mark.tokenizer)
+    if config.getoption("--without-fast-unit"):
+        def fast_unit(item) -> bool:
+            return item.nodeid.startswith("tests/unit/") and not any(
+                item.get_closest_marker(m) for m in ("model", "vllm", "tokenizer"))
+
+        left = [item for item in items if fast_unit(item)]
+        if left:
+            config.hook.pytest_deselected(items=left)
+            items[:] = [item for item in items if not fast_unit(item)]
 
 
 @pytest.fixture(autouse=True)
@@ -142,6 +157,27 @@ def engine():
     backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default
     yield backend
     backend.close()
+
+
+@pytest.fixture(scope="session")
+def paper_style_on_engine(engine, tmp_path_factory):
+    """helpers.VLLM_PAPER_STYLE run once on the session's engine, in this process: its run
+    folder. The uninterrupted run that the kill-and-resume tests of the in-process engine and
+    of `vllm serve` compare their records with."""
+    import icrl.backends as backends
+    from helpers import VLLM_PAPER_STYLE
+    from icrl.cli.run import main
+
+    env = os.environ.get("ICRL_DATA_DIR")
+    found = Path(env) if env else REPO.parent / "shared" / "datasets"
+    if not found.is_dir():
+        pytest.skip("raw dataset files not found: set ICRL_DATA_DIR to the datasets folder")
+    out = tmp_path_factory.mktemp("paper_style_engine")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ICRL_DATA_DIR", str(found))
+        patch.setattr(backends, "load_backend", lambda *a, **k: engine)
+        assert main([*VLLM_PAPER_STYLE, "--data_dir", str(found), "--output_dir", str(out)]) == 0
+    return next(out.rglob("results.json")).parent
 
 
 # Real records from tiny SmolLM2 runs, built once per session (see runs_fixture.py).

@@ -131,10 +131,12 @@ def test_approximate_contexts_hit_the_prefix_cache(engine, data_dir, tmp_path, m
     assert queries > 0 and hits / queries > 0.5
 
 
-def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tmp_path, monkeypatch):
+def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, paper_style_on_engine, data_dir, tmp_path,
+                                                            monkeypatch):
     """A published-style command (explorative ICRL, temperature 1) on real data through
-    `run_experiment.py --backend vllm`; the same command killed with SIGKILL mid-run (its own
-    engine) and rerun (a new, cold engine) ends with the records of the uninterrupted run."""
+    `run_experiment.py --backend vllm` (its own engine, which says nothing on the way), killed
+    with SIGKILL mid-run and rerun, ends with the records of the uninterrupted run. The rerun is
+    on the session's engine in this process: a cold engine's resume is `vllm serve`'s test."""
     import icrl.backends as backends
     from icrl.cli.run import main
 
@@ -142,8 +144,8 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tm
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     killed_root = tmp_path / "killed"
     command = [sys.executable, str(REPO / "run_experiment.py"), *command_args, "--output_dir", str(killed_root)]
-    # Killed first, while nothing else runs, so that the kill lands mid-run: the loop polls the
-    # records every 50 ms and kills at step 12 or later; steps 10-18 take well over that each.
+    # The loop polls the records every 50 ms and kills at step 12 or later; steps 10-18 take
+    # well over that each, so the kill lands mid-run.
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
     deadline = time.time() + 400
@@ -159,13 +161,12 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tm
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-    assert train is not None, f"the run never got to step 12: {proc.stdout.read().decode()[-2000:]}"
+    said = proc.stdout.read().decode()
+    assert train is not None, f"the run never got to step 12: {said[-2000:]}"
     assert len(train.read_text().splitlines()) < 30
+    assert "Traceback" not in said and "INFO" not in said, said[-2000:]  # the engine stays quiet
 
-    # The uninterrupted run, in this process on the session's engine.
-    monkeypatch.setattr(backends, "load_backend", lambda *a, **k: engine)
-    assert main([*command_args, "--output_dir", str(tmp_path / "clean")]) == 0
-    clean = next((tmp_path / "clean").rglob("results.json")).parent
+    clean = paper_style_on_engine
     summary = json.loads((clean / "results.json").read_text())
     assert summary["finished"] is True and summary["steps_completed"] == 30
     assert [r["step"] for r in untimed_records(clean)["test"]] == [0, 9, 19, 29]
@@ -173,9 +174,8 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, data_dir, tm
     assert config["backend"]["backend"] == "vllm" and config["backend"]["platform"] in ("cpu", "cuda")
     assert {r["prediction"] for r in untimed_records(clean)["train"]} <= set(config["dataset"]["labels"])
 
-    resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
-    assert "Traceback" not in resumed.stderr and "INFO" not in resumed.stderr  # the engine stays quiet
+    monkeypatch.setattr(backends, "load_backend", lambda *a, **k: engine)
+    assert main([*command_args, "--output_dir", str(killed_root)]) == 0
     run = train.parent
     assert json.loads((run / "results.json").read_text())["finished"] is True
     assert untimed_records(run) == untimed_records(clean)

@@ -92,13 +92,10 @@ def test_predictions_equal_the_in_process_engine(client, engine, banking):
     assert client.predict(prompts, banking.labels, 1.0, 5) == engine.predict(prompts, banking.labels, 1.0, 5)
 
 
-def test_paper_style_run_end_to_end_server_killed_and_resumed(server, engine, data_dir, tmp_path, monkeypatch):
+def test_paper_style_run_end_to_end_server_killed_and_resumed(server, paper_style_on_engine, data_dir, tmp_path):
     """`run_experiment.py --backend openai` on real data; the server is killed mid-run: one-line
-    error, exit 2; the server restarts and the same command resumes and finishes with the
-    records of the same run on the in-process engine."""
-    import icrl.backends as backends
-    from icrl.cli.run import main
-
+    error, exit 2; the server restarts (a cold engine) and the same command resumes and finishes
+    with the records of the same run on the in-process engine."""
     args = [*PAPER_STYLE, "--data_dir", str(data_dir)]
     args[args.index("vllm")] = "openai"
     command = [sys.executable, str(REPO / "run_experiment.py"), *args, "--base_url", server.base_url,
@@ -139,10 +136,7 @@ def test_paper_style_run_end_to_end_server_killed_and_resumed(server, engine, da
     # reports on every line (an in-process engine has no API to report it).
     served = untimed_records(run)
     assert all(line["usage"]["requests"] >= 1 for line in served["train"])
-    monkeypatch.setattr(backends, "load_backend", lambda *a, **k: engine)
-    in_process = [*PAPER_STYLE, "--data_dir", str(data_dir), "--output_dir", str(tmp_path / "engine")]
-    assert main(in_process) == 0
-    clean = next((tmp_path / "engine").rglob("results.json")).parent
+    clean = paper_style_on_engine
     unmetered = {name: [{k: v for k, v in line.items() if k != "usage"} for line in lines]
                  for name, lines in served.items()}
     assert unmetered == untimed_records(clean)

@@ -165,7 +165,10 @@ class _FakeRay:
 
             def remote(self, cwd):
                 ray.started += 1
-                return SimpleNamespace(run=SimpleNamespace(remote=lambda batch, width: lambda: ray.act([i for i, _ in batch])),
+                def run(batch, width):
+                    return lambda: ray.act([i for i, _ in batch])
+
+                return SimpleNamespace(run=SimpleNamespace(remote=run),
                                        poll=SimpleNamespace(remote=lambda: lambda: ({}, [])))
 
         return Remote()

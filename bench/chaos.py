@@ -397,7 +397,8 @@ def parse(argv=None):
     parser.add_argument("--kill_every_s", type=float, default=3.0, help="mean seconds between worker kills")
     parser.add_argument("--max_kills", type=int, default=500)
     parser.add_argument("--driver_kill_at", type=float, default=0.4, help="share of training steps written")
-    parser.add_argument("--delay_s", type=float, default=0.5, help="seconds each fake model call takes (part A)")
+    parser.add_argument("--delay_s", type=float, default=0.1,
+                        help="seconds each run's fake model call takes (part A)")
     parser.add_argument("--max_parallel", type=int, default=10, help="runs in lock-step on a worker (0: all)")
     parser.add_argument("--quiet_without_ray", action="store_true",
                         help="part A's quiet sweep in one process, without Ray, all runs in lock-step and no "
@@ -448,11 +449,15 @@ def study(args, work: Path) -> dict:
 def main(argv=None) -> int:
     args = parse(argv)
     signal.signal(signal.SIGTERM, _stop)
-    if args.keep:
-        report = study(args, Path(args.keep))
-    else:
-        with tempfile.TemporaryDirectory(prefix="icrl-chaos-") as tmp:
-            report = study(args, Path(tmp))
+    try:
+        if args.keep:
+            report = study(args, Path(args.keep))
+        else:
+            with tempfile.TemporaryDirectory(prefix="icrl-chaos-") as tmp:
+                report = study(args, Path(tmp))
+    except KeyboardInterrupt:
+        print("interrupted: every process it started is stopped", file=sys.stderr, flush=True)
+        return 130
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     return 0 if report["passed"] else 1

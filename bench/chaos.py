@@ -22,7 +22,7 @@ less their timings, config.json's args) equal the quiet run's. Prints the kills 
 errors injected and the time each cost against the quiet sweep, with the machine's load before
 and after; ``--out FILE.json`` writes it all. Exit 1 when a check fails.
 
-    python bench/chaos.py [--ray_runs 200] [--workers 4] [--kill_every_s 3] [--server_runs 40]
+    python bench/chaos.py [--ray_runs 200] [--workers 4] [--kill_every_s 5] [--server_runs 40]
                           [--error_rate 0.2] [--seed 0] [--out chaos.json] [--keep DIR]
 
 Bounded: each sweep has a deadline (``--sweep_timeout_s``), the kills a maximum count
@@ -394,7 +394,7 @@ def parse(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ray_runs", type=int, default=200, help="runs of part A (0: skip it)")
     parser.add_argument("--workers", type=int, default=4)
-    parser.add_argument("--kill_every_s", type=float, default=3.0, help="mean seconds between worker kills")
+    parser.add_argument("--kill_every_s", type=float, default=5.0, help="mean seconds between worker kills")
     parser.add_argument("--max_kills", type=int, default=500)
     parser.add_argument("--driver_kill_at", type=float, default=0.4, help="share of training steps written")
     parser.add_argument("--delay_s", type=float, default=0.1,
@@ -406,8 +406,8 @@ def parse(argv=None):
     parser.add_argument("--server_runs", type=int, default=40, help="runs of part B (0: skip it)")
     parser.add_argument("--error_rate", type=float, default=0.2)
     parser.add_argument("--max_retries", type=int, default=10)
-    parser.add_argument("--train_k", type=int, default=20)
-    parser.add_argument("--test_every", type=int, default=5)
+    parser.add_argument("--train_k", type=int, default=8)
+    parser.add_argument("--test_every", type=int, default=4)
     parser.add_argument("--test_k", type=int, default=4)
     parser.add_argument("--task", default="trec_coarse")
     parser.add_argument("--data_dir", default=None)

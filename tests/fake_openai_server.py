@@ -1,11 +1,15 @@
 """A tiny OpenAI-compatible server on 127.0.0.1 (stdlib only) for end-to-end runs of the
 openai backend without a model: /v1/models and /v1/chat/completions, answering the first
 label of the request's JSON-schema enum and reporting 2 prompt tokens (1 of them from its
-prompt cache) and 1 completion token. ``mode`` makes it misbehave on purpose."""
+prompt cache) and 1 completion token. ``mode`` makes it misbehave on purpose; ``flaky``
+answers a share ``error_rate`` of its completion requests with a 429 or a 500 (half each),
+drawn from a ``random.Random(seed)`` (the draws are in the order requests arrive), and counts
+them in ``injected`` by status."""
 
 from __future__ import annotations
 
 import json
+import random
 import socket
 import threading
 import time
@@ -46,6 +50,10 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(404, {"error": {"message": "not found"}})
         if mode == "slow":
             time.sleep(0.3)
+        if mode == "flaky":
+            status = self.server.fault()
+            if status:
+                return self._send(status, {"error": {"message": f"injected {status}", "type": "injected"}})
         if mode == "garbage":
             return self._send(200, b"\x00\xffnot json at all")
         if mode == "invalid_json":
@@ -64,6 +72,17 @@ class _Handler(BaseHTTPRequestHandler):
 
 class _Quiet(ThreadingHTTPServer):
     daemon_threads = True
+    error_rate, rng, injected = 0.0, random.Random(0), {}
+    lock = threading.Lock()
+
+    def fault(self) -> int:
+        """``flaky``: 429 or 500 for a share ``error_rate`` of the requests, else 0 (answer)."""
+        with self.lock:
+            if self.rng.random() >= self.error_rate:
+                return 0
+            status = 429 if self.rng.random() < 0.5 else 500
+            self.injected[status] = self.injected.get(status, 0) + 1
+            return status
 
     def handle_error(self, request, client_address):  # a client that went away (killed run)
         pass
@@ -72,9 +91,10 @@ class _Quiet(ThreadingHTTPServer):
 class FakeOpenAIServer:
     """``with FakeOpenAIServer() as s: s.base_url`` (http://127.0.0.1:PORT/v1)."""
 
-    def __init__(self, mode: str = "ok"):
+    def __init__(self, mode: str = "ok", error_rate: float = 0.2, seed: int = 0):
         self.httpd = _Quiet(("127.0.0.1", 0), _Handler)
         self.httpd.mode = mode
+        self.httpd.error_rate, self.httpd.rng, self.httpd.injected = error_rate, random.Random(seed), {}
         self.httpd.requests = []
         self.port = self.httpd.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
@@ -83,6 +103,11 @@ class FakeOpenAIServer:
     @property
     def requests(self):
         return self.httpd.requests
+
+    @property
+    def injected(self) -> dict:
+        """``flaky``: the errors answered so far, by HTTP status."""
+        return dict(self.httpd.injected)
 
     def __enter__(self):
         self.thread.start()

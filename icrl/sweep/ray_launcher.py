@@ -16,7 +16,11 @@ advances the runs it is handed in lock-step, as run_sweep.py does in one process
    one worker at a time, so no two workers write one run (each run directory is also locked
    by its writer, icrl/lock.py);
 5. when a worker dies, its batch goes back to the queue and a new worker is started: the next
-   worker to take it resumes each run from its records, to the step;
+   worker to take it resumes each run from its records, to the step. A batch is given up (its
+   unfinished runs reported as failed) only when its workers died ``BARREN_DEATHS`` times in a
+   row without writing a line of its records: deaths after progress never end a sweep, however
+   many (workers killed every few seconds: bench/chaos.py), and a batch that kills every worker
+   it meets ends after a bounded count;
 6. prints one progress bar and the test lines, and returns each run's outcome for the summary.
 
 Ray's own log lines of steps 1 to 3 (its ``ray`` logger: e.g. a word on token authentication)
@@ -53,6 +57,7 @@ FORWARDED_ENV = ("ICRL_DATA_DIR", "ICRL_CACHE_DIR", "ICRL_TOKENIZERS_DIR", "HF_H
                  "HF_HUB_CACHE", "ICRL_FAKE_DELAY_S", "OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
 POLL_S = 1.0
 SAY_EVERY_S = 30.0
+BARREN_DEATHS = 3  # deaths in a row of a batch's workers, no line written in between: the batch fails
 
 
 def import_ray():
@@ -137,6 +142,20 @@ def batches(groups: Sequence[Sequence], workers: int) -> list[list]:
     return out
 
 
+def lines_written(batch) -> int:
+    """Lines the runs of ``batch`` have in their records (train.jsonl and test.jsonl): what a
+    dead worker left for the next one; a line more since it took the batch is progress."""
+    total = 0
+    for run in batch:
+        for name in ("train.jsonl", "test.jsonl"):
+            try:
+                with open(run.out_dir / name, "rb") as f:
+                    total += f.read().count(b"\n")
+            except OSError:  # not written yet
+                continue
+    return total
+
+
 def _cause(exc) -> BaseException:
     """The exception a worker raised, out of Ray's wrapper."""
     cause = getattr(exc, "cause", None)
@@ -197,39 +216,29 @@ class Driver:
             except Exception as exc:  # noqa: BLE001
                 raise UsageError(f"a Ray worker could not load the model: {_line(_cause(exc))}") from None
 
-    def run(self, work: Sequence[list], on_poll, width: Optional[int] = None, max_deaths: Optional[int] = None) -> dict:
+    def run(self, work: Sequence[list], on_poll, width: Optional[int] = None) -> dict:
         """Every batch of ``work`` (lists of Runs) to its end; outcomes by run index. A dead worker's
-        batch is queued again and a new worker started (at most ``max_deaths`` deaths in all)."""
+        batch is queued again and a new worker started, until its workers died ``BARREN_DEATHS``
+        times in a row without a line written (see the module docstring)."""
         ray = self.ray
-        max_deaths = 2 * len(self.actors) + 2 if max_deaths is None else max_deaths
-        queue = deque(work)
+        queue = deque((batch, 0) for batch in work)  # (batch, deaths in a row without progress)
         idle = deque(self.actors)
-        busy: dict = {}  # ref -> (actor, batch)
+        busy: dict = {}  # ref -> (actor, batch, barren deaths, lines written when handed out)
         outcomes: dict = {}
         while queue or busy:
             while queue and idle:
-                actor, batch = idle.popleft(), queue.popleft()
-                busy[actor.run.remote([(r.index, r.words) for r in batch], width)] = (actor, batch)
+                actor, (batch, barren) = idle.popleft(), queue.popleft()
+                ref = actor.run.remote([(r.index, r.words) for r in batch], width)
+                busy[ref] = (actor, batch, barren, lines_written(batch))
             done, _ = ray.wait(list(busy), num_returns=1, timeout=POLL_S)
-            on_poll(self._poll([a for a, _ in busy.values()]))
+            on_poll(self._poll([entry[0] for entry in busy.values()]))
             for ref in done:
-                actor, batch = busy.pop(ref)
+                actor, batch, barren, before = busy.pop(ref)
                 try:
                     results = ray.get(ref)
                 except ray.exceptions.RayActorError as exc:
-                    self.deaths += 1
-                    labels = ", ".join(f"#{r.index}" for r in batch)
-                    if self.deaths > max_deaths:
-                        for run in batch:
-                            outcomes[run.index] = Outcome(
-                                status="failed", error=f"Ray workers died {self.deaths} times; last: {_line(exc)}")
-                        continue
-                    self.say(f"a Ray worker died ({_line(exc)}); its runs {labels} resume on another worker")
-                    queue.appendleft(batch)
-                    self.actors.remove(actor)
-                    replacement = self._start()
-                    self.actors.append(replacement)
-                    idle.append(replacement)
+                    barren = 0 if lines_written(batch) > before else barren + 1
+                    self._died(actor, batch, barren, exc, queue, idle, outcomes)
                     continue
                 except Exception as exc:  # noqa: BLE001 - the batch failed as a whole: each run says why
                     for run in batch:
@@ -240,6 +249,23 @@ class Driver:
                     outcomes[run.index] = Outcome(**result)
                 idle.append(actor)
         return outcomes
+
+    def _died(self, actor, batch, barren: int, exc, queue, idle, outcomes) -> None:
+        """A worker died running ``batch``: a new worker in its place, and the batch queued again,
+        or failed after ``BARREN_DEATHS`` deaths in a row without a line written."""
+        self.deaths += 1
+        self.actors.remove(actor)
+        replacement = self._start()
+        self.actors.append(replacement)
+        idle.append(replacement)
+        if barren >= BARREN_DEATHS:
+            for run in batch:
+                outcomes[run.index] = Outcome(status="failed", error=(
+                    f"its Ray workers died {barren} times in a row without writing a line; last: {_line(exc)}"))
+            return
+        labels = ", ".join(f"#{r.index}" for r in batch)
+        self.say(f"a Ray worker died ({_line(exc)}); its runs {labels} resume on another worker")
+        queue.appendleft((batch, barren))
 
     def _poll(self, actors) -> list:
         refs = [actor.poll.remote() for actor in actors]

@@ -142,3 +142,80 @@ def test_a_worker_writes_the_records_of_the_sweep_without_ray_and_resumes_a_batc
     assert [o["status"] for o in outcomes] == ["finished"] * 6
     for run, alone in zip(runs, local):
         assert records(run.out_dir) == records(alone.out_dir), run.label()
+
+
+class _Died(Exception):
+    """What ray.get raises for a task whose actor died (RayActorError)."""
+
+
+class _FakeRay:
+    """Just what Driver uses of Ray: actors whose ``run`` calls ``act(run indices)`` when got."""
+
+    exceptions = SimpleNamespace(RayActorError=_Died)
+
+    def __init__(self, act):
+        self.act, self.started = act, 0
+
+    def remote(self, cls):
+        ray = self
+
+        class Remote:
+            def options(self, **_):
+                return self
+
+            def remote(self, cwd):
+                ray.started += 1
+                def run(batch, width):
+                    return lambda: ray.act([i for i, _ in batch])
+
+                return SimpleNamespace(run=SimpleNamespace(remote=run),
+                                       poll=SimpleNamespace(remote=lambda: lambda: ({}, [])))
+
+        return Remote()
+
+    def wait(self, refs, num_returns, timeout):
+        return refs[:1], refs[1:]
+
+    def get(self, ref, timeout=None):
+        return ref()
+
+
+def _driver(ray, tmp_path, runs: int):
+    said = []
+    driver = ray_launcher.Driver(ray, (1, 0.0, 1.0), str(tmp_path), say=said.append)
+    driver.actors = [driver._start()]
+    work = [[SimpleNamespace(index=i, words=[], out_dir=tmp_path / f"run{i}") for i in range(runs)]]
+    for run in work[0]:
+        run.out_dir.mkdir()
+    return driver, work, said
+
+
+def test_a_batch_whose_workers_keep_dying_after_progress_finishes_however_many_deaths(tmp_path):
+    """A worker killed every few seconds, each after writing a line: the sweep ends, every run
+    finished, after many more deaths than workers."""
+    def act(indices):
+        train = tmp_path / f"run{indices[0]}" / "train.jsonl"
+        with open(train, "a") as f:
+            f.write("{}\n")
+        if len(train.read_text().splitlines()) < 12:
+            raise _Died("The actor died unexpectedly before finishing this task.")
+        return [{"status": "finished"} for _ in indices]
+
+    driver, work, said = _driver(_FakeRay(act), tmp_path, runs=2)
+    outcomes = driver.run(work, on_poll=lambda polls: None)
+    assert [outcomes[i].status for i in (0, 1)] == ["finished", "finished"]
+    assert driver.deaths == 11 and len(said) == 11 and "its runs #0, #1 resume on another worker" in said[-1]
+
+
+def test_a_batch_whose_workers_die_without_writing_a_line_fails_after_a_bounded_count(tmp_path):
+    def act(indices):
+        raise _Died("The actor died unexpectedly before finishing this task.")
+
+    ray = _FakeRay(act)
+    driver, work, said = _driver(ray, tmp_path, runs=2)
+    outcomes = driver.run(work, on_poll=lambda polls: None)
+    assert driver.deaths == ray_launcher.BARREN_DEATHS and len(said) == ray_launcher.BARREN_DEATHS - 1
+    for i in (0, 1):
+        assert outcomes[i].status == "failed"
+        assert outcomes[i].error.startswith(f"its Ray workers died {ray_launcher.BARREN_DEATHS} times in a row "
+                                            f"without writing a line; last: The actor died")

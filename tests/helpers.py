@@ -135,7 +135,7 @@ def files_under(path: Path) -> list:
 VLLM_PAPER_STYLE = ["--backend", "vllm", "--model_name", "smollm2-135m", "--task_name", "banking77",
                "--context_strategy_name", "random_unbiased_only_positive", "--temperature", "1.0",
                "--context_p_keep", "0.1", "--icrl", "--no-icrl_omit_feedback", "--no-icrl_flip_feedback",
-               "--max_context_examples", "16", "--train_k", "30", "--test_every", "10", "--test_k", "20",
+               "--max_context_examples", "16", "--train_k", "16", "--test_every", "8", "--test_k", "10",
                "--debug_k", "1", "--seed", "100", "--training_seed", "100", "--test_seed", "100", "--no-verbose",
                "--no-progress"]
 

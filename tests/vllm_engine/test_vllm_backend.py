@@ -144,7 +144,7 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, paper_style_
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     killed_root = tmp_path / "killed"
     command = [sys.executable, str(REPO / "run_experiment.py"), *command_args, "--output_dir", str(killed_root)]
-    # The loop polls the records every 50 ms and kills at step 12 or later; steps 10-18 take
+    # The loop polls the records every 50 ms and kills at step 6 or later; steps 6-15 take
     # well over that each, so the kill lands mid-run.
     proc = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -153,7 +153,7 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, paper_style_
     try:
         while time.time() < deadline and proc.poll() is None:
             found = list(killed_root.rglob("train.jsonl"))
-            if found and len(found[0].read_text().splitlines()) >= 12:
+            if found and len(found[0].read_text().splitlines()) >= 6:
                 train = found[0]
                 break
             time.sleep(0.05)
@@ -162,14 +162,14 @@ def test_paper_style_run_end_to_end_and_resume_after_a_kill(engine, paper_style_
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
     said = proc.stdout.read().decode()
-    assert train is not None, f"the run never got to step 12: {said[-2000:]}"
-    assert len(train.read_text().splitlines()) < 30
+    assert train is not None, f"the run never got to step 6: {said[-2000:]}"
+    assert len(train.read_text().splitlines()) < 16
     assert "Traceback" not in said and "INFO" not in said, said[-2000:]  # the engine stays quiet
 
     clean = paper_style_on_engine
     summary = json.loads((clean / "results.json").read_text())
-    assert summary["finished"] is True and summary["steps_completed"] == 30
-    assert [r["step"] for r in untimed_records(clean)["test"]] == [0, 9, 19, 29]
+    assert summary["finished"] is True and summary["steps_completed"] == 16
+    assert [r["step"] for r in untimed_records(clean)["test"]] == [0, 7, 15]
     config = json.loads((clean / "config.json").read_text())
     assert config["backend"]["backend"] == "vllm" and config["backend"]["platform"] in ("cpu", "cuda")
     assert {r["prediction"] for r in untimed_records(clean)["train"]} <= set(config["dataset"]["labels"])

@@ -62,7 +62,9 @@ Then ``run_experiment.py --plugin my_plugin.py --context_strategy_name every_oth
 context_size``. A strategy declares itself in class attributes (:class:`Strategy`), a reward
 scores a prediction (:class:`Reward`), a figure draws from the runs' records
 (:func:`register_figure`), a backend is a class with what :class:`Backend` declares
-(:func:`register_backend`). A name already taken, by icrl or another plugin, is refused in one
+(:func:`register_backend`). A strategy or reward that asks a model declares the call
+(:class:`ModelCall`, with the training line's field that records its answer) and is given the
+model by ``attach(call, model)``: ``tests/data/plugins/critic.py`` is a reward that does. A name already taken, by icrl or another plugin, is refused in one
 line naming both; raise :class:`UsageError` for bad input (one line, exit 2). docs/development.md,
 "Plugins", walks through the plugin in tests/data/plugins.
 """
@@ -70,10 +72,11 @@ line naming both; raise :class:`UsageError` for bad input (one line, exit 2). do
 from .analysis.figure_registry import register_figure
 from .backends import Backend, register_backend
 from .errors import UsageError
+from .method.calls import ModelCall
 from .method.episode import Episode
 from .method.registry import Param, finite_non_negative, probability
 from .method.rewards import Reward, register_reward
 from .method.strategies.base import Setting, Strategy, register_strategy
 
-__all__ = ["Backend", "Episode", "Param", "Reward", "Setting", "Strategy", "UsageError", "finite_non_negative",
+__all__ = ["Backend", "Episode", "ModelCall", "Param", "Reward", "Setting", "Strategy", "UsageError", "finite_non_negative",
            "probability", "register_backend", "register_figure", "register_reward", "register_strategy"]

@@ -15,7 +15,9 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional, TypedDict, Union
 
 from ..backends.usage import UsageRecord
-from .typed import parse_dataclass
+from ..method.declared import answer_fields
+from .check import DamagedRecords
+from .typed import parse_dataclass, shown
 
 
 # -- config.json ------------------------------------------------------------------------------
@@ -141,8 +143,9 @@ class ConfigRecord(_ConfigRecord, total=False):
 class TrainLine:
     """One line of train.jsonl: one training step (the step is complete once this is on disk).
     The optional fields (None) are written only with their flag (docs/method.md, beyond the
-    paper), after the others and before ``time_s``; the last of them record the answers of the
-    declared model calls, one field each (``ModelCall.field``, ``icrl.method.calls``). ``usage``,
+    paper), after the others and before ``time_s``; then ``answers``, written as one top-level
+    field per declared model call that answered at this step (its ``ModelCall.field``,
+    ``icrl.method.calls``: a call a plugin declares is recorded like a built-in's). ``usage``,
     after ``time_s``, is written only by a run whose models report their API's usage."""
 
     step: int
@@ -162,19 +165,45 @@ class TrainLine:
     reward: Optional[float] = None   # --reward other than exact_match: the step's reward (accuracy stays exact)
     reasoning: Optional[str] = None  # --reasoning: what the model wrote before its answer
     reasoning_tokens: Optional[int] = None  # --reasoning: the tokens it took
-    reflection: Optional[str] = None  # declared call "guide": the guide a strategy wrote at this step
-    judge: Optional[str] = None      # declared call "verdict": a reward model's raw answer ("yes" or "no")
+    answers: Dict[str, str] = field(default_factory=dict)  # the declared model calls' answers at this
+                                     # step, by record field (``ModelCall.field``): e.g. ``reflection``, the
+                                     # guide a strategy wrote; ``judge``, a reward model's "yes" or "no"
     time_s: float = 0.0              # the whole step, its test included
     usage: Optional[UsageRecord] = None  # an API backend: what it reported for the step's training calls
 
     def as_json(self) -> dict:
-        return _as_json(self, OPTIONAL_TRAIN)
+        out: dict = {}
+        for name, value in _as_json(self, OPTIONAL_TRAIN).items():
+            if name == "answers":
+                out.update((k, v) for k, v in value.items() if v is not None)
+            else:
+                out[name] = value
+        return out
 
     @classmethod
     def from_json(cls, record: dict, where: str = "train.jsonl") -> "TrainLine":
-        """The line a record says, every field checked against its type (``records.typed``):
-        DamagedRecords naming ``where`` and the field otherwise."""
-        return parse_dataclass(cls, record, where)
+        """The line a record says, every field checked against its type (``records.typed``; a
+        declared call's answer: text or null): DamagedRecords naming ``where`` and the field
+        otherwise."""
+        if not isinstance(record, dict) or all(name in _TRAIN_FIELDS for name in record):
+            if isinstance(record, dict) and "answers" in record:
+                raise DamagedRecords(f"{where}: field 'answers' is not a field of TrainLine")
+            return parse_dataclass(cls, record, where)
+        declared = answer_fields()
+        answers = {}
+        for name, value in record.items():
+            if name in declared and name not in _TRAIN_FIELDS:
+                if value is not None and not isinstance(value, str):
+                    raise DamagedRecords(f"{where}: field {name!r} is {shown(value)}, expected text or null")
+                answers[name] = value
+        unknown = next((name for name in record if name == "answers" or
+                        (name not in _TRAIN_FIELDS and name not in declared)), None)
+        if unknown is not None:
+            names = [name for name in _TRAIN_FIELDS if name != "answers"] + list(declared)
+            raise DamagedRecords(f"{where}: field {unknown!r} is not a field of TrainLine ({', '.join(names)})")
+        line = parse_dataclass(cls, {k: v for k, v in record.items() if k not in answers}, where)
+        line.answers = {k: v for k, v in answers.items() if v is not None}
+        return line
 
     @property
     def earned(self) -> Optional[float]:
@@ -213,7 +242,18 @@ class TestLine:
         return parse_dataclass(cls, record, where)
 
 
-OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens", "reflection", "judge", "usage")
+OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens", "usage")
+_TRAIN_FIELDS = tuple(f.name for f in fields(TrainLine))
+
+
+def train_line_fields(values: dict) -> dict:
+    """A step's record fields (``Decision.fields``, a reward's ``fields()``) as ``TrainLine``'s
+    keyword arguments: a field of its own passes, any other is a declared call's answer."""
+    out = {name: value for name, value in values.items() if name in _TRAIN_FIELDS and name != "answers"}
+    answers = {name: value for name, value in values.items() if name not in _TRAIN_FIELDS and value is not None}
+    if answers:
+        out["answers"] = answers
+    return out
 OPTIONAL_TEST = ("context", "contexts", "reward", "reasoning", "reasoning_tokens", "usage")
 
 

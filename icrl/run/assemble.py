@@ -33,6 +33,7 @@ from typing import Callable, Optional, Sequence
 from ..backends.usage import Meter
 from ..method.agents import is_learner, make_policy
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, Models, declared_calls
+from ..method.declared import registered_calls
 from ..method.exploration import strategy_of_run
 from ..method.prompts import Prompter
 from ..method.rewards import REWARDS, reward_of_run
@@ -125,7 +126,7 @@ def calls_of(spec) -> list[ModelCall]:
 
 def all_calls() -> list[ModelCall]:
     """Every call a registered strategy or reward declares, each once (what a record can hold)."""
-    return declared_calls(*REWARDS, *(name.cls for name in STRATEGIES))
+    return registered_calls()
 
 
 def by_option(spec, acting, load: Callable[[str], object]) -> Models:

@@ -27,7 +27,7 @@ from ..errors import UsageError
 from ..infra import signals
 from ..method.agents import Decision, Policy
 from ..method.episode import Episode
-from ..records.schema import TestLine, TrainLine
+from ..records.schema import TestLine, TrainLine, train_line_fields
 from ..records.summary import per_class_accuracy
 from .environment import say
 from .observers import Observer
@@ -129,7 +129,7 @@ class Loop:
         if episode is not None and example is not None:
             line = TrainLine(t, example.id, episode.prompt, episode.prediction, episode.feedback, episode.answer,
                              episode.accuracy, len(decision.context), decision.context_ids, decision.metrics,
-                             **decision.fields, usage=usage, time_s=time.perf_counter() - tic)
+                             **train_line_fields(decision.fields), usage=usage, time_s=time.perf_counter() - tic)
             if reward is not None and not self.reward.same_as_accuracy:
                 line.reward = reward
             record = self.records.append_train(line)

@@ -47,15 +47,12 @@ from ..config import RunConfig
 from ..method.agents import is_learner
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, declared_calls
 from ..records import TRAIN
-from ..records.schema import TestLine, TrainLine, UsageRecord
+from ..records.schema import UsageRecord
 from ..records.typed import expected, fits
 from .assemble import MemoryRecords, assemble
 from .data import RunData
 from .plan import Plan
 from .recorded import as_json_text, is_int, is_seconds, read_lines, refuse_line
-
-TRAIN_FIELDS = tuple(TrainLine.__dataclass_fields__)
-TEST_FIELDS = tuple(TestLine.__dataclass_fields__)
 
 
 @dataclass

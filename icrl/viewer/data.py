@@ -167,7 +167,7 @@ def beyond_the_paper(train, strings: StringTable) -> dict:
         out["reasoning"] = [-1 if r.reasoning is None else strings.index(r.reasoning) for r in train]
         out["reasoning_tokens"] = [r.reasoning_tokens for r in train]
     for call in all_calls():
-        answers = [getattr(r, call.field) for r in train] if call.field else []
+        answers = [r.answers.get(call.field) for r in train] if call.field else []
         if any(a is not None for a in answers):
             out[call.kind] = ([-1 if a is None else strings.index(a) for a in answers] if call.generates
                               else answers)

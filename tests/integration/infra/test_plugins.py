@@ -7,6 +7,7 @@ plugin failing during a run stops it in one line, its steps kept and resumable."
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -22,6 +23,7 @@ from icrl.infra.plugins import source_hash
 PLUGINS = REPO / "tests" / "data" / "plugins"
 EXAMPLE = PLUGINS / "icrl_example_plugin"
 FLAKY = PLUGINS / "flaky.py"
+CRITIC = PLUGINS / "critic.py"
 RUN = [*TOY, "--icrl", "--max_context_examples", "3", "--train_k", "12", "--test_every", "6", "--test_k", "4"]
 EXAMPLE_RUN = [*RUN, "--context_strategy_name", "every_other", "--every", "3", "--reward", "same_first_letter"]
 
@@ -150,6 +152,32 @@ def test_a_plugin_failing_in_select_stops_the_run_resumably(tmp_path):
                    env={"FLAKY_DOWN_FROM": "2"})
     assert swept.returncode == 1  # some runs failed
     assert f"error: run #1 failed: plugin flaky ({FLAKY}) failed in select at step 2: ConnectionError: " in swept.stderr
+
+
+def test_a_plugins_model_call_is_recorded_counted_viewed_and_resumed(tmp_path):
+    """A reward of a plugin that asks the acting model declares its call: the answer is a field
+    of the training line, the counter counts its calls, the viewer reads it, and a run killed
+    mid-way resumes to the records of a run never killed (the records check answers the call
+    from the field)."""
+    argv = ["--plugin", CRITIC, *RUN, "--context_strategy_name", "random_unbiased", "--reward", "self_critic"]
+    whole = script("run_experiment.py", *argv, "--output_dir", tmp_path / "whole")
+    assert whole.returncode == 0, whole.stderr
+    train = [json.loads(line) for line in (run_dir(tmp_path / "whole") / "train.jsonl").read_text().splitlines()]
+    assert len(train) == 12 and all(r["critic"] in ("right", "wrong") for r in train)
+    assert all(r["reward"] == int(r["critic"] == "right") for r in train)
+    assert all(list(r)[-2:] == ["critic", "time_s"] for r in train)
+    stopped = script("run_experiment.py", *argv, "--output_dir", tmp_path / "cut", env={"ICRL_FAKE_INTERRUPT_AT_CALL": "9"})
+    assert stopped.returncode == 130, stopped.stderr
+    resumed = script("run_experiment.py", *argv, "--output_dir", tmp_path / "cut")
+    assert resumed.returncode == 0, resumed.stderr
+    assert run_records(run_dir(tmp_path / "cut")) == run_records(run_dir(tmp_path / "whole"))
+    counted = script("run_count_tokens.py", "--plugin", CRITIC, "--data_dir", tmp_path / "whole", "--tokenizer",
+                     "smollm2-135m", "--csv", tmp_path / "counts.csv")
+    assert counted.returncode == 0, counted.stderr
+    (row,) = csv.DictReader((tmp_path / "counts.csv").open())
+    assert row["critic_calls"] == "12" and "also 12 critic calls" in counted.stdout
+    view = script("run_view.py", tmp_path / "whole", "--plugin", CRITIC, "--out", tmp_path / "view.html")
+    assert view.returncode == 0, view.stderr
 
 
 def test_icrl_plugins_and_an_entry_point_are_ways_in(tmp_path):

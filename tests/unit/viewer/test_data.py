@@ -32,7 +32,7 @@ def test_each_declared_calls_answers_reach_the_page_under_its_kind():
     from icrl.viewer.data import StringTable, beyond_the_paper
 
     def line(step, **answers):
-        return TrainLine(step, step, "Q", "a", 1, "a", 1, 0, [], {}, **answers)
+        return TrainLine(step, step, "Q", "a", 1, "a", 1, 0, [], {}, answers=answers)
 
     strings = StringTable()
     got = beyond_the_paper([line(0, judge="yes"), line(1, reflection="be brief", judge="no")], strings)

@@ -64,9 +64,10 @@ scores a prediction (:class:`Reward`), a figure draws from the runs' records
 (:func:`register_figure`), a backend is a class with what :class:`Backend` declares
 (:func:`register_backend`). A strategy or reward that asks a model declares the call
 (:class:`ModelCall`, with the training line's field that records its answer) and is given the
-model by ``attach(call, model)``: ``tests/data/plugins/critic.py`` is a reward that does. A name already taken, by icrl or another plugin, is refused in one
-line naming both; raise :class:`UsageError` for bad input (one line, exit 2). docs/development.md,
-"Plugins", walks through the plugin in tests/data/plugins.
+model by ``attach(call, model)``: ``tests/data/plugins/critic.py`` is a reward that does. A name
+already taken, by icrl or another plugin, is refused in one line naming both; raise
+:class:`UsageError` for bad input (one line, exit 2). docs/development.md, "Plugins", walks
+through the plugin in tests/data/plugins.
 """
 
 from .analysis.figure_registry import register_figure
@@ -78,5 +79,6 @@ from .method.registry import Param, finite_non_negative, probability
 from .method.rewards import Reward, register_reward
 from .method.strategies.base import Setting, Strategy, register_strategy
 
-__all__ = ["Backend", "Episode", "ModelCall", "Param", "Reward", "Setting", "Strategy", "UsageError", "finite_non_negative",
-           "probability", "register_backend", "register_figure", "register_reward", "register_strategy"]
+__all__ = ["Backend", "Episode", "ModelCall", "Param", "Reward", "Setting", "Strategy", "UsageError",
+           "finite_non_negative", "probability", "register_backend", "register_figure", "register_reward",
+           "register_strategy"]

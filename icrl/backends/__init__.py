@@ -258,6 +258,29 @@ def backends_taking(option: str) -> list[str]:
     return [name for name in BACKENDS if takes_option(name, option)]
 
 
+def offline_chat(backend: str, model_name: str, *, hf_token: Optional[str] = None,
+                 max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
+                 rope_scaling: Optional[str] = None):
+    """The tokenizer and chat template of ``backend``'s model ``model_name`` without its weights
+    (what the window, the context-size search, the budgets and the estimate read before a model
+    loads): the class's ``offline_chat`` classmethod where it has one (the fake's own; a hosted
+    API's refusal), else the model's Hugging Face tokenizer (``load_chat_tokenizer``)."""
+    make = getattr(backend_class(resolve_backend_name(backend)), "offline_chat", None)
+    if make is None:
+        from .chat import load_chat_tokenizer
+
+        make = load_chat_tokenizer
+    return make(model_name, hf_token=hf_token, max_model_len=max_model_len, eot_token=eot_token,
+                rope_scaling=rope_scaling)
+
+
+def window_from_tokenizer(backend: str) -> bool:
+    """Whether ``backend``'s model window is the one its tokenizer gives (``--max_model_len``
+    else the model's config): its class's ``window_from_tokenizer`` (True where the class does
+    not say; an OpenAI-compatible server's window is the server's)."""
+    return bool(getattr(backend_class(resolve_backend_name(backend)), "window_from_tokenizer", True))
+
+
 def has_local_model(backend: str) -> bool:
     """Whether backend ``backend`` loads its model from a local folder or the Hub: its class's
     ``local_model`` (True where the class does not say). "auto" always picks a local engine

@@ -83,6 +83,11 @@ class FakeBackend(ChatBackend):
     name = "fake"
     local_model = False  # no model: its name is a label (icrl.backends)
 
+    @classmethod
+    def offline_chat(cls, model_name: str, *, max_model_len: Optional[int] = None, **_) -> FakeChat:
+        """Its "tokenizer" before it loads (``icrl.backends.offline_chat``): the same FakeChat."""
+        return FakeChat(max_model_len or DEFAULT_MAX_MODEL_LEN)
+
     def __init__(self, model_name: str, *, max_model_len: Optional[int] = None):
         super().__init__(model_name, FakeChat(max_model_len or DEFAULT_MAX_MODEL_LEN))
         self.calls = 0

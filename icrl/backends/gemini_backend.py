@@ -70,6 +70,13 @@ class GeminiBackend:
 
     name = "gemini"
     local_model = False  # a hosted model: its name is a label (icrl.backends)
+
+    @classmethod
+    def offline_chat(cls, model_name: str, **_):
+        """No tokenizer to load here (``icrl.backends.offline_chat``): the API counts tokens, it
+        does not give their ids."""
+        raise UsageError("the Gemini API gives token counts only, not token ids: there is no tokenizer of "
+                         f"{model_name} to load here; estimate with a local model of similar size instead")
     supports_system_role = True
     eot_token = ""
     thinks = False

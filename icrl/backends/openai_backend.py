@@ -64,6 +64,7 @@ class OpenAIBackend:
 
     name = "openai"
     local_model = False  # the model is the server's; its name is a label (icrl.backends)
+    window_from_tokenizer = False  # the server's window, not the one a local tokenizer gives
 
     def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,

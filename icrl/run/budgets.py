@@ -19,14 +19,16 @@ much (the tightest of the bounds found, so that lowering it by that much fits ev
 call that answers with a label and whose prompt alone outgrows its model's window names
 ``--max_model_len`` (when given) and the option that names its model. The acting model's
 prompt too long with no budget at all is not this check's to say (``check_window``:
-``--max_model_len``; the backends: the context size). Runs on a server (``--backend openai``)
-are not checked here: the server's window is not known from a local tokenizer.
+``--max_model_len``; the backends: the context size). Runs on a backend whose window is not the
+one a local tokenizer gives (``window_from_tokenizer``: a server's, ``--backend openai``) are
+not checked here, nor runs whose model has no tokenizer here (a hosted API's).
 """
 
 from __future__ import annotations
 
 from typing import Callable, Optional
 
+from ..backends import window_from_tokenizer
 from ..errors import UsageError
 from ..method.agents import is_learner
 from ..method.prompts import build_messages
@@ -89,7 +91,7 @@ def check_budgets(config, data: RunData, load: Callable = tokenizer_of) -> None:
     calls = [(part, call) for part in (strategy, reward) if part is not None for call in getattr(part, "calls", ())]
     shown = {flag: value for flag, value in acting_budgets(s).items() if flag != "--reasoning"}
     inputs = [data.task.prompt(e) for e in data.test + data.train]
-    if s.backend == "openai" or not inputs or not (s.reasoning or shown or calls):
+    if not window_from_tokenizer(s.backend) or not inputs or not (s.reasoning or shown or calls):
         return
     tokenizers: dict = {}
 

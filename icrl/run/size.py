@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 from typing import Optional
 
+from ..backends import offline_chat
 from ..config import RunConfig, given
 from ..errors import UsageError
 from ..records import max_context_path, read_json, remove_leftovers, write_json_atomic
@@ -66,15 +67,9 @@ def tokenizer_of(config: RunConfig):
     """The run's model tokenizer and chat template without its weights (loads in seconds), with
     the window --max_model_len gives; None where there is none to load here (a hosted model)."""
     s = config.spec
-    if s.backend == "fake":
-        from ..backends.fake import DEFAULT_MAX_MODEL_LEN, FakeChat
-
-        return FakeChat(s.max_model_len or DEFAULT_MAX_MODEL_LEN)
-    from ..backends.chat import load_chat_tokenizer
-
     try:
-        return load_chat_tokenizer(s.model_name, hf_token=config.secrets.hf_token, max_model_len=s.max_model_len,
-                                   eot_token=s.eot_token, rope_scaling=s.rope_scaling)
+        return offline_chat(s.backend, s.model_name, hf_token=config.secrets.hf_token, max_model_len=s.max_model_len,
+                            eot_token=s.eot_token, rope_scaling=s.rope_scaling)
     except UsageError:
         return None  # the backend says what is wrong with the model when it loads
 

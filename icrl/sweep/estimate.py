@@ -20,15 +20,13 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Sequence, Union
+from typing import Optional, Sequence
 
 import numpy as np
 
+from ..backends import offline_chat
 from ..backends.fake import FakeChat, fake_label
 from ..errors import UsageError
-
-if TYPE_CHECKING:
-    from ..backends.chat import ChatTokenizer
 
 _SEARCHED: dict = {}  # automatic context sizes found in this process
 SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
@@ -117,20 +115,10 @@ class Tokenizers:
     def chat(self, config):
         s = config.spec
         key = (s.backend, s.model_name, s.max_model_len, s.eot_token, s.rope_scaling, s.published_tokenization)
-        if s.backend == "gemini":
-            raise UsageError("the estimate finds the prompts' shared prefixes in token ids, and the Gemini API gives "
-                             "token counts only: estimate the sweep with a local model of similar size instead")
         if key not in self._chats:
-            chat: Union[FakeChat, ChatTokenizer]
-            if s.backend == "fake":
-                from ..backends.fake import DEFAULT_MAX_MODEL_LEN
-
-                chat = FakeChat(s.max_model_len or DEFAULT_MAX_MODEL_LEN)
-            else:
-                from ..backends.chat import load_chat_tokenizer
-
-                chat = load_chat_tokenizer(s.model_name, hf_token=config.secrets.hf_token, max_model_len=s.max_model_len,
-                                           eot_token=s.eot_token, rope_scaling=s.rope_scaling)
+            chat = offline_chat(s.backend, s.model_name, hf_token=config.secrets.hf_token, max_model_len=s.max_model_len,
+                                eot_token=s.eot_token, rope_scaling=s.rope_scaling)
+            if not isinstance(chat, FakeChat):  # the published tokenization is a tokenizer's setting
                 chat.published_tokenization = bool(s.published_tokenization)
             self._chats[key] = chat
         return self._chats[key]

@@ -13,16 +13,18 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from icrl.tasks import sources
 from icrl.tasks.taskfile import TaskSpec
 
 Row = Tuple[int, str, int]
+ColumnSet = Mapping[str, Sequence[Any]]  # column name -> its values, one per row
+Locate = Callable[[int], str]  # where row i of a split, as read, is (for messages)
 POSITION = "__icrl_position__"  # a column carried through a test_ratio split: each row's index as read
 
 
-def _need_columns(spec: TaskSpec, columns: Dict[str, Sequence], where: str) -> None:
+def _need_columns(spec: TaskSpec, columns: ColumnSet, where: str) -> None:
     for key in ("text_column", "label_column"):
         column = getattr(spec, key)
         if column not in columns:
@@ -101,13 +103,14 @@ def _read_file(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, L
     return columns, classnames, lambda i: f"{file} row {i}"
 
 
-def _read_hub(spec: TaskSpec) -> Tuple[Dict[str, Dict[str, list]], Dict[str, List[str]]]:
+def _read_hub(spec: TaskSpec, dataset: str) -> Tuple[Dict[str, Dict[str, list]], Dict[str, List[str]]]:
+    """The train (and test) split's text and label columns of ``spec.hub``, which is ``dataset``."""
     import datasets
 
     from icrl.infra import hub
 
-    local = spec.path.parent / spec.hub
-    target = str(local) if local.is_dir() else spec.hub
+    local = spec.path.parent / dataset
+    target = str(local) if local.is_dir() else dataset
     if not local.is_dir() and not hub.offline():
         why = hub.unreachable()
         if why is not None:
@@ -135,10 +138,15 @@ def _read_hub(spec: TaskSpec) -> Tuple[Dict[str, Dict[str, list]], Dict[str, Lis
     return out, classnames
 
 
-def _raw_splits(spec: TaskSpec, data_dir: Optional[str]):
+def _row_of(split: str) -> Locate:
+    return lambda i: f"{split} row {i}"
+
+
+def _raw_splits(spec: TaskSpec, data_dir: Optional[str]
+                ) -> Tuple[Mapping[str, ColumnSet], Dict[str, List[str]], Dict[str, Locate]]:
     """``({"train": columns, "test": columns}, ClassLabel names per column, {split: where})``, where
     ``where[split](i)`` says where row ``i`` of that split, as read, is (for messages)."""
-    where = {split: (lambda i, split=split: f"{split} row {i}") for split in ("train", "test")}
+    where = {split: _row_of(split) for split in ("train", "test")}
     if spec.source is not None:
         splits = sources.load_source(spec.source, data_dir)
         names = {}
@@ -148,11 +156,11 @@ def _raw_splits(spec: TaskSpec, data_dir: Optional[str]):
             _need_columns(spec, splits[split], f"source {spec.source} split {split!r}")
         return {"train": splits["train"], "test": splits["test"]}, names, where
     if spec.hub is not None:
-        splits, names = _read_hub(spec)
-        out = {"train": splits[spec.train_split]}
+        hub_splits, names = _read_hub(spec, spec.hub)
+        out: Dict[str, ColumnSet] = {"train": hub_splits[spec.train_split]}
         where["train"] = lambda i: f"{spec.hub} split {spec.train_split!r} row {i}"
         if spec.test_split:
-            out["test"] = splits[spec.test_split]
+            out["test"] = hub_splits[spec.test_split]
             where["test"] = lambda i: f"{spec.hub} split {spec.test_split!r} row {i}"
         return out, names, where
     out, names = {}, {}
@@ -165,7 +173,7 @@ def _raw_splits(spec: TaskSpec, data_dir: Optional[str]):
     return out, names, where
 
 
-def _split(spec: TaskSpec, splits: dict) -> dict:
+def _split(spec: TaskSpec, splits: Mapping[str, ColumnSet]) -> Mapping[str, ColumnSet]:
     """The train and test columns; with ``test_ratio``, the test rows held out of the train file,
     each row keeping its position as read in the ``POSITION`` column."""
     if spec.test_ratio is None:
@@ -207,6 +215,8 @@ def load_rows(spec: TaskSpec, data_dir: Optional[str]) -> Tuple[List[str], List[
     elif spec.names is not None:
         labels, index = list(spec.names), {k: i for i, k in enumerate(spec.names)}
     else:
+        if classnames is None:  # a TaskSpec made without reading [labels], which asks for one of the three
+            raise spec.fail("[labels] needs names (the label strings of the column), a mapping, or classlabel = true")
         kept = [name for name in classnames if name not in spec.drop]
         labels, index = kept, {k: i for i, k in enumerate(kept)}
         if len(set(kept)) != len(kept) or any(not k.strip() for k in kept):

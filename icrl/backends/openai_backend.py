@@ -34,7 +34,7 @@ from typing import Optional
 
 from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
-from .chat import load_chat_tokenizer
+from .chat import ChatTokenizer, load_chat_tokenizer
 from .watched_loop import WatchedLoop
 from .server_watch import SilenceWatch, bad_response, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
@@ -90,6 +90,7 @@ class OpenAIBackend:
                                           max_retries=max_retries)
         # The local chat template and tokenizer: needed to render completions, used to count
         # tokens and find the window in both modes; a hosted model may have none.
+        self.chat: Optional[ChatTokenizer]
         try:
             self.chat = load_chat_tokenizer(model_name, hf_token=hf_token, eot_token=eot_token,
                                             max_model_len=max_model_len)
@@ -129,7 +130,7 @@ class OpenAIBackend:
     def render(self, messages, prefix):
         if self.api_mode == "chat":
             return encode_messages(messages, prefix)
-        return self.chat.render(messages, prefix)
+        return self._template().render(messages, prefix)
 
     @property
     def thinks(self) -> bool:
@@ -138,7 +139,7 @@ class OpenAIBackend:
     def reasoning_frame(self, messages, prefix):
         if self.api_mode == "chat":
             return chat_frame(messages, prefix)
-        return self.chat.reasoning_frame(messages, prefix)
+        return self._template().reasoning_frame(messages, prefix)
 
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
         """Free text after each prompt (``icrl.backends.Reasoner``), the requests in flight
@@ -197,7 +198,7 @@ class OpenAIBackend:
         return self.chat.count_tokens(text)
 
     def describe(self) -> dict:
-        out = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
+        out: dict[str, object] = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
                "base_url": self.url, "api_mode": self.api_mode,
                "constraint": self.constraint if self.api_mode == "completions" else "response_format json_schema enum",
                "local_tokenizer": self.chat is not None, "supports_system_role": self.supports_system_role}
@@ -242,6 +243,13 @@ class OpenAIBackend:
             self._watched.close(self._client.close())
 
     # -- internals -----------------------------------------------------------------------------
+    def _template(self) -> ChatTokenizer:
+        """The local chat template that completions mode renders with (a backend without one is
+        in chat mode: __init__ refuses completions without it)."""
+        if self.chat is None:
+            raise UsageError(f"no local tokenizer for {self.model_name!r} to render the prompt with")
+        return self.chat
+
     def _fail(self, exc: BaseException) -> UsageError:
         return server_error(self.url, exc, self.max_retries)
 
@@ -281,7 +289,7 @@ class OpenAIBackend:
         openai = self._openai
         labels = ["yes", "no"]
         question = [{"role": "user", "content": "Answer yes or no."}]
-        prompt = self.chat.render(question, "Answer:")
+        prompt = self._template().render(question, "Answer:")
         why = f"has no completions endpoint for {self.api_model!r}"
         for constraint in CONSTRAINTS:
             try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Iterable, Optional
+from typing import Iterable, Optional, overload
 from urllib.parse import urlsplit, urlunsplit
 
 # The flags whose values are secrets: the fields of icrl.config.Secrets (it checks they agree).
@@ -93,6 +93,14 @@ def mask_words(words: Iterable[str], all_options: Iterable[str] = ()) -> list[st
         _register_url(word)
         out.append(scrub(word))
     return out
+
+
+@overload
+def strip_userinfo(url: str) -> str: ...
+@overload
+def strip_userinfo(url: None) -> None: ...
+@overload
+def strip_userinfo(url: Optional[str]) -> Optional[str]: ...
 
 
 def strip_userinfo(url: Optional[str]) -> Optional[str]:

@@ -16,14 +16,19 @@ with its title and its own parameters (flags).
 
 from __future__ import annotations
 
+from typing import Union
+
 from ...errors import UsageError
 from ..registry import Param, Registry
 from .features import FEATURES, featurize  # noqa: F401
-from .learners import EpsilonGreedy, LearnerPolicy, LinUCB, Supervised
+from .learners import EpsilonGreedy, Learner, LearnerPolicy, LinUCB, Supervised
 from .llm import LLMPolicy
 from .policy import Decision, Policy  # noqa: F401
 
-AGENTS: Registry[type] = Registry("agent", "--agent")
+# An agent's class: the LLM's policy, or a learner that LearnerPolicy runs. Both declare name,
+# title, params (their own parameters) and summary.
+AgentClass = Union[type[LLMPolicy], type[Learner]]
+AGENTS: Registry[AgentClass] = Registry("agent", "--agent")
 for _cls in (LLMPolicy, LinUCB, EpsilonGreedy, Supervised):
     AGENTS.register(_cls.name, _cls)
 
@@ -43,8 +48,17 @@ def make_policy(spec, data, *, backend=None, strategy=None, mode: str = "icrl", 
     training calls), ``tester`` (its test calls; default: ``backend``), ``strategy`` (None for
     zero-shot) and ``mode``."""
     if is_learner(spec.agent):
-        return LearnerPolicy.of_run(AGENTS.get(spec.agent), spec, data)
+        return LearnerPolicy.of_run(learner_class(spec.agent), spec, data)
     return LLMPolicy(backend, data.task, strategy, mode, spec, data.exemplar_pairs, debug_k, tester)
+
+
+def learner_class(name: str) -> type[Learner]:
+    """The learner registered as ``--agent name`` (one line when the name is unknown or not a learner's)."""
+    cls = AGENTS.get(name)
+    if not issubclass(cls, Learner):
+        raise UsageError(f"--agent {name} is not a learner: choose one of "
+                         f"{', '.join(n for n in AGENTS.names() if is_learner(n))}")
+    return cls
 
 
 def agent_params() -> list[Param]:
@@ -61,7 +75,7 @@ def label_of_args(args: dict) -> str:
     """The name a figure or table gives a learner's run (config.json "args"), e.g. "LinUCB (tfidf)",
     "LinUCB (minilm, alpha=0.5)": its title, its features, its own parameters that are not at
     their defaults."""
-    cls = AGENTS.get(args.get("agent"))
+    cls = AGENTS.get(args["agent"])
     parts = [str(args.get("features", FEATURES.default))]
     for param in cls.params:
         value = args.get(param.name, param.default)

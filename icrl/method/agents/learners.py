@@ -71,7 +71,7 @@ class Learner:
 
     name = "learner"
     title = "learner"
-    params: tuple = ()
+    params: tuple[Param, ...] = ()
     summary = ""
     uses_gold = False  # True: learns from the gold label instead of the reward
 

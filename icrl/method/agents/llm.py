@@ -61,7 +61,7 @@ class LLMPolicy(Policy):
 
     name = "llm"
     title = "LLM"
-    params: tuple = (REASONING,)
+    params: tuple[Param, ...] = (REASONING,)
     summary = "an LLM with a context strategy (the paper)"
 
     def __init__(self, backend, task, strategy, mode: str, spec, exemplars: Sequence = (), debug_k: int = 0,

@@ -62,22 +62,25 @@ class Curated(Knn):
         return self.filter(episode) and episode.step not in self.pruned
 
     def reset(self):
-        self.uses: dict[int, int] = {}
+        self.use_counts: dict[int, int] = {}  # contexts each episode (by step) was in
         self.rewarded: dict[int, float] = {}
         self.pruned: set[int] = set()
         self.newly: list[int] = []  # pruned by the last observed reward, not yet in a step's metrics
 
     def utility(self, step: int) -> float:
         """The mean reward of the contexts that held the episode of ``step`` (NaN before its first use)."""
-        uses = self.uses.get(step, 0)
+        uses = self.use_counts.get(step, 0)
         return self.rewarded.get(step, 0.0) / uses if uses else float("nan")
 
     def observe_reward(self, reward, context: Sequence[Episode] = ()):
         for episode in context:
             s = episode.step
-            self.uses[s] = self.uses.get(s, 0) + 1
+            if s is None:  # an episode made outside the run's history (the size search's) has no step
+                raise ValueError("curated retrieval counts the episodes of the run's history by their step; "
+                                 "this context episode has none")
+            self.use_counts[s] = self.use_counts.get(s, 0) + 1
             self.rewarded[s] = self.rewarded.get(s, 0.0) + float(reward)
-            if s not in self.pruned and self.uses[s] >= self.min_uses and self.utility(s) < self.threshold:
+            if s not in self.pruned and self.use_counts[s] >= self.min_uses and self.utility(s) < self.threshold:
                 self.pruned.add(s)
                 self.newly.append(s)
 

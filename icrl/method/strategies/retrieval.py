@@ -133,7 +133,7 @@ class Knn(Strategy):
 
     family = "retrieval"
     query_aware = True
-    similarity_class: type = Similarity
+    similarity_class: type[Similarity] = Similarity
 
     def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any,
                  *, similarity: Similarity):

@@ -4,7 +4,7 @@ refresh results.json (the one place it is written, from the records)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, overload
 
 from .check import inspect_run
 from .io import append_jsonl, read_json, remove_leftovers, write_json_atomic, write_jsonl_atomic
@@ -72,6 +72,11 @@ class RunRecords:
 
     def rewrite_test(self, records: Iterable[dict]) -> None:
         self._rewrite(TEST, sorted(records, key=lambda r: r["step"]))
+
+    @overload
+    def refresh_results(self, train: list, test: list, steps: int, mode: str) -> dict: ...
+    @overload
+    def refresh_results(self) -> Optional[dict]: ...
 
     def refresh_results(self, train: Optional[list] = None, test: Optional[list] = None,
                         steps: Optional[int] = None, mode: Optional[str] = None) -> Optional[dict]:

@@ -136,7 +136,8 @@ class Experiment:
             return load_data(self.config, say_warnings=False)
         except UsageError:
             state = decision.state
-            if decision.kind == "finished" and not verify.damaged(state.config, state.train, state.test):
+            if (decision.kind == "finished" and state is not None and state.config is not None
+                    and not verify.damaged(state.config, state.train, state.test)):
                 return None
             raise
 
@@ -144,8 +145,9 @@ class Experiment:
         """The records of a run that goes on (or is finished), checked against the data and the
         arguments; DamagedRecords (one line) for what cannot be repaired."""
         cfg, out = self.config, self.out_dir
-        check_same_data(out, decision.config, data)
-        return check_records(cfg, out, data, check_config(out, decision.config, cfg, data), self.reward)
+        recorded = decision.recorded()
+        check_same_data(out, recorded, data)
+        return check_records(cfg, out, data, check_config(out, recorded, cfg, data), self.reward)
 
     def _observers(self, data) -> list:
         cfg, s, out = self.config, self.config.spec, self.out_dir
@@ -176,9 +178,9 @@ class Experiment:
         size = None if is_learner(s.agent) else resolve_max_examples(cfg, data, self.backend)
         plan = plan_of(cfg, data, size)
         if decision.kind == "extend":
-            _, plan = extend(cfg, self.out_dir, self.records, decision.config, plan, data)
+            _, plan = extend(cfg, self.out_dir, self.records, decision.recorded(), plan, data)
         elif decision.kind == "resume":
-            plan = check_same_plan(self.out_dir, decision.config, plan)
+            plan = check_same_plan(self.out_dir, decision.recorded(), plan)
         else:
             backend = self.backend.describe() if self.backend is not None else {"name": "none"}
             self.records.create(config_record(cfg, plan, data, backend))

@@ -35,6 +35,13 @@ class RunDecision:
     def resuming(self) -> bool:
         return self.kind in ("resume", "extend")
 
+    def recorded(self) -> dict:
+        """The recorded config.json of a run that goes on or is finished (``decide`` reads it for
+        every run that is not new)."""
+        if self.config is None:
+            raise ValueError(f"a {self.kind} run decision without its recorded config.json")
+        return self.config
+
 
 def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> RunDecision:
     """New, resumed, extended, finished, or refused (UsageError) from the records alone."""

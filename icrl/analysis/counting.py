@@ -63,7 +63,7 @@ class CountedCall(NamedTuple):
     kind: str
     context: list
     prompt: str
-    index: int = 0
+    position: int = 0
 
 
 def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Iterator[CountedCall]:
@@ -121,7 +121,7 @@ class Replay:
         if call.kind == "train":
             return self.train[call.step].get("reasoning")
         written = self.tests.get(call.step, {}).get("reasoning")
-        return written[call.index] if written else None
+        return written[call.position] if written else None
 
     def render(self, context: Sequence[int], prompt: str, call: Optional[CountedCall] = None) -> str:
         """The prompt of ``call`` (its step's preamble, its reasoning) with ``context`` in it."""
@@ -270,8 +270,8 @@ def _count(replay: Replay, encoder: Union[SegmentEncoder, FakeEncoder], verify: 
         batch = calls[lo:lo + chunk]
         tic = time.perf_counter()
         texts = [replay.render_call(call) for call in batch]
-        rebuilt = [(j, replay.published_context(c.step, c.kind, c.context)) for j, c in enumerate(batch)]
-        rebuilt = [(j, c) for j, c in rebuilt if c is not None]
+        published = [(j, replay.published_context(c.step, c.kind, c.context)) for j, c in enumerate(batch)]
+        rebuilt = [(j, c) for j, c in published if c is not None]
         extra = [replay.render(c, batch[j].prompt, batch[j]) for j, c in rebuilt]
         tic2 = time.perf_counter()
         ids = encoder.encode(texts + extra)

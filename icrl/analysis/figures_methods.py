@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import pandas as pd
 
@@ -172,7 +172,7 @@ def _draw_baselines(ctx: Context, ax, here: pd.DataFrame, model: str, task: str,
         reference = ((_pooled(zero), "zero-shot run") if len(zero_acc)
                      else (zero_ref, "naive ICRL at step 0"))
         _verdicts(ctx, ax, model, task, drawn, *reference,
-                  *_reference_runs(here, zero, len(zero_acc), m_ref))
+                  *_reference_runs(here, zero, len(zero_acc) > 0, m_ref))
 
 
 def _learners(ctx: Context, runs: pd.DataFrame, here: pd.DataFrame, task: str) -> list:
@@ -229,7 +229,8 @@ def _pooled(runs: pd.DataFrame) -> Optional[tuple[float, int]]:
 CAPTION_CHARS = 50
 
 
-def _reference_runs(here: pd.DataFrame, zero: pd.DataFrame, has_zero: bool, m_ref) -> tuple[pd.DataFrame, object]:
+def _reference_runs(here: pd.DataFrame, zero: pd.DataFrame, has_zero: bool,
+                    m_ref) -> tuple[pd.DataFrame, Union[int, str]]:
     """The runs and step of the verdicts' reference, for the paired test: the zero-shot runs'
     last test, else the naive runs' step 0 (before any episode)."""
     if has_zero:
@@ -239,14 +240,16 @@ def _reference_runs(here: pd.DataFrame, zero: pd.DataFrame, has_zero: bool, m_re
 
 
 def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, reference_name: str,
-              reference_runs: Optional[pd.DataFrame] = None, reference_step="last", learners: dict = None):
+              reference_runs: Optional[pd.DataFrame] = None, reference_step: Union[int, str] = "last",
+              learners: Optional[dict] = None):
     """Whether each drawn method's final test accuracy beat zero-shot: in the panel and in
     ``ctx.verdicts`` (printed at the end). Paired (McNemar on the shared test items) when the
     reference runs tested the same items, else Wilson intervals. ``learners``: drawn learners
     (no model), judged against the same reference, their verdicts filed under "learner"."""
     if reference is None:
         return
-    lines, here = [], []
+    lines: list[str] = []
+    here: list[Union[Verdict, PairedVerdict]] = []
     for method, chosen in (learners or {}).items():
         _judge(ctx, "learner", math.nan, task, method, chosen, reference, reference_name, reference_runs,
                reference_step, lines, here)
@@ -269,11 +272,14 @@ def _judge(ctx: Context, model: str, params: float, task: str, method: str, chos
     pooled = _pooled(finished)
     if pooled is None:
         return
-    verdict = None
+    paired = None
     if reference_runs is not None and len(reference_runs):
-        verdict = paired_verdict(model, task, method, finished, reference_runs[reference_runs["finished"].astype(bool)],
-                                 reference_name, params, reference_step)
-    if verdict is None:
+        paired = paired_verdict(model, task, method, finished, reference_runs[reference_runs["finished"].astype(bool)],
+                                reference_name, params, reference_step)
+    verdict: Union[Verdict, PairedVerdict]
+    if paired is not None:
+        verdict = paired
+    else:
         verdict = Verdict(model=model, task=task, method=method, steps=int(finished["total_steps"].max()),
                           accuracy=pooled[0], n=pooled[1], reference=reference[0], n_reference=reference[1],
                           reference_name=reference_name, model_params=params)

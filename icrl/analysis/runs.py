@@ -11,7 +11,7 @@ import math
 import os
 import re
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -248,11 +248,15 @@ def apply_filters(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataF
 
 
 # -- loading -----------------------------------------------------------------------------------
-def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict:
+def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict[str, Any]:
+    """The run's row: a value (of its column's type) per column; the run's config.json is readable
+    (the readers skip a run whose config.json is not)."""
     run_dir, config = state.directory, state.config
+    if config is None:
+        raise ValueError(f"{run_dir} has no readable config.json")
     # an argument a record lacks had its default (added after the run was recorded)
     args, resolved = {**config_module.SPEC_DEFAULTS, **config.get("args", {})}, config.get("resolved", {})
-    row = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
+    row: dict[str, Any] = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
     for arg, column in ARG_COLUMNS.items():
         row[column] = args.get(arg)
     row["auto_size"] = row["max_context_examples"] is None  # the size the search found, not given
@@ -332,7 +336,7 @@ def _token_counts(run_dir: Path) -> dict:
 
 def records_stamp(run_dir: Path) -> dict:
     """Size and modification time of the record files: a count is valid while they are unchanged."""
-    stamp = {}
+    stamp: dict[str, Optional[list[int]]] = {}
     for name in (CONFIG, TRAIN, TEST):
         try:
             st = os.stat(Path(run_dir) / name)

@@ -26,6 +26,7 @@ from typing import Any, Callable, Hashable, NamedTuple, Optional, Protocol, Sequ
 from ..errors import UsageError
 from ..infra import plugins
 from .embedded import DEFAULT_MODEL
+from .frame import ReasoningFrame
 
 # CLI name -> "module:Class", imported on demand.
 BACKENDS: dict[str, Union[str, type]] = {  # a class, or "module:Class" imported when chosen
@@ -112,24 +113,6 @@ class Generated(NamedTuple):
 
     text: str
     tokens: int
-
-
-class ReasoningFrame(NamedTuple):
-    """A prompt for reasoning and what turns the reasoning into the prompt of the answer.
-
-    ``prompt``: the chat template with the generation prompt (a thinking template: its thinking
-    mode, ending with an open ``<think>``); ``stop``: where the reasoning ends (``</think>``, or
-    the prediction prefix, the answer marker a plain template's instruction names); ``close``:
-    what follows the reasoning before the prediction prefix."""
-
-    prompt: str
-    stop: str
-    close: str
-    prefix: str
-
-    def answer_prompt(self, reasoning: str) -> str:
-        """The prompt whose next tokens are the label: the reasoning, closed, then the prefix."""
-        return self.prompt + reasoning.rstrip() + self.close + self.prefix
 
 
 class Call(NamedTuple):

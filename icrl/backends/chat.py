@@ -179,7 +179,7 @@ class ChatTokenizer:
         its thinking mode (``enable_thinking``) and the model thinks inside ``<think>``, closed
         by ``</think>``; a plain template renders the generation prompt, and the model thinks in
         its answer until it writes the prediction prefix (the messages ask it to)."""
-        from . import ReasoningFrame
+        from .frame import ReasoningFrame
 
         if self.thinking:
             text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True,

@@ -60,7 +60,7 @@ class FakeChat:
     thinking = thinks = False
 
     def reasoning_frame(self, messages: Sequence[dict], prefix: str):
-        from . import ReasoningFrame
+        from .frame import ReasoningFrame
 
         return ReasoningFrame(self.render(messages, ""), prefix, "\n", prefix)
 

@@ -86,7 +86,7 @@ def generation_request(model: str, prompt: str, max_tokens: int, temperature: fl
 def chat_frame(messages: Sequence[dict], prefix: str):
     """Chat mode's reasoning frame: the messages (the server renders them); the answer's
     prompt adds the reasoning as the assistant's message and asks for the answer."""
-    from . import ReasoningFrame
+    from .frame import ReasoningFrame
 
     class ChatFrame(ReasoningFrame):
         def answer_prompt(self, reasoning: str) -> str:

@@ -63,7 +63,7 @@ lint: $(STAMP)
 # models, servers, kills and timings, which must not share the cores with each other).
 test: lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 tests/unit -m "not model and not vllm and not tokenizer"
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q --durations=25 --without-fast-unit
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25 --without-fast-unit
 
 # The fast tests: pure logic on the fake backend, no model, no large tokenizer (docs/development.md: its timing).
 test-fast: $(STAMP)

@@ -59,11 +59,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check icrl
 	$(BIN)/mypy icrl
 
-# Every test: the fast ones (test-fast's) on two workers, then the others one at a time (real
-# models, servers, kills and timings, which must not share the cores with each other).
+# Every test: the fast ones (test-fast's) on two workers, then the others (real models, servers,
+# kills and timings) also on two workers: the CPU vLLM engine and most single runs compute on one core.
 test: lint
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 tests/unit -m "not model and not vllm and not tokenizer"
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=25 --without-fast-unit
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --durations=25 --without-fast-unit
 
 # The fast tests: pure logic on the fake backend, no model, no large tokenizer (docs/development.md: its timing).
 test-fast: $(STAMP)

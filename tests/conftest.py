@@ -54,18 +54,6 @@ def pytest_addoption(parser):
                           "or tokenizer): `make test` runs those first, on two workers, then the rest with this")
 
 
-def shared_resource(item, names: set):
-    """The group of tests that must run one after another on one worker when the suite runs on
-    several (`make test`: pytest-xdist, `--dist loadgroup`): those of the vLLM engine and server
-    (their session fixtures, and the memory two engines at once would take), and those that
-    start Ray's local cluster. None: any worker."""
-    if item.nodeid.startswith("tests/vllm_engine/") or names & VLLM_FIXTURES:
-        return "vllm"
-    if "ray" in item.nodeid.rpartition("::")[2].split("[")[0].split("_") or "test_ray_launcher" in item.nodeid:
-        return "ray"
-    return None
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
@@ -75,9 +63,6 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.vllm)
         if names & TOKENIZER_FIXTURES or any(item.nodeid.startswith(test) for test in TOKENIZER_TESTS):
             item.add_marker(pytest.mark.tokenizer)
-        group = shared_resource(item, names)
-        if group:
-            item.add_marker(pytest.mark.xdist_group(group))
     if config.getoption("--without-fast-unit"):
         def fast_unit(item) -> bool:
             return item.nodeid.startswith("tests/unit/") and not any(

@@ -89,8 +89,8 @@ def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilizatio
     """Engine arguments that differ between the CPU and the GPU builds of vLLM.
 
     GPU: 90% of the card's memory, CUDA graphs (they pay for themselves over a run), the
-    checkpoint's dtype. CPU: float32 for `--dtype auto`, eager mode (engine start ~1 min instead of ~3 on
-    2 cores, with no slower steps for a small model), an explicit KV-cache size unless
+    checkpoint's dtype. CPU: float32 for `--dtype auto`, eager mode (engine start 79 s instead of 253 s on
+    2 cores, bench/vllm_start.py; no slower steps for a small model), an explicit KV-cache size unless
     --gpu_memory_utilization is given (there it
     means a share of the whole CPU memory node, and 0.9 of it is rarely free), and no chunked
     prefill, so seeded sampling never rewinds a CPU generator (see the module docstring), and

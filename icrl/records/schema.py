@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, TypedDict, Union
 from ..backends.usage import UsageRecord
 from ..method.declared import answer_fields
 from .check import DamagedRecords
-from .typed import parse_dataclass, shown
+from .typed import expected, fits, parse_dataclass, shown
 
 
 # -- config.json ------------------------------------------------------------------------------
@@ -185,16 +185,15 @@ class TrainLine:
         """The line a record says, every field checked against its type (``records.typed``; a
         declared call's answer: text or null): DamagedRecords naming ``where`` and the field
         otherwise."""
-        if not isinstance(record, dict) or all(name in _TRAIN_FIELDS for name in record):
-            if isinstance(record, dict) and "answers" in record:
-                raise DamagedRecords(f"{where}: field 'answers' is not a field of TrainLine")
+        if not isinstance(record, dict) or all(name in _TRAIN_FIELDS and name != "answers" for name in record):
             return parse_dataclass(cls, record, where)
         declared = answer_fields()
         answers = {}
         for name, value in record.items():
             if name in declared and name not in _TRAIN_FIELDS:
-                if value is not None and not isinstance(value, str):
-                    raise DamagedRecords(f"{where}: field {name!r} is {shown(value)}, expected text or null")
+                if not fits(value, Optional[str]):
+                    raise DamagedRecords(f"{where}: field {name!r} is {shown(value)}, "
+                                         f"expected {expected(Optional[str])}")
                 answers[name] = value
         unknown = next((name for name in record if name == "answers" or
                         (name not in _TRAIN_FIELDS and name not in declared)), None)

@@ -38,8 +38,9 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Optional, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints
 
+from .backends import BACKEND_CHOICES
 from .backends.embedded import DEFAULT_MODEL
 from .errors import UsageError
 from .infra import plugins
@@ -53,14 +54,20 @@ _FOLDER_NONE = object()
 
 def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
          extends: bool = False, added: bool = False, optional: str = "", only: str = "", param=None,
-         owners: tuple = (), spelled: Optional[str] = None, folder_value: bool = True):
+         owners: tuple = (), spelled: Optional[str] = None, folder_value: bool = True,
+         choices: Optional[Sequence[str]] = None, switch: bool = False):
     """A configuration field: its default, help text and roles (see the module docstring);
-    ``spelled``: the flag's first spelling when it is not ``--<name>`` (which stays an old one)."""
+    ``spelled``: the flag's first spelling when it is not ``--<name>`` (which stays an old one);
+    ``choices``: the values its flag takes (a list the flag reads when the parser is built);
+    ``switch``: a true/false field whose flag only turns it on (no ``--no-`` form). The flag's
+    type is the field's annotation (``icrl.cli.run``)."""
     assert only in ("", "llm", "learner"), only
     return field(default=default, metadata={
         "help": help, "folder": None if folder is _FOLDER_NONE else folder, "column": column,
         "backend": backend, "extends": extends, "added": added or bool(optional), "optional": optional,
-        "only": only, "param": param, "owners": owners, "flag": spelled, "folder_value": folder_value})
+        "only": only, "param": param, "owners": owners, "flag": spelled, "folder_value": folder_value,
+        "choices": choices if choices is not None else (param.choices if param is not None else None),
+        "switch": switch})
 
 
 def declared_field(param, group: str, owners: tuple = ()):
@@ -126,7 +133,7 @@ class _Spec:
     max_model_len: Optional[int] = flag(None, "context window in tokens (default: the model's maximum length)",
                                         column="max_model_len", folder="maxlen", backend=True, only="llm")
     backend: str = flag("auto", "auto: vLLM when installed and a CUDA GPU is visible, else transformers",
-                        folder="", only="llm")
+                        folder="", only="llm", choices=BACKEND_CHOICES)
     device: Optional[str] = flag(None, "transformers backend: cpu, cuda, cuda:1 ... (default: cuda if visible)",
                                  folder="", backend=True, only="llm")
     dtype: str = flag("auto", "auto (float32 on CPU, bfloat16 on GPU), float32, bfloat16, float16",
@@ -142,7 +149,7 @@ class _Spec:
                "Llama-3 prompts (vLLM 0.6.4 text prompts), labels forced as encode(' ' + label) (an extra '▁' "
                "token on Phi-3.5), and one automatic context size per model and task, the first run's, for ICRL "
                "and ICL runs alike (the published size cache); --published_tokenization is its old name",
-        folder="pubtok", backend=True, added=True, only="llm", spelled="--published_quirks")
+        folder="pubtok", backend=True, added=True, only="llm", spelled="--published_quirks", switch=True)
     api_model: Optional[str] = flag(None, "model name the server knows (default: --model_name)", folder="apimodel",
                                     backend=True, only="llm")
     api_mode: str = flag("auto", "completions: prompt rendered here (chat template + prediction prefix) with a "
@@ -150,7 +157,7 @@ class _Spec:
                                  "auto: completions when the server supports it (--backend anthropic: completions "
                                  "prefills the prediction prefix, chat forces a tool call with an enum of the labels; "
                                  "auto: chat)", folder="api", backend=True,
-                       only="llm")
+                       only="llm", choices=("auto", "completions", "chat"))
     def as_record(self) -> dict:
         """config.json "args": every field (an ``optional`` group only when one of its fields is set;
         a strategy's own parameters for runs of that strategy), sorted by name, as JSON gives it back."""
@@ -175,16 +182,16 @@ class RunOptions:
     output_dir: str = flag("data", "results root")
     data_dir: Optional[str] = flag(None, "raw dataset files (default: $ICRL_DATA_DIR, else ../shared/datasets beside "
                                          "the checkout, else the Hugging Face Hub; README: Data)")
-    overwrite: bool = flag(False, "replace an existing run with other arguments")
+    overwrite: bool = flag(False, "replace an existing run with other arguments", switch=True)
     progress: bool = flag(True, "progress bar (--no-progress: logs only)")
     verbose: bool = flag(False, "also show the run's log (as in log.txt) on the console")
     debug_k: int = flag(0, "log the full prompt and output of the first k model calls")
-    wandb: bool = flag(False, "also log to Weights & Biases, offline mode")
+    wandb: bool = flag(False, "also log to Weights & Biases, offline mode", switch=True)
     batch_size: int = flag(8, "transformers backend: prompts per forward pass", backend=True)
     tensor_parallel_size: Optional[int] = flag(None, "default: all visible GPUs", backend=True)
     pipeline_parallel_size: int = flag(1, "pipeline stages (GPUs or nodes)", backend=True)
     distributed_executor_backend: Optional[str] = flag(
-        None, "mp (one node) or ray (several nodes) (default: vLLM's choice)", backend=True)
+        None, "mp (one node) or ray (several nodes) (default: vLLM's choice)", backend=True, choices=("mp", "ray"))
     gpu_memory_utilization: Optional[float] = flag(
         None, "share of memory for vLLM (default: 0.9 of the GPU memory; on the CPU build, a 4 GiB KV cache, at "
               "most a third of the free memory, given as a share of the whole memory)", backend=True)
@@ -363,3 +370,23 @@ def given(value: Optional[T], name: str) -> T:
     if value is None:
         raise UsageError(f"{flag_of(name)} is required")
     return value
+
+
+def kind_of(name: str) -> type:
+    """The type a field's flag parses (its annotation, without ``Optional``)."""
+    part = FIELDS[name][0]
+    kind = get_type_hints(part)[name]
+    if get_origin(kind) is Union:
+        kind = next(a for a in get_args(kind) if a is not type(None))
+    return kind
+
+
+def choices_of(name: str) -> Optional[list]:
+    """The values a field's flag takes (None: any value of its type)."""
+    choices = FIELDS[name][1].metadata.get("choices")
+    return list(choices) if choices else None
+
+
+def is_switch(name: str) -> bool:
+    """A true/false field whose flag only turns it on (no ``--no-`` form)."""
+    return bool(FIELDS[name][1].metadata.get("switch"))

@@ -1,9 +1,9 @@
 """run_experiment.py's command line: flags -> RunConfig, in one place, and ``main``.
 
-Each flag's help text, default and role live on its configuration field (icrl/config.py);
-this module says only how a flag is spelled (type, action, choices) and in which --help group
-it shows. ``parse_args`` builds the frozen RunConfig with resolved values, then ``validate``
-checks it (pure; nothing loads, nothing is written).
+Each flag's help text, default, type, choices and role live on its configuration field
+(icrl/config.py); this module says only in which --help group each flag shows, in which order.
+``parse_args`` builds the frozen RunConfig with resolved values, then ``validate`` checks it
+(pure; nothing loads, nothing is written).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import signal
 import sys
 from typing import Optional, Sequence
 
-from ..backends import BACKEND_CHOICES, backends_taking
+from ..backends import backends_taking
 from ..backends.embedded import DEFAULT_MODEL
-from ..config import RunConfig, default_of, flag_of, help_of
+from ..config import FIELDS, RunConfig, choices_of, default_of, flag_of, help_of, is_switch, kind_of
 from ..errors import UsageError
 from ..infra import plugins
 from ..infra.diskfull import os_error_line
@@ -44,34 +44,52 @@ DEMO_ARGS = [
 ]
 
 
+# Where each flag shows in --help, by group: the published script's flags in its order, then ours.
+# A flag's type, action and choices are its field's (icrl/config.py: ``kind_of``, ``choices_of``,
+# ``is_switch``); the declared parameters (icrl.method) join their own groups after these.
+PUBLISHED_FLAGS = (
+    "model_name", "task_name", "context_strategy_name", "temperature", "context_p_keep", "max_context_examples",
+    "icrl", "icrl_omit_feedback", "icrl_flip_feedback", "icrl_flip_feedback_prob", "max_contexts",
+    "approximate_context_sampling_method", "train_k", "test_every", "test_k", "exemplars_per_label", "debug_k",
+    "seed", "training_seed", "test_seed", "hf_token", "verbose")
+RUN_FLAGS = ("backend", "data_dir", "output_dir", "overwrite", "batch_size", "device", "dtype", "eot_token",
+             "max_model_len", "published_tokenization", "progress", "wandb")
+VLLM_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
+              "gpu_memory_utilization", "enforce_eager")
+LATE_RUN_FLAGS = ("rope_scaling",)  # shown last in the run's group (it came after the vLLM options)
+API_FLAGS = ("base_url", "api_key", "api_model", "api_mode", "max_concurrency", "timeout", "max_retries")
+
+
+def _how(name: str) -> dict:
+    """How field ``name``'s flag is spelled: from its type, choices and role (icrl/config.py)."""
+    kind = kind_of(name)
+    if kind is bool:
+        return {"action": "store_true" if is_switch(name) else argparse.BooleanOptionalAction}
+    choices = choices_of(name)
+    return {**({} if kind is str else {"type": kind}), **({"choices": choices} if choices else {})}
+
+
 def _adder(group):
-    """``add(name, **how)``: the flag of field ``name`` with its default and help; a field spelled
-    otherwise first (``flag_of``) keeps ``--name`` as an old spelling."""
-    def add(name: str, **how) -> None:
+    """``add(name)``: the flag of field ``name`` with its default, help, type and choices; a field
+    spelled otherwise first (``flag_of``) keeps ``--name`` as an old spelling."""
+    def add(name: str) -> None:
         spellings = dict.fromkeys([flag_of(name), f"--{name}"])
-        group.add_argument(*spellings, dest=name, default=default_of(name), help=help_of(name), **how)
+        group.add_argument(*spellings, dest=name, default=default_of(name), help=help_of(name), **_how(name))
     return add
 
 
-def _how(param) -> dict:
-    """How a declared parameter is spelled as a flag: its type and choices."""
-    if param.type is bool:
-        return {"action": argparse.BooleanOptionalAction}
-    return {"type": param.type, **({"choices": list(param.choices)} if param.choices else {})}
-
-
 def _declared_groups() -> dict:
-    """The declared parameters by --help group: "beyond" (exploration, rewards), "agent", then
-    one group per owner set (the base names of the strategies that declare them) for the
+    """The declared parameters' names by --help group: "beyond" (exploration, rewards), "agent",
+    then one group per owner set (the base names of the strategies that declare them) for the
     strategies' own."""
     groups: dict = {"beyond": [], "agent": []}
     for d in declared_params():
         if d.group == "agent":
-            groups["agent"].append(d.param)
+            groups["agent"].append(d.param.name)
         elif d.group == "strategy":
-            groups.setdefault(tuple(d.owners), []).append(d.param)
+            groups.setdefault(tuple(d.owners), []).append(d.param.name)
         else:
-            groups["beyond"].append(d.param)
+            groups["beyond"].append(d.param.name)
     return groups
 
 
@@ -79,87 +97,47 @@ def build_parser() -> argparse.ArgumentParser:
     p = ArgumentParser(
         prog="run_experiment.py",
         description="Run one online ICRL (or ICL / zero-shot) experiment. With no arguments: the embedded demo.")
-    _published_flags(p)
     declared = _declared_groups()
+    laid_out = {*PUBLISHED_FLAGS, *RUN_FLAGS, *VLLM_FLAGS, *LATE_RUN_FLAGS, *API_FLAGS}
+    unplaced = set(FIELDS) - laid_out - {name for names in declared.values() for name in names}
+    if unplaced:  # a new field of icrl/config.py: give it a place in --help above
+        raise AssertionError(f"configuration fields without a flag: {', '.join(sorted(unplaced))}")
+    published = _adder(p.add_argument_group("published flags (same names and meaning as the paper's script)"))
+    for name in PUBLISHED_FLAGS:
+        published(name)
     beyond = _adder(p.add_argument_group(
         "beyond the paper (our definitions, off by default: docs/method.md; the published script parses the first "
         "three and ignores them)"))
-    for param in declared.pop("beyond"):
-        beyond(param.name, **_how(param))
+    for name in declared.pop("beyond"):
+        beyond(name)
     _engine_flags(p)
     agents = _adder(p.add_argument_group("agents that are not LLMs (docs/method.md, \"Beyond the paper\")"))
-    for param in declared.pop("agent"):
-        agents(param.name, **_how(param))
-    for owners, params in declared.items():  # the strategies' own parameters, a group per strategy (or strategies)
+    for name in declared.pop("agent"):
+        agents(name)
+    for owners, names in declared.items():  # the strategies' own parameters, a group per strategy (or strategies)
         heading = f"{', '.join(owners)} (--context_strategy_name {' or '.join(owners)})"
         if len(owners) == 1 and owners[0] in STRATEGIES:
             heading += f": {STRATEGIES.get(owners[0]).cls.summary}"
         group = _adder(p.add_argument_group(heading))
-        for param in params:
-            group(param.name, **_how(param))
+        for name in names:
+            group(name)
     return p
-
-
-def _published_flags(p) -> None:
-    """The published script's flags, in its order (each field's help and default: icrl/config.py)."""
-    boolean = {"action": argparse.BooleanOptionalAction}
-    pub = _adder(p.add_argument_group("published flags (same names and meaning as the paper's script)"))
-    pub("model_name")
-    pub("task_name")
-    pub("context_strategy_name")
-    pub("temperature", type=float)
-    pub("context_p_keep", type=float)
-    pub("max_context_examples", type=int)
-    pub("icrl", **boolean)
-    pub("icrl_omit_feedback", **boolean)
-    pub("icrl_flip_feedback", **boolean)
-    pub("icrl_flip_feedback_prob", type=float)
-    pub("max_contexts", type=int)
-    pub("approximate_context_sampling_method")
-    pub("train_k", type=int)
-    pub("test_every", type=int)
-    pub("test_k", type=int)
-    pub("exemplars_per_label", type=int)
-    pub("debug_k", type=int)
-    pub("seed", type=int)
-    pub("training_seed", type=int)
-    pub("test_seed", type=int)
-    pub("hf_token")
-    pub("verbose", **boolean)
 
 
 def _engine_flags(p) -> None:
     """Our flags of the run and its backend: where records go, and each backend's options."""
-    boolean = {"action": argparse.BooleanOptionalAction}
     ours = _adder(p.add_argument_group("icrl options"))
-    ours("backend", choices=BACKEND_CHOICES)
-    ours("data_dir")
-    ours("output_dir")
-    ours("overwrite", action="store_true")
-    ours("batch_size", type=int)
-    ours("device")
-    ours("dtype")
-    ours("eot_token")
-    ours("max_model_len", type=int)
-    ours("published_tokenization", action="store_true")
-    ours("progress", **boolean)
-    ours("wandb", action="store_true")
+    for name in RUN_FLAGS:
+        ours(name)
     add_plugin_flag(p.add_argument_group("plugins"))
-    gpu = _adder(p.add_argument_group("vLLM options"))
-    gpu("tensor_parallel_size", type=int)
-    gpu("pipeline_parallel_size", type=int)
-    gpu("distributed_executor_backend", choices=["mp", "ray"])
-    gpu("gpu_memory_utilization", type=float)
-    gpu("enforce_eager", **boolean)
-    ours("rope_scaling")
+    vllm = _adder(p.add_argument_group("vLLM options"))
+    for name in VLLM_FLAGS:
+        vllm(name)
+    for name in LATE_RUN_FLAGS:
+        ours(name)
     api = _adder(p.add_argument_group(f"server and API options (--backend {', '.join(backends_taking('base_url'))})"))
-    api("base_url")
-    api("api_key")
-    api("api_model")
-    api("api_mode", choices=["auto", "completions", "chat"])
-    api("max_concurrency", type=int)
-    api("timeout", type=float)
-    api("max_retries", type=int)
+    for name in API_FLAGS:
+        api(name)
 
 
 def parse_args(argv: Optional[Sequence[str]], weights: bool = True) -> RunConfig:

@@ -32,6 +32,27 @@ def test_the_parser_flags_are_the_configuration_fields():
             assert action.help == config.help_of(action.dest), action.dest
 
 
+def test_a_flag_parses_its_fields_type_and_choices():
+    parser = build_parser()
+    values = vars(parser.parse_args(["--batch_size", "16", "--timeout", "2.5", "--icrl", "--overwrite"]))
+    assert values["batch_size"] == 16 and values["timeout"] == 2.5 and values["icrl"] is True
+    assert vars(parser.parse_args(["--no-icrl"]))["icrl"] is False  # Optional[bool]: both forms
+    for words in (["--batch_size", "many"], ["--no-overwrite"], ["--api_mode", "json"], ["--backend", "tpu"]):
+        with pytest.raises(UsageError):  # a switch has no --no- form; a field with choices takes only those
+            parser.parse_args(words)
+    with pytest.raises(UsageError, match="invalid choice: 'tpu'"):
+        parser.parse_args(["--backend", "tpu"])
+
+
+def test_a_field_without_a_place_in_help_is_refused(monkeypatch):
+    import importlib
+
+    run = importlib.import_module("icrl.cli.run")
+    monkeypatch.setattr(run, "API_FLAGS", tuple(n for n in run.API_FLAGS if n != "max_retries"))
+    with pytest.raises(AssertionError, match="configuration fields without a flag: max_retries"):
+        build_parser()
+
+
 def test_every_field_has_one_part_and_help():
     names = [f.name for part in (RunSpec, RunOptions, Secrets) for f in dataclasses.fields(part)]
     assert len(names) == len(set(names)) == len(config.FIELDS)

@@ -22,8 +22,9 @@ unfiltered strategies (a random model is almost never rewarded).
    chooses by measurement (its default): wall times, the ratios, the choice, and whether all
    ways wrote the same records;
 6. a retrieval test step: --retrieval_prompts banking77 test inputs, each after its own
-   --retrieval_k rewarded episodes most similar to it (no shared prefix: padded batches of
-   --batch_size): prompt tokens/s and the share of (2) (bench/gpu_steps.py);
+   --retrieval_k rewarded episodes most similar to it (no shared prefix: padded batches, on a
+   GPU as many rows as its free memory holds unless --batch_size is given): prompt tokens/s,
+   the rows per pass and the share of (2) (bench/gpu_steps.py);
 7. a reasoning step (--reasoning N): --reasoning_prompts prompts on the shared context of (3),
    each generating --reasoning_tokens tokens (``generate``, greedy): generated tokens/s.
    The correctness check (1) also compares ``generate``'s text at temperature 0 with a plain
@@ -303,7 +304,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=8 if cuda else 2)
     parser.add_argument("--lockstep_steps", type=int, default=20 if cuda else 3)
     parser.add_argument("--test_k", type=int, default=16 if cuda else 2)
-    parser.add_argument("--batch_size", type=int, default=64 if cuda else 8)
+    parser.add_argument("--batch_size", type=int, default=None if cuda else 8,
+                        help="rows per forward pass (default on a GPU: chosen from its free memory, as a run does)")
     parser.add_argument("--retrieval_prompts", type=int, default=64 if cuda else 6)
     parser.add_argument("--retrieval_k", type=int, default=16 if cuda else 4)
     parser.add_argument("--reasoning_prompts", type=int, default=64 if cuda else 4)

@@ -73,7 +73,7 @@ def retrieval_step(backend, prompts, labels, matmul: float, flops) -> dict:
     return {"prompts": len(prompts), "shared_prefix_tokens": shared,
             "mean_prompt_tokens": step["prompt_tokens"] / len(prompts), "prompt_tokens": step["prompt_tokens"],
             "computed_tokens": step["computed_tokens"], "model_calls": step["model_calls"],
-            "batch_size": backend.batch_size, "seconds": seconds,
+            "batch_size": backend.last_rows, "seconds": seconds,
             "prompt_tokens_per_s": step["prompt_tokens"] / seconds, "flop_per_s": used / seconds,
             "share_of_matmul": used / seconds / matmul}
 
@@ -89,7 +89,7 @@ def reasoning_step(backend, prompts, tokens: int) -> dict:
     seconds = time.perf_counter() - tic
     generated = sum(g.tokens for g in written)
     return {"prompts": len(prompts), "max_tokens": tokens, "generated_tokens": generated,
-            "batch_size": backend.batch_size, "seconds": seconds, "generated_tokens_per_s": generated / seconds}
+            "batch_size": backend.last_rows, "seconds": seconds, "generated_tokens_per_s": generated / seconds}
 
 
 def reasoning_check(model, backend, prompts, tokens: int) -> dict:

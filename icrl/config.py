@@ -187,7 +187,9 @@ class RunOptions:
     verbose: bool = flag(False, "also show the run's log (as in log.txt) on the console")
     debug_k: int = flag(0, "log the full prompt and output of the first k model calls")
     wandb: bool = flag(False, "also log to Weights & Biases, offline mode", switch=True)
-    batch_size: int = flag(8, "transformers backend: prompts per forward pass", backend=True)
+    batch_size: Optional[int] = flag(
+        None, "transformers backend: prompts per forward pass (default: on a GPU as many as its free memory holds "
+              "for the step's prompts, on a CPU 8; halved when the device runs out of memory)", backend=True)
     tensor_parallel_size: Optional[int] = flag(None, "default: all visible GPUs", backend=True)
     pipeline_parallel_size: int = flag(1, "pipeline stages (GPUs or nodes)", backend=True)
     distributed_executor_backend: Optional[str] = flag(

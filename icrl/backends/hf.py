@@ -25,7 +25,7 @@ from ..errors import UsageError
 from . import ChatBackend, check_prompt_lengths, common_prefix_length
 from .chat import ChatTokenizer, apply_rope_length, load_hf_tokenizer, local_model_dir
 from .constrained import LabelTrie, prompt_rngs
-from .hf_batches import in_batches
+from .hf_batches import CPU_ROWS, in_batches, row_bytes, rows_for
 from .hf_cache import batch_cache, packed_cache, register_cpu_attention, row_buffers
 from .hf_decode import decode_rows, sample
 
@@ -68,14 +68,14 @@ class TransformersBackend(ChatBackend):
     name = "transformers"
 
     def __init__(self, model_name: str, *, device: Optional[str] = None, dtype: str = "auto",
-                 batch_size: int = 8, prefix_reuse: bool = True, hf_token: Optional[str] = None,
+                 batch_size: Optional[int] = None, prefix_reuse: bool = True, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
                  prefill_chunk: int = 2048, rope_scaling: Optional[str] = None,
                  published_tokenization: bool = False):
         import torch
         from transformers import AutoModelForCausalLM
 
-        if batch_size < 1:
+        if batch_size is not None and batch_size < 1:
             raise UsageError(f"--batch_size must be at least 1, got {batch_size}")
         self.device = _check_device(torch, device or ("cuda" if torch.cuda.is_available() else "cpu"))
         directory = local_model_dir(model_name, hf_token=hf_token, weights=True)
@@ -94,11 +94,11 @@ class TransformersBackend(ChatBackend):
         self._setup(batch_size, prefix_reuse, prefill_chunk)
 
     @classmethod
-    def from_model(cls, model, chat: ChatTokenizer, *, model_name: str, batch_size: int = 8,
+    def from_model(cls, model, chat: ChatTokenizer, *, model_name: str, batch_size: Optional[int] = None,
                    prefix_reuse: bool = True, prefill_chunk: int = 2048) -> "TransformersBackend":
         """The backend over a model already built and placed, with ``chat`` its tokenizer:
         bench/gpu.py builds a real architecture with random weights, as no weights can be had."""
-        if batch_size < 1:
+        if batch_size is not None and batch_size < 1:
             raise UsageError(f"--batch_size must be at least 1, got {batch_size}")
         self = cls.__new__(cls)
         ChatBackend.__init__(self, model_name, chat)
@@ -110,13 +110,15 @@ class TransformersBackend(ChatBackend):
         self._setup(batch_size, prefix_reuse, prefill_chunk)
         return self
 
-    def _setup(self, batch_size: int, prefix_reuse: bool, prefill_chunk: int) -> None:
+    def _setup(self, batch_size: Optional[int], prefix_reuse: bool, prefill_chunk: int) -> None:
         """The state every backend starts with, the model loaded."""
         import torch
 
         if self.device == "cpu" and self.model.config._attn_implementation == "sdpa":
             self.model.set_attn_implementation(register_cpu_attention())
-        self.batch_size = batch_size
+        self.batch_size = batch_size  # None: chosen per call (``rows_for``); else --batch_size (or its halving)
+        self._ceiling: Optional[int] = None  # the size an out-of-memory error halved a chosen one to
+        self.last_rows = 0  # rows per forward pass of the last call (bench/gpu.py reports them)
         self.prefix_reuse = prefix_reuse
         self.prefill_chunk = prefill_chunk
         self._torch = torch
@@ -135,7 +137,8 @@ class TransformersBackend(ChatBackend):
 
     def describe(self) -> dict:
         return {**super().describe(), "device": self.device, "dtype": self.dtype,
-                "batch_size": self.batch_size, "prefix_reuse": self.prefix_reuse}
+                "batch_size": self.batch_size or (CPU_ROWS if self.device == "cpu" else None),
+                "prefix_reuse": self.prefix_reuse}
 
     # -- public ----------------------------------------------------------------------------
     def predict(self, prompts, labels, temperature, seed, progress=None):
@@ -147,10 +150,9 @@ class TransformersBackend(ChatBackend):
         rngs = prompt_rngs(seed, len(prompts))
         out: list[Optional[str]] = [None] * len(prompts)
         # Rows of the shared prefix, copied once per call; each batch writes after the prefix.
-        buffers = None
+        buffers, longest = None, max(len(x) for x in ids)
+        rows = self._rows(len(prompts), longest + trie.max_depth)
         if shared:
-            longest = max(len(x) for x in ids)
-            rows = min(self.batch_size, len(prompts))
             buffers = row_buffers(self._prefix_cache, rows, longest - shared + trie.max_depth)
         # Similar suffix lengths share a batch (less padding); results do not depend on order.
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
@@ -163,7 +165,7 @@ class TransformersBackend(ChatBackend):
             if progress is not None:
                 progress(len(batch))
 
-        self._in_batches(order, run)
+        self._in_batches(order, run, rows)
         return out
 
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
@@ -188,9 +190,8 @@ class TransformersBackend(ChatBackend):
             shared = len(shared)
         rngs = prompt_rngs(seed, len(prompts), stream=1)
         longest = max(len(x) for x in ids)
-        buffers = None
+        buffers, rows = None, self._rows(len(prompts), longest + max_tokens + 1)
         if shared:
-            rows = min(self.batch_size, len(prompts))
             buffers = row_buffers(self._prefix_cache, rows, longest - shared + max_tokens + 1)
         out: list = [None] * len(prompts)
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
@@ -202,7 +203,7 @@ class TransformersBackend(ChatBackend):
             for i, generated in zip(batch, texts):
                 out[i] = Generated(*generated)
 
-        self._in_batches(order, run)
+        self._in_batches(order, run, rows)
         return out
 
     def predict_calls(self, calls):
@@ -247,15 +248,29 @@ class TransformersBackend(ChatBackend):
             for r, label in zip(batch, results):
                 out[r[0]][r[1]] = label
 
-        self._in_batches(rows, run)
+        self._in_batches(rows, run, self._rows(len(rows), max((len(r[2]) + r[3] + r[5].max_depth for r in rows),
+                                                              default=1)))
         return out
 
-    def _in_batches(self, items, run) -> None:
-        """``run`` over ``items`` in batches of ``batch_size``, halved for good when the device runs
-        out of memory (``icrl.backends.hf_batches``)."""
+    def _rows(self, prompts: int, tokens: int) -> int:
+        """Rows per forward pass for ``prompts`` prompts of at most ``tokens`` tokens each: --batch_size,
+        else what the device's free memory holds (``icrl.backends.hf_batches.rows_for``)."""
+        free = self._free_bytes() if self.batch_size is None else None
+        size = row_bytes(self.model.config, self.model.dtype.itemsize, tokens) if free is not None else 0
+        return rows_for(prompts, self.batch_size, free, size, self._ceiling)
+
+    def _free_bytes(self) -> Optional[int]:
+        """The device's free memory in bytes (None on a CPU: its batch size is a constant)."""
+        return int(self._torch.cuda.mem_get_info(self.device)[0]) if str(self.device).startswith("cuda") else None
+
+    def _in_batches(self, items, run, size: int) -> None:
+        """``run`` over ``items`` in batches of ``size``, halved for good when the device runs out of
+        memory (``icrl.backends.hf_batches``)."""
         torch = self._torch
         free = torch.cuda.empty_cache if str(self.device).startswith("cuda") else (lambda: None)
-        self.batch_size = in_batches(items, self.batch_size, run, torch.OutOfMemoryError, free)
+        done = self.last_rows = in_batches(items, size, run, torch.OutOfMemoryError, free)
+        if done < size:  # halved: the smaller size stays
+            self._ceiling, self.batch_size = (done, None) if self.batch_size is None else (None, done)
 
     def packs(self, calls) -> bool:
         """Whether ``predict_calls`` puts these calls into shared forward passes: with prefix reuse,

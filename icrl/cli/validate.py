@@ -163,7 +163,7 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None, wei
             raise UsageError(f"--{name} must be positive or -1 (all), got {value}")
     if s.exemplars_per_label < 0:
         raise UsageError(f"--exemplars_per_label must be >= 0, got {s.exemplars_per_label}")
-    if o.debug_k < 0 or o.batch_size < 1:
+    if o.debug_k < 0 or (o.batch_size is not None and o.batch_size < 1):
         raise UsageError("--debug_k must be >= 0 and --batch_size >= 1")
     if any(seed is not None and seed < 0 for seed in (s.seed, s.training_seed, s.test_seed)):  # all set here
         raise UsageError("seeds must be >= 0")

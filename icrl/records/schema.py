@@ -30,7 +30,7 @@ class RuntimeArgs(TypedDict, total=False):
     output_dir: str
     overwrite: bool
     wandb: bool
-    batch_size: int
+    batch_size: Optional[int]  # null: chosen by the device (8 in records written before it could be)
     data_dir: Optional[str]
     tensor_parallel_size: Optional[int]
     pipeline_parallel_size: int
@@ -73,7 +73,7 @@ class BackendRecord(_BackendRecord, total=False):
 
     device: str
     dtype: str
-    batch_size: int
+    batch_size: Optional[int]  # null: chosen per step from the GPU's free memory
     prefix_reuse: bool
 
 

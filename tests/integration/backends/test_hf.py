@@ -208,7 +208,7 @@ def backend(smollm2):
     """The session's SmolLM2 backend; settings a test changes are restored afterwards."""
     settings = (smollm2.prefix_reuse, smollm2.batch_size)
     yield smollm2
-    smollm2.prefix_reuse, smollm2.batch_size = settings
+    smollm2.prefix_reuse, smollm2.batch_size, smollm2._ceiling = *settings, None
 
 
 @functools.lru_cache(maxsize=None)
@@ -385,6 +385,43 @@ def test_a_batch_the_device_cannot_hold_is_halved_and_the_labels_do_not_change(b
     assert got == expected and backend.batch_size == 2
     backend.batch_size = 8
     assert backend.generate(prompts[:4], 6, 1.0, 5) == written and backend.batch_size == 2
+
+
+@pytest.mark.model
+def test_a_batch_size_chosen_from_free_memory_fills_it_and_keeps_the_labels(backend, banking, monkeypatch):
+    """--batch_size not given, a device that says it has room for 3 rows of this step: batches
+    of 3 (never more), labels and generated texts those of batch size 1; an out-of-memory error
+    then halves the chosen size, which stays the ceiling."""
+    import torch
+
+    from icrl.backends.hf_batches import HEADROOM, row_bytes
+
+    prompts = render_step(backend, banking, icrl_context(banking, 6), 8)
+    expected, _ = run(backend, prompts, banking.labels, 1.0, seed=5, batch_size=1, cold=True)
+    written = backend.generate(prompts[:4], 6, 1.0, 5)
+    longest = max(len(backend.chat.encode_prompt(p)) for p in prompts)
+    room = 3 * row_bytes(backend.model.config, 4, longest + 40) / HEADROOM  # 3 rows of this step, float32
+    monkeypatch.setattr(backend, "_free_bytes", lambda: int(room))
+    forward, rows = backend._forward, []
+
+    def counted(input_ids, *args, **kwargs):
+        rows.append(len(input_ids))
+        return forward(input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "_forward", counted)
+    got, _ = run(backend, prompts, banking.labels, 1.0, seed=5, batch_size=None, cold=True)
+    assert got == expected and max(rows) == 3 and backend.batch_size is None
+    rows.clear()
+    assert backend.generate(prompts[:4], 6, 1.0, 5) == written and max(rows) == 3
+
+    def limited(input_ids, *args, **kwargs):
+        if len(input_ids) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (forced by the test)")
+        return forward(input_ids, *args, **kwargs)
+
+    monkeypatch.setattr(backend, "_forward", limited)
+    got, _ = run(backend, prompts, banking.labels, 1.0, seed=5, batch_size=None, cold=True)
+    assert got == expected and backend._ceiling == 1 and backend.batch_size is None
 
 
 @pytest.mark.model

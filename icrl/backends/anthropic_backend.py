@@ -29,6 +29,7 @@ from ..errors import UsageError
 from ..infra.masking import register, register_args, strip_userinfo
 from .anthropic_requests import (MODES, count_request, encode_prompt, generation_request, message_request, parse_text,
                                  parse_tool, text_of, usage_of)
+from .in_flight import PredictAsOneCall, all_in_flight
 from .watched_loop import WatchedLoop
 from .server_watch import SilenceWatch, answers, bad_response
 from .usage import Usage
@@ -49,7 +50,7 @@ def import_anthropic():
     return anthropic
 
 
-class AnthropicBackend:
+class AnthropicBackend(PredictAsOneCall):
     """The backend protocol (see icrl.backends) over Anthropic's Messages API."""
 
     name = "anthropic"
@@ -112,32 +113,22 @@ class AnthropicBackend:
         frame = chat_frame(messages, prefix)
         return frame._replace(prompt=self.render(messages, prefix))  # with the breakpoint before the query
 
-    def predict(self, prompts, labels, temperature, seed, progress=None):
-        from . import Call
-
-        out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
-        if progress is not None:  # all requests of the call finish together
-            progress(len(prompts))
-        return out
-
     def predict_calls(self, calls):
         """Several calls (runs of a sweep) with all their requests in flight together, at most
         --max_concurrency at a time overall. The seeds are not sent (the API takes none)."""
         for call in calls:
             self._say_temperature(call.temperature)
 
-        async def gather():
-            semaphore = asyncio.Semaphore(self.max_concurrency)
-            return await asyncio.gather(*[self._call(list(c.prompts), list(c.labels), semaphore)
-                                          for c in calls])
+        def send(call, semaphore):
+            return self._call(list(call.prompts), list(call.labels), semaphore)
 
-        return [list(x) for x in self._guarded(gather())]
+        return [list(x) for x in self._guarded(all_in_flight(calls, send, self.max_concurrency))]
 
     def generate(self, prompts, max_tokens, temperature, seed, stop=()):
         """Free text after each prompt's messages (``icrl.backends.Reasoner``), up to ``stop``."""
         from . import Generated
 
-        async def one(semaphore, prompt):
+        async def one(prompt, semaphore):
             async with semaphore:
                 doc = json.loads(prompt)
                 body = generation_request(self.api_model, doc["messages"], max_tokens, stop, doc.get("cache_at"))
@@ -147,11 +138,7 @@ class AnthropicBackend:
                 text = text.split(marker, 1)[0] if marker else text
             return Generated(text, int(getattr(response.usage, "output_tokens", 0) or 0))
 
-        async def gather():
-            semaphore = asyncio.Semaphore(self.max_concurrency)
-            return await asyncio.gather(*[one(semaphore, p) for p in prompts])
-
-        return list(self._guarded(gather())) if prompts else []
+        return self._guarded(all_in_flight(prompts, one, self.max_concurrency)) if prompts else []
 
     def count_tokens(self, text):
         return self.count_many([text])[0]
@@ -162,7 +149,7 @@ class AnthropicBackend:
         requests in flight together (at most --max_concurrency). The window search reads it."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._counted]
         if missing:
-            async def one(semaphore, text):
+            async def one(text, semaphore):
                 try:
                     doc = json.loads(text)
                     messages, prefix = doc["messages"], doc.get("prefix", "")
@@ -174,11 +161,7 @@ class AnthropicBackend:
                 self._watch.answered()
                 return int(response.input_tokens)
 
-            async def gather():
-                semaphore = asyncio.Semaphore(self.max_concurrency)
-                return await asyncio.gather(*[one(semaphore, t) for t in missing])
-
-            self._counted.update(zip(missing, self._guarded(gather())))
+            self._counted.update(zip(missing, self._guarded(all_in_flight(missing, one, self.max_concurrency))))
         return [self._counted[t] for t in texts]
 
     def _say_temperature(self, temperature: float) -> None:

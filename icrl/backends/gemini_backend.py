@@ -33,6 +33,7 @@ from typing import Optional, Sequence
 from ..errors import UsageError
 from ..infra.masking import register, scrub, strip_userinfo
 from . import gemini_requests as req
+from .in_flight import PredictAsOneCall, all_in_flight
 from .server_watch import DEAD_S, PROBE_TIMEOUT_S, SilenceWatch, answers
 from .usage import Usage
 from .watched_loop import WatchedLoop
@@ -64,7 +65,7 @@ def split_version(base_url: str) -> tuple[str, str]:
     return (head, last) if last in API_VERSIONS and head else (url, "v1beta")
 
 
-class GeminiBackend:
+class GeminiBackend(PredictAsOneCall):
     """The backend protocol (see icrl.backends) over the Gemini API; ``usage()`` as
     ``icrl.backends.usage.ReportsUsage`` declares."""
 
@@ -132,22 +133,10 @@ class GeminiBackend:
     def usage(self) -> Usage:
         return self._usage
 
-    def predict(self, prompts, labels, temperature, seed, progress=None):
-        from . import Call
-
-        out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
-        if progress is not None:  # all requests of the call finish together
-            progress(len(prompts))
-        return out
-
     def predict_calls(self, calls):
         """Several calls (runs of a sweep), all their requests in flight together, at most
         --max_concurrency at a time overall."""
-        async def gather():
-            semaphore = asyncio.Semaphore(self.max_concurrency)
-            return await asyncio.gather(*[self._predict_all(c, semaphore) for c in calls])
-
-        return [list(x) for x in self._run(gather())]
+        return [list(x) for x in self._run(all_in_flight(calls, self._predict_all, self.max_concurrency))]
 
     def count_tokens(self, text: str) -> int:
         return self.count_many([text])[0]
@@ -158,11 +147,7 @@ class GeminiBackend:
         each text asked once, the requests in flight together."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._counts]
         if missing:
-            async def gather():
-                semaphore = asyncio.Semaphore(self.max_concurrency)
-                return await asyncio.gather(*[self._count_one(t, semaphore) for t in missing])
-
-            self._counts.update(zip(missing, self._run(gather())))
+            self._counts.update(zip(missing, self._run(all_in_flight(missing, self._count_one, self.max_concurrency))))
         return [self._counts[t] for t in texts]
 
     def close(self) -> None:

@@ -35,6 +35,7 @@ from typing import Optional
 from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
 from .chat import ChatTokenizer, load_chat_tokenizer
+from .in_flight import PredictAsOneCall, all_in_flight
 from .watched_loop import WatchedLoop
 from .server_watch import SilenceWatch, bad_response, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
@@ -59,7 +60,7 @@ def import_openai():
     return openai
 
 
-class OpenAIBackend:
+class OpenAIBackend(PredictAsOneCall):
     """The backend protocol (see icrl.backends) over an OpenAI-compatible HTTP server."""
 
     name = "openai"
@@ -148,7 +149,7 @@ class OpenAIBackend:
         reasoning parser: ``reasoning_content``) gives that as the reasoning."""
         openai = self._openai
 
-        async def one(semaphore, prompt):
+        async def one(prompt, semaphore):
             async with semaphore:
                 try:
                     if self.api_mode == "chat":
@@ -176,16 +177,12 @@ class OpenAIBackend:
                 tokens = self.chat.count_tokens(text) if self.chat is not None else len(text.split())
             return Generated(text, int(tokens))
 
-        async def gather():
-            semaphore = asyncio.Semaphore(self.max_concurrency)
-            return await asyncio.gather(*[one(semaphore, p) for p in prompts])
-
         from . import Generated
 
         if not prompts:
             return []
         try:
-            return list(self._run(gather()))
+            return self._run(all_in_flight(prompts, one, self.max_concurrency))
         except openai.APIError as exc:
             raise self._fail(exc) from None
 
@@ -212,14 +209,6 @@ class OpenAIBackend:
     def usage_of(self, key) -> Usage:
         return self.counts.tally.of(key)
 
-    def predict(self, prompts, labels, temperature, seed, progress=None):
-        from . import Call
-
-        out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
-        if progress is not None:  # all requests of the call finish together
-            progress(len(prompts))
-        return out
-
     def predict_calls(self, calls):
         """Several calls (runs of a sweep) with all their requests in flight together, at most
         --max_concurrency at a time overall."""
@@ -231,12 +220,11 @@ class OpenAIBackend:
                     check_prompt_lengths([self.chat.encode(p) for p in call.prompts],
                                          max_label_tokens(call.labels), self.max_model_len)
 
-        async def gather():
-            semaphore = asyncio.Semaphore(self.max_concurrency)
-            return await asyncio.gather(*[self._predict_all(list(c.prompts), list(c.labels), c.temperature, c.seed,
-                                                            semaphore, c.key) for c in calls])
+        def send(call, semaphore):
+            return self._predict_all(list(call.prompts), list(call.labels), call.temperature, call.seed, semaphore,
+                                     call.key)
 
-        return [list(x) for x in self._run(gather())]
+        return [list(x) for x in self._run(all_in_flight(calls, send, self.max_concurrency))]
 
     def close(self) -> None:
         if not self._loop.is_closed():

@@ -159,10 +159,8 @@ def test_completions_mode_sends_rendered_prompts_concurrently(monkeypatch):
     backend = make_backend(monkeypatch, server, api_mode="completions", max_concurrency=4)
     assert backend.api_mode == "completions" and backend.chat is not None
     prompts = [backend.render(messages_for(i), "Intent:") for i in range(12)]
-    tic = time.perf_counter()
     assert backend.predict(prompts, LABELS, 0.0, 9) == ["card_arrival"] * 12
-    elapsed = time.perf_counter() - tic
-    assert server.max_in_flight == 4 and elapsed < 12 * 0.2  # concurrent, and bounded
+    assert server.max_in_flight == 4  # concurrent (each request waits 0.2 s at the server), and bounded
     calls = [b for p, b in server.requests if p.endswith("/completions")]
     sent = {b["prompt"] for b in calls if "structured_outputs" in b}
     assert sent == set(prompts) and all(b["seed"] == 9 for b in calls if "structured_outputs" in b)

@@ -36,6 +36,7 @@ result columns, backend options) are derived from this metadata, never written o
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Optional, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints
@@ -374,10 +375,15 @@ def given(value: Optional[T], name: str) -> T:
     return value
 
 
+@functools.lru_cache(maxsize=None)
+def _annotations(part: type) -> dict:
+    """A part's field annotations, resolved once (resolving takes milliseconds per call)."""
+    return get_type_hints(part)
+
+
 def kind_of(name: str) -> type:
     """The type a field's flag parses (its annotation, without ``Optional``)."""
-    part = FIELDS[name][0]
-    kind = get_type_hints(part)[name]
+    kind = _annotations(FIELDS[name][0])[name]
     if get_origin(kind) is Union:
         kind = next(a for a in get_args(kind) if a is not type(None))
     return kind

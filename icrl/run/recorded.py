@@ -3,22 +3,22 @@ first part of the one records check on resume; ``icrl.run.rebuild`` is the rest)
 
 ``check_config``: config.json against the arguments and the data (its labels the task's, its
 plan, data, training stream and exemplars the ones these arguments give); refused in one line
-naming the field. ``read_lines``: the lines of train.jsonl and test.jsonl sorted out (lines cut
-short, not JSON, duplicated, out of order, of steps not planned or not completed). Nothing here
-writes.
+naming the field. ``read_lines``: the lines of train.jsonl and test.jsonl sorted out
+(``records.lines``, the pass the readers make too), refused in one line where a training line
+that later steps depend on cannot be used. Nothing here writes.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional, TypeGuard, Union
 
 from ..config import RunConfig, given
 from ..method.agents import is_learner
-from ..records import CONFIG, FORMAT_VERSION, TEST, TRAIN, DamagedRecords, parse_jsonl, verify
+from ..records import CONFIG, FORMAT_VERSION, TRAIN, DamagedRecords, verify
+from ..records.lines import Lines, sort_out
 from .data import RunData
 from .plan import Plan
 
@@ -106,100 +106,19 @@ def check_config(out_dir: Path, recorded: dict, config: RunConfig, data: RunData
 
 
 # -- the lines on disk ----------------------------------------------------------------------------
-@dataclass
-class Lines:
-    """The lines of train.jsonl and test.jsonl sorted out: ``train`` holds (line number, record)
-    of steps 0, 1, ... in order; ``test`` step -> (line number, record) of the planned test steps
-    among them; ``notes`` what was dropped or reordered because it was damaged."""
-
-    train: list
-    test: dict
-    notes: list = field(default_factory=list)
-    rewrite_train: bool = False
-    rewrite_test: bool = False
-
-
-def read_lines(out_dir: Path, plan: Plan) -> Lines:
-    """Sort out the record files: a line cut short by a kill is dropped (no note), as is a last
-    training line that is not JSON; training lines out of order are sorted and a repeated one
-    (the same line twice) dropped; a gap, a step repeated with other content, or a line that is
-    not JSON before others are refused (the steps after it depend on it). Test lines that are not
-    JSON, of steps not planned, repeated or of steps not completed are dropped."""
-    train, notes, rewrite_train = _read_train(out_dir / TRAIN, plan)
-    test, test_notes, rewrite_test = _read_test(out_dir / TEST, plan, 1 if plan.mode == "zero_shot" else len(train))
-    return Lines(train, test, notes + test_notes, rewrite_train, rewrite_test)
-
-
-def _read_train(path: Path, plan: Plan) -> tuple[list, list, bool]:
-    """(line number, record) of steps 0, 1, ... in order, the notes, whether to rewrite the file."""
-    lines, bad, cut = parse_jsonl(path)
-    notes: list = []
-    rewrite_train = cut
-    last = max([n for n, _ in lines] + bad, default=0)
-    for n in bad:
-        if n != last:
-            raise refuse_line(path, n, "is not JSON")
-        notes.append(f"train.jsonl line {n} (not JSON; its step is recomputed)")
-        rewrite_train = True
-    if plan.mode == "zero_shot" and lines:
-        raise DamagedRecords(f"{path} has {len(lines)} lines; a zero-shot run has none: delete the file, or pass "
-                             f"--overwrite to start again")
-    by_step: dict = {}
-    for n, record in lines:
-        step = record.get("step") if isinstance(record, dict) else None
-        if not is_int(step) or step < 0:
-            if n == last:
-                notes.append(f"train.jsonl line {n} (not a training step; its step is recomputed)")
-                rewrite_train = True
-                continue
-            raise refuse_line(path, n, f"is not a training step (step {step!r})")
-        if step in by_step:
-            first, earlier = by_step[step]
-            if as_json_text(earlier) != as_json_text(record):
-                raise refuse_line(path, n, f"repeats step {step} (line {first}) with other content")
-            notes.append(f"train.jsonl line {n} (a repeat of line {first})")
-            rewrite_train = True
-            continue
-        by_step[step] = (n, record)
-    steps = sorted(by_step)
-    for i, step in enumerate(steps):
-        if step != i:
-            n = by_step[step][0]
-            raise refuse_line(path, n, f"is step {step}, and no line is step {i}")
-    if steps and [n for n, _ in (by_step[s] for s in steps)] != sorted(n for n, _ in by_step.values()):
-        notes.append("train.jsonl's lines out of step order (sorted)")
-        rewrite_train = True
-    if len(steps) > plan.steps:
-        n = by_step[plan.steps][0]
-        raise DamagedRecords(f"{path} line {n} is step {plan.steps}, but the run plans {plan.steps} steps "
-                             f"(config.json): "
-                             f"restore the files of one run, or delete that line and the ones after it, or pass "
-                             f"--overwrite to start again")
-    return [by_step[s] for s in steps], notes, rewrite_train
-
-
-def _read_test(path: Path, plan: Plan, done: int) -> tuple[dict, list, bool]:
-    """Step -> (line number, record) of the planned test steps among the ``done`` completed
-    steps, the notes, whether to rewrite the file."""
-    t_lines, t_bad, t_cut = parse_jsonl(path)
-    rewrite_test = t_cut or bool(t_bad)
-    notes = [f"test.jsonl line {n} (not JSON; its step is recomputed)" for n in t_bad]
-    test: dict = {}
-    order = []
-    for n, record in t_lines:
-        step = record.get("step") if isinstance(record, dict) else None
-        if not is_int(step) or step not in plan.test_steps:
-            notes.append(f"test.jsonl line {n} (not a planned test step: {step!r})")
-        elif step >= done:
-            pass  # written just before a kill cut its step short: recomputed, no damage
-        elif step in test:
-            notes.append(f"test.jsonl line {n} (a repeat of step {step})")
-        else:
-            test[step] = (n, record)
-            order.append(step)
-            continue
-        rewrite_test = True
-    if order != sorted(order):
-        notes.append("test.jsonl's lines out of step order (sorted)")
-        rewrite_test = True
-    return test, notes, rewrite_test
+def read_lines(out_dir: Path, plan: Plan, data: RunData) -> Lines:
+    """The record files sorted out against the plan (``records.lines``: what is dropped or
+    reordered is in the notes); DamagedRecords in one line for a training line the steps after
+    it depend on."""
+    train_ids = [e.id for e in data.train[:plan.steps]] if plan.mode != "zero_shot" else []
+    lines = sort_out(out_dir, plan.steps, plan.test_steps, plan.mode, train_ids, len(data.test))
+    refusal, path = lines.refusal, out_dir / TRAIN
+    if refusal is None:
+        return lines
+    if refusal.kind == "zero_shot":
+        raise DamagedRecords(f"{path} line {refusal.number} {refusal.problem}: delete the file, or pass --overwrite "
+                             f"to start again")
+    if refusal.kind == "beyond_plan":
+        raise DamagedRecords(f"{path} line {refusal.number} {refusal.problem}: restore the files of one run, or "
+                             f"delete that line and the ones after it, or pass --overwrite to start again")
+    raise refuse_line(path, refusal.number, refusal.problem)

@@ -11,10 +11,11 @@ parts of config.json the readers use (``args`` against ``config.RunSpec``, ``res
 before the tool has written anything: the scripts print it and exit with 2. A line that is not
 JSON at all stays what ``inspect_run`` makes of it (damage; the lines before it are read).
 
-``TypedRun`` is what the readers get: the run's config.json (checked), its lines as ``TrainLine`` and
-``TestLine`` (those ``inspect_run`` keeps: the steps a resume would continue from, sorted out by
-``records.lines``, and the test steps of completed steps), its results.json (checked against ``ResultsFile``; {} when there is none or it is not
-JSON: the records say what the run did, and a resumed run rewrites it), and the state of the check.
+``TypedRun`` is what the readers get: the run's config.json (checked), its lines as
+``TrainLine`` and ``TestLine`` (those ``inspect_run`` keeps: the steps a resume would continue
+from, sorted out by ``records.lines``, and the test steps of completed steps), its results.json
+(checked against ``ResultsFile``; {} when there is none or it is not JSON: the records say what
+the run did, and a resumed run rewrites it), and the state of the check.
 """
 
 from __future__ import annotations

@@ -1,27 +1,23 @@
-"""What a run's records say, checked against themselves and the data.
+"""What config.json alone can tell of a run's records (no data, no model).
 
-``records.inspect_run`` checks their shape (steps, example ids, planned test steps); a run
-whose data loads has its content checked line by line against the lines the run rebuilds
-(``icrl.run.rebuild``), which this module's checks are a part of. This module checks what
-config.json alone can tell: a finished run whose data cannot be loaded is reported from its
-records only when they pass it (``damaged``), and config.json's labels are checked against the
-task's (``check_labels``):
+``records.lines`` sorts the lines out and ``records.inspect_run`` checks their shape (steps,
+example ids, planned test steps); a run whose data loads has its content checked, and repaired,
+line by line against the lines the run rebuilds (``icrl.run.rebuild``). This module is what is
+left to check without the data: ``problems`` says why a finished run whose data cannot be loaded
+is not reported from its records (nothing is repaired here: a resume, with the data, repairs):
 
-- every training prediction of an ICRL run is a label of the task (else refused: the steps
-  after it were computed from it, nothing can be recomputed without rerunning them);
-- every training accuracy follows from prediction and gold answer (repaired);
-- every test prediction is a label (else the test step is dropped and recomputed on
-  resume), every test accuracy and per-class accuracy follows from the predictions and the
-  test answers in config.json (repaired);
-- the labels in config.json are the task's (``check_labels``, refused).
+- a training line's answer is not a label of the task, or (an ICRL run) its prediction is not,
+  or its accuracy does not follow from the two;
+- a test line's predictions are not one label per test answer in config.json, or its accuracy
+  or per-class accuracy does not follow from them.
 
-``repair(config, train, test)`` returns the corrected records and one note per repair, or
-raises DamagedRecords (one line) for what cannot be recomputed.
+``check_labels``: config.json's labels are the task's (refused in one line, on resume).
 """
 
 from __future__ import annotations
 
 import math
+
 from .check import DamagedRecords
 from .summary import per_class_accuracy
 
@@ -38,53 +34,36 @@ def _close(a, b) -> bool:
     return isinstance(a, (int, float)) and not isinstance(a, bool) and math.isclose(a, b, abs_tol=1e-12)
 
 
-def repair(config: dict, train: list, test: list, where="the run") -> tuple[list, list, list]:
-    """(train, test, notes): the records with recomputable content fixed (a test step whose
-    predictions are not labels is left out, to be recomputed); DamagedRecords otherwise."""
-    labels = set(_labels(config, where))
+def problems(config: dict, train: list, test: list) -> list:
+    """What config.json alone shows wrong in the records (module docstring); [] when nothing."""
+    try:
+        labels = set(_labels(config, "the run"))
+    except DamagedRecords as exc:
+        return [str(exc)]
     mode = (config.get("resolved") or {}).get("mode")
-    notes: list = []
-    fixed_train = []
+    found = []
     for r in train:
-        r = dict(r)
-        if r.get("answer") not in labels:
-            raise DamagedRecords(f"{where}: training step {r.get('step')}'s answer {r.get('answer')!r} is not a label "
-                                 f"of the task; the records were edited: pass --overwrite to start again")
-        if mode == "icrl":
-            if r.get("prediction") not in labels:
-                raise DamagedRecords(f"{where}: training step {r.get('step')}'s prediction {r.get('prediction')!r} is "
-                                     f"not a label of the task, and later steps depend on it; pass --overwrite to "
-                                     f"start again")
-            right = int(r["prediction"] == r["answer"])
-            if r.get("accuracy") != right or isinstance(r.get("accuracy"), bool):
-                notes.append(f"training step {r['step']}'s accuracy ({r.get('accuracy')!r}, should be {right})")
-                r["accuracy"] = right
-        fixed_train.append(r)
+        step, prediction, answer = r.get("step"), r.get("prediction"), r.get("answer")
+        if answer not in labels or (mode == "icrl" and prediction not in labels):
+            found.append(f"training step {step}'s answer {answer!r} or prediction {prediction!r} is not a label")
+        elif mode == "icrl" and not _same_int(r.get("accuracy"), int(prediction == answer)):
+            found.append(f"training step {step}'s accuracy {r.get('accuracy')!r} is not {int(prediction == answer)}")
     answers = (config.get("test_set") or {}).get("answers")
-    fixed_test = []
     for r in test:
-        r = dict(r)
         predictions = r.get("predictions")
         if not isinstance(answers, list) or not isinstance(predictions, list) or len(predictions) != len(answers) \
                 or any(p not in labels for p in predictions):
-            notes.append(f"test step {r.get('step')} (predictions that are not labels; recomputed)")
+            found.append(f"test step {r.get('step')}'s predictions are not one label per test example")
             continue
         correct = [int(p == g) for p, g in zip(predictions, answers)]
         accuracy, per_class = sum(correct) / len(correct), per_class_accuracy(answers, correct)
         if not _close(r.get("accuracy"), accuracy) or r.get("per_class_accuracy") != per_class:
-            notes.append(f"test step {r['step']}'s accuracy ({r.get('accuracy')!r}, should be {accuracy:.4f})")
-            r["accuracy"], r["per_class_accuracy"] = accuracy, per_class
-        fixed_test.append(r)
-    return fixed_train, fixed_test, notes
+            found.append(f"test step {r.get('step')}'s accuracy {r.get('accuracy')!r} is not {accuracy:.4f}")
+    return found
 
 
-def damaged(config: dict, train: list, test: list) -> bool:
-    """Whether ``repair`` would change or refuse the records (what a finished run whose data
-    cannot be loaded is checked by: the data's check, icrl.run.rebuild, cannot run)."""
-    try:
-        return bool(repair(config, train, test)[2])
-    except DamagedRecords:
-        return True
+def _same_int(value, expected: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value == expected
 
 
 def check_labels(config: dict, labels: list, where="the run") -> None:

@@ -137,7 +137,7 @@ class Experiment:
         except UsageError:
             state = decision.state
             if (decision.kind == "finished" and state is not None and state.config is not None
-                    and not verify.damaged(state.config, state.train, state.test)):
+                    and not verify.problems(state.config, state.train, state.test)):
                 return None
             raise
 

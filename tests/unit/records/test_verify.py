@@ -129,10 +129,10 @@ def test_a_finished_run_with_damaged_records_is_not_reported_without_its_data(fi
     assert "already finished" in capsys.readouterr().out
 
 
-def test_repair_fixes_what_follows_from_the_records_and_refuses_what_does_not(finished):
-    """verify.repair: accuracies that contradict prediction and answer are recomputed, a test
-    step with a prediction that is no label is left out (to be recomputed), and a training
-    prediction that is no label is refused (later steps depend on it)."""
+def test_what_config_json_alone_shows_wrong_is_named_and_a_sound_run_has_nothing(finished):
+    """verify.problems (a finished run whose data cannot be loaded): an accuracy that its
+    prediction and answer contradict, a test accuracy its predictions contradict, a prediction
+    that is no label; nothing for the records as written."""
     import json
 
     from icrl.records import verify
@@ -140,16 +140,15 @@ def test_repair_fixes_what_follows_from_the_records_and_refuses_what_does_not(fi
 
     out, run_dir, (train, test) = finished
     config = json.loads((run_dir / "config.json").read_text())
+    assert verify.problems(config, train, test) == []
     edited_train = [dict(r) for r in train]
     edited_train[1]["accuracy"] = 1 - edited_train[1]["accuracy"]
+    edited_train[2]["prediction"] = "no such label"
     edited_test = [dict(r) for r in test]
     edited_test[0]["accuracy"] = 0.123
     edited_test[1]["predictions"] = ["no such label"] * len(edited_test[1]["predictions"])
-    fixed_train, fixed_test, notes = verify.repair(config, edited_train, edited_test)
-    assert fixed_train == train and fixed_test == [test[0], test[2]]
-    assert len(notes) == 3 and "training step 1's accuracy" in notes[0]
-    edited_train[2]["prediction"] = "no such label"
-    with pytest.raises(DamagedRecords, match="training step 2's prediction 'no such label' is not a label"):
-        verify.repair(config, edited_train, test)
+    found = verify.problems(config, edited_train, edited_test)
+    assert [f.split("'s")[0] for f in found] == ["training step 1", "training step 2", "test step 0", "test step 2"]
+    assert "is not a label" in found[1] and "are not one label per test example" in found[3]
     with pytest.raises(DamagedRecords, match="labels in config.json are not the task's"):
         verify.check_labels(config, list(reversed(config["dataset"]["labels"])))

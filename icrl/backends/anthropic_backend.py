@@ -157,8 +157,7 @@ class AnthropicBackend(PredictAsOneCall):
                     messages, prefix = [{"role": "user", "content": text}], ""
                 body = count_request(self.api_model, messages, prefix)
                 async with semaphore:
-                    response = await self._watch.bounded(self._client.messages.count_tokens(**body))
-                self._watch.answered()
+                    response = await self._watch.answer(self._client.messages.count_tokens(**body))
                 return int(response.input_tokens)
 
             self._counted.update(zip(missing, self._guarded(all_in_flight(missing, one, self.max_concurrency))))
@@ -237,8 +236,7 @@ class AnthropicBackend(PredictAsOneCall):
     async def _create(self, body: dict):
         """One Messages request; its usage counted; a 200 that is not a message is one line."""
         try:
-            response = await self._watch.bounded(self._client.messages.create(**body))
-            self._watch.answered()
+            response = await self._watch.answer(self._client.messages.create(**body))
             content = list(response.content)
             self._usage = self._usage + usage_of(response.usage)
         except UsageError:

@@ -209,9 +209,8 @@ class GeminiBackend(PredictAsOneCall):
         request = req.decode(text)
         contents = req.counted_contents(request) if request is not None else req.text_contents(text)
         async with semaphore:
-            response = await self._loop.watch.bounded(
+            response = await self._loop.watch.answer(
                 self._client.aio.models.count_tokens(model=self.api_model, contents=contents))
-        self._loop.watch.answered()
         return int(response.total_tokens)
 
     async def _predict_all(self, call, semaphore) -> list[str]:
@@ -244,12 +243,11 @@ class GeminiBackend(PredictAsOneCall):
             return None
         config = {"contents": turns, "ttl": CACHE_TTL, **({"system_instruction": system} if system else {})}
         try:
-            cache = await self._loop.watch.bounded(self._client.aio.caches.create(model=self.api_model, config=config))
+            cache = await self._loop.watch.answer(self._client.aio.caches.create(model=self.api_model, config=config))
         except self._errors.ClientError as exc:  # too small for this model, or no caching for it
             log.info("no context cache of %d tokens for %s (%s)", tokens, self.api_model, exc)
             self.cache_min_tokens = tokens + 1
             return None
-        self._loop.watch.answered()
         self._usage += Usage(tokens, 0, 0, 1)  # writing the cache: its tokens, at the input price
         return cache.name
 
@@ -264,9 +262,8 @@ class GeminiBackend(PredictAsOneCall):
                                        cache)
         contents = request["contents"][-1:] if cache is not None else request["contents"]
         async with semaphore:
-            response = await self._loop.watch.bounded(self._client.aio.models.generate_content(
+            response = await self._loop.watch.answer(self._client.aio.models.generate_content(
                 model=self.api_model, contents=contents, config=config))
-        self._loop.watch.answered()
         self._count(response.usage_metadata)
         text = req.answer_text(response)
         label = req.label_of(text, request["prefix"], labels)

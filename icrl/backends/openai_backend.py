@@ -153,16 +153,15 @@ class OpenAIBackend(PredictAsOneCall):
             async with semaphore:
                 try:
                     if self.api_mode == "chat":
-                        response = await self._watch.bounded(self._client.chat.completions.create(
+                        response = await self._watch.answer(self._client.chat.completions.create(
                             model=self.api_model, messages=decode_messages(prompt),
                             **sampling_kwargs(temperature, seed, max_tokens)))
                         message = response.choices[0].message
                         text = getattr(message, "reasoning_content", None) or message.content or ""
                     else:
-                        response = await self._watch.bounded(self._client.completions.create(
+                        response = await self._watch.answer(self._client.completions.create(
                             **generation_request(self.api_model, prompt, max_tokens, temperature, seed, stop)))
                         text = response.choices[0].text or ""
-                    self._watch.answered()
                     self._count(response.usage, None)
                 except UsageError:
                     raise
@@ -304,9 +303,8 @@ class OpenAIBackend(PredictAsOneCall):
 
     async def _complete(self, prompt: str, labels, temperature, seed, constraint, probe: bool = False) -> str:
         try:
-            response = await self._watch.bounded(self._client.completions.create(
+            response = await self._watch.answer(self._client.completions.create(
                 **completion_request(self.api_model, prompt, labels, temperature, seed, constraint)))
-            self._watch.answered()
             text = response.choices[0].text
             self._count(response.usage, None if probe else prompt)  # a probe's tokens: counted, not compared
         except UsageError:
@@ -317,9 +315,8 @@ class OpenAIBackend(PredictAsOneCall):
 
     async def _chat(self, messages, labels, temperature, seed) -> str:
         try:
-            response = await self._watch.bounded(self._client.chat.completions.create(
+            response = await self._watch.answer(self._client.chat.completions.create(
                 **chat_request(self.api_model, messages, labels, temperature, seed)))
-            self._watch.answered()
             text = response.choices[0].message.content
             self._count(response.usage, None)
         except UsageError:

@@ -62,7 +62,8 @@ class SilenceWatch:
     ``answered()`` marks a response; used as ``with watch.watching(cancel): ...`` around each
     batch of requests, where ``cancel`` stops the batch (called from the watch's thread) once
     the server is dead (``dead`` is then True). ``await watch.bounded(request)``: one request,
-    given up on after ``bound_s`` (2 x --timeout)."""
+    given up on after ``bound_s`` (2 x --timeout); ``await watch.answer(request)``: the same, and
+    its response marked."""
 
     def __init__(self, url: str, timeout: float, retries: int, notice_s: float = NOTICE_S,
                  dead_s: float = DEAD_S, probe: Optional[Callable[[], bool]] = None):
@@ -128,6 +129,12 @@ class SilenceWatch:
             return await asyncio.wait_for(request, self.bound_s)
         except asyncio.TimeoutError:
             raise stuck_server(self.url, self.timeout, self.models_answer()) from None
+
+    async def answer(self, request):
+        """``request`` awaited as ``bounded`` does, its response marked (``answered``)."""
+        response = await self.bounded(request)
+        self.answered()
+        return response
 
     def watching(self, cancel: Callable[[], None]) -> "SilenceWatch":
         self._cancel = cancel

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -22,12 +21,9 @@ from ..errors import UsageError
 from ..method import declared_params
 from ..method.agents import AGENTS, is_learner, label_of_args
 from ..method.strategies import STRATEGIES, split_name
-from ..records import CONFIG, TEST, TRAIN, read_json
 from ..records.read import TypedRun
+from .token_cache import count_columns
 from .verdict import PAPER_METHODS
-
-TOKEN_COUNTS_JSON = "token_counts.json"
-TOKEN_COUNTS_CSV = "token_counts.csv"
 
 # config.json "args" name -> column name
 # config.json "args" name -> column name (the fields with a "column" role, in column order)
@@ -298,7 +294,7 @@ def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict[str,
     row["total_steps"] = results.get("total_steps", resolved.get("steps"))
     for key in RESULT_COLUMNS[3:]:
         row[key] = results.get(key)
-    row.update(_token_counts(run_dir))
+    row.update(count_columns(run_dir))
     labels = (config.get("dataset") or {}).get("labels")
     row["num_labels"] = len(labels) if isinstance(labels, list) else None
     ids = (config.get("test_set") or {}).get("ids")
@@ -314,34 +310,4 @@ def test_set_name(ids) -> Optional[str]:
         return None
     digest = hashlib.sha1(json.dumps(sorted(map(str, ids))).encode()).hexdigest()[:8]
     return f"{len(ids)} items {digest}"
-
-
-def _token_counts(run_dir: Path) -> dict:
-    """processed_tokens / prompt_tokens / uncached_tokens / tokenizer from token_counts.json, when it
-    matches the records and the counter's version."""
-    path = run_dir / TOKEN_COUNTS_JSON
-    empty = {"processed_tokens": None, "prompt_tokens": None, "uncached_tokens": None, "tokenizer": None}
-    if not path.is_file():
-        return empty
-    try:
-        data = read_json(path)
-        if data.get("key", {}).get("records") != records_stamp(run_dir):
-            return empty  # counted before the run went on: stale
-        summary = data["summary"]
-        return {"processed_tokens": summary["processed_tokens"], "prompt_tokens": summary["prompt_tokens"],
-                "uncached_tokens": summary["uncached_tokens"], "tokenizer": data["key"]["tokenizer"]["name"]}
-    except (ValueError, KeyError, TypeError, OSError):
-        return empty
-
-
-def records_stamp(run_dir: Path) -> dict:
-    """Size and modification time of the record files: a count is valid while they are unchanged."""
-    stamp: dict[str, Optional[list[int]]] = {}
-    for name in (CONFIG, TRAIN, TEST):
-        try:
-            st = os.stat(Path(run_dir) / name)
-            stamp[name] = [st.st_size, st.st_mtime_ns]
-        except FileNotFoundError:
-            stamp[name] = None
-    return stamp
 

@@ -18,14 +18,12 @@ import numpy as np
 
 from ..backends.prices import load_prices
 from ..errors import UsageError
-from ..records import read_json, write_atomic, write_csv_atomic, write_json_atomic
+from ..records import write_atomic
 from .billing import billed_runs, usage_table
 from .counting import count_run
 from .results import Results
-from .runs import BASELINES, METHODS, TOKEN_COUNTS_CSV, TOKEN_COUNTS_JSON, distinct_labels, records_stamp
-
-COUNTER_VERSION = 3  # 2: processed_tokens (the published count), ICL runs' training steps;
-# 3: approximate_only_positive's processed_tokens over the published counter's rebuilt contexts
+from .runs import BASELINES, METHODS, distinct_labels
+from .token_cache import cache_key, counted, write_counts
 
 
 # -- tokenizers and the per-run cache -----------------------------------------------------------
@@ -67,36 +65,6 @@ class TokenizerCache:
             directory = self.directory(name)
             self._chat[name] = ChatTokenizer(load_hf_tokenizer(directory), directory)
         return self._chat[name]
-
-
-def cache_key(run_dir: Path, tokenizer_name: str, fingerprint: str, full_tokenization: bool) -> dict:
-    return {"version": COUNTER_VERSION, "tokenizer": {"name": tokenizer_name, "fingerprint": fingerprint},
-            "full_tokenization": full_tokenization, "records": records_stamp(run_dir)}
-
-
-def counted(run_dir: Path, key: dict) -> Optional[dict]:
-    """The cached summary of a run when its key matches (and its CSV is there), else None."""
-    path = run_dir / TOKEN_COUNTS_JSON
-    if not path.is_file() or not (run_dir / TOKEN_COUNTS_CSV).is_file():
-        return None
-    try:
-        data = read_json(path)
-    except (OSError, ValueError):
-        return None
-    cached = data.get("key", {})
-    same = {k: v for k, v in cached.items() if k != "full_tokenization"} == \
-        {k: v for k, v in key.items() if k != "full_tokenization"}
-    # a whole-prompt count also answers an incremental request (same numbers), not vice versa
-    if same and (cached.get("full_tokenization") or not key["full_tokenization"]):
-        return data.get("summary")
-    return None
-
-
-def write_counts(run_dir: Path, key: dict, summary: dict, rows: list[dict]) -> None:
-    columns = ["step", "kind", "calls", "prompt_tokens", "uncached_tokens", "processed_tokens",
-               "cumulative_prompt_tokens", "cumulative_uncached_tokens", "cumulative_processed_tokens"]
-    write_csv_atomic(run_dir / TOKEN_COUNTS_CSV, columns, rows)
-    write_json_atomic(run_dir / TOKEN_COUNTS_JSON, {"key": key, "summary": summary})
 
 
 def select_runs(results: Results, models, tasks, strategies):

@@ -297,10 +297,16 @@ class TokenCountKey(TypedDict):
     version: int
     tokenizer: TokenizerKey
     full_tokenization: bool
-    records: Dict[str, object]  # ``results.records_stamp``: size and time of each record file
+    records: Dict[str, object]  # ``analysis.token_cache.records_stamp``: size and time of each record file
 
 
 class TokenCountSummary(TypedDict):
+    """``summary``: ``icrl.analysis.counting``'s totals of one run; beside these, one
+    ``<field>_calls`` count (an integer) per declared model call that records a field."""
+
+    processed_tokens: Optional[int]  # the paper's figure; null for a zero-shot run
+    processed_tokens_as_run: Optional[int]
+    rebuilt_contexts: int
     calls: int
     prompt_tokens: int
     uncached_tokens: int
@@ -310,11 +316,15 @@ class TokenCountSummary(TypedDict):
     test_calls: int
     test_prompt_tokens: int
     test_uncached_tokens: int
+    icl_train_calls: int
+    icl_train_prompt_tokens: int
     steps: int
     tokenization: str  # "incremental" or "full" (with the reason when it fell back)
     verified_prompts: int
     cached_segments: int
     tree_nodes: int
+    train_reasoning_tokens: int
+    test_reasoning_tokens: int
     seconds: float
     render_s: float
     encode_s: float
@@ -323,5 +333,7 @@ class TokenCountSummary(TypedDict):
 
 
 class TokenCounts(TypedDict):
+    """token_counts.json (``icrl.analysis.token_cache``)."""
+
     key: TokenCountKey
     summary: TokenCountSummary

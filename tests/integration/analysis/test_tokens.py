@@ -305,6 +305,10 @@ def test_cli_table_csv_and_cache(icrl_runs, tmp_path, capsys):
     assert main(["--data_dir", str(icrl_runs), "--task", "trec_coarse", "--model", "smollm2-135m",
                  "--strategy", "approximate_only_positive", "--force"]) == 0
     assert "1 runs (1 counted now" in capsys.readouterr().out
+    for path in icrl_runs.rglob("token_counts.json"):  # a damaged cache: counted again, no traceback
+        path.write_text('["not", "a", "cache"]')
+    assert main(["--data_dir", str(icrl_runs), "--strategy", "explorative"]) == 0
+    assert "1 runs (1 counted now" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv, message", [

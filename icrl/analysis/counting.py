@@ -47,7 +47,8 @@ from typing import Iterator, NamedTuple, Optional, Sequence, Union
 import numpy as np
 
 from ..method.episode import Episode
-from ..records import CONFIG, TEST, TRAIN, read_json, read_jsonl
+from ..records import DamagedRecords
+from ..records.read import TypedRun, read_run
 from .prefixes import FakeEncoder, PrefixTree, SegmentEncoder
 
 CHUNK = 256  # prompts rendered and encoded together
@@ -200,16 +201,25 @@ class IncrementalMismatch(Exception):
     pass
 
 
-def count_run(run_dir, chat, *, full_tokenization: bool = False, verify: int = 32,
-              chunk: int = CHUNK) -> tuple[dict, list[dict]]:
-    """(summary, per-step rows) for one run directory; see the module docstring.
+def count_run(run, chat, **options) -> tuple[dict, list[dict]]:
+    """(summary, per-step rows) for one run (``count_records``'s ``options``). ``run``: its
+    records as the readers read them (``records.read.TypedRun``), or its folder, read so (a
+    line that does not parse: DamagedRecords in one line)."""
+    typed = run if isinstance(run, TypedRun) else read_run(Path(run))
+    if typed.config is None:
+        raise DamagedRecords(f"{typed.directory}: {typed.damage}; nothing to count")
+    return count_records(typed.config, [r.as_json() for r in typed.train], [r.as_json() for r in typed.test], chat,
+                         **options)
+
+
+def count_records(config: dict, train: list, test: list, chat, *, full_tokenization: bool = False, verify: int = 32,
+                  chunk: int = CHUNK) -> tuple[dict, list[dict]]:
+    """(summary, per-step rows) of a run's config.json and lines; see the module docstring.
 
     ``verify``: besides the first 8 prompts, about this many more spread over the run are
     also encoded whole and compared (incremental mode only).
     """
-    run_dir = Path(run_dir)
-    config = read_json(run_dir / CONFIG)
-    replay = Replay(config, read_jsonl(run_dir / TRAIN), read_jsonl(run_dir / TEST), chat)
+    replay = Replay(config, train, test, chat)
     start = time.perf_counter()
     if not full_tokenization:
         encoder = SegmentEncoder(chat)

@@ -1,8 +1,9 @@
 """run_count_tokens.py (command line: :mod:`icrl.cli.tokens`): count the tokens of finished runs
 (see :mod:`icrl.analysis.counting`), cache the counts per run and print them as one table. The
 runs are read through :class:`icrl.analysis.results.Results` first, every line parsed through the
-schema (``records.read``): a line that does not parse is refused before any run is counted. Runs
-on hosted APIs then get what their API recorded and its dollars (:mod:`icrl.analysis.billing`)."""
+schema (``records.read``): a line that does not parse is refused before any run is counted, and
+a run is counted from the lines so read. Runs on hosted APIs then get what their API recorded
+and its dollars (:mod:`icrl.analysis.billing`)."""
 
 from __future__ import annotations
 
@@ -143,7 +144,7 @@ def count_tokens(args: CountOptions) -> int:
     billed = billed_runs(results, runs.index, prices)
     tic = time.perf_counter()
     labels = distinct_labels(runs) if len(runs) else {}
-    rows, counted_now, total_s, total_tokens = _count_runs(args, runs, labels, billed)
+    rows, counted_now, total_s, total_tokens = _count_runs(args, results, runs, labels, billed)
     table = pd.DataFrame(rows)
     if rows:
         for column in ("processed_tokens", "processed_tokens_as_run"):
@@ -163,10 +164,12 @@ def count_tokens(args: CountOptions) -> int:
     return 0
 
 
-def _count_runs(args: CountOptions, runs, labels: dict, billed: dict) -> tuple[list, int, float, int]:
-    """Each run's row, counted now or read from its cache: (rows, runs counted now, seconds and
-    prompt tokens of those). A run on a hosted API whose model has no local tokenizer is left out
-    of the table with a note (its recorded usage is the last table)."""
+def _count_runs(args: CountOptions, results: Results, runs, labels: dict,
+                billed: dict) -> tuple[list, int, float, int]:
+    """Each run's row, counted now (from its records as ``results`` read them) or read from its
+    cache: (rows, runs counted now, seconds and prompt tokens of those). A run on a hosted API
+    whose model has no local tokenizer is left out of the table with a note (its recorded usage
+    is the last table)."""
     tokenizers = TokenizerCache(args.tokenizer)
     rows, counted_now, total_s, total_tokens = [], 0, 0.0, 0
     for index, run in runs.iterrows():
@@ -182,7 +185,7 @@ def _count_runs(args: CountOptions, runs, labels: dict, billed: dict) -> tuple[l
             print(f"note: {run['run_id']}: no tokenizer to count with ({exc}); its recorded usage is below")
             continue
         if summary is None:
-            summary, per_step = count_run(run_dir, chat, full_tokenization=args.full_tokenization,
+            summary, per_step = count_run(results.state(index), chat, full_tokenization=args.full_tokenization,
                                           verify=args.verify)
             write_counts(run_dir, key, summary, per_step)
             counted_now += 1

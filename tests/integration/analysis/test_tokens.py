@@ -16,7 +16,7 @@ from icrl.method.episode import Episode
 from icrl.method.prompts import build_messages
 from icrl.records import find_runs, read_json, read_jsonl
 from icrl.tasks import prompt_parts
-from icrl.analysis.counting import Replay, count_run
+from icrl.analysis.counting import Replay, count_records, count_run
 from icrl.analysis.prefixes import PrefixTree, SegmentEncoder, naive_uncached
 from icrl.analysis.synthetic import synthesize_run
 from icrl.cli.tokens import main
@@ -382,17 +382,15 @@ class WordChat:
         return " ".join(words + [prefix])
 
 
-def _write_run(run_dir: Path, mode: str, train: list, tests: dict, test_prompts: list) -> Path:
-    run_dir.mkdir(parents=True)
-    (run_dir / "config.json").write_text(json.dumps({
-        "args": {"task_name": "trec_coarse", "icrl_omit_feedback": False}, "resolved": {"mode": mode},
-        "exemplars": [], "test_set": {"prompts": test_prompts}}))
-    (run_dir / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in train))
-    (run_dir / "test.jsonl").write_text("".join(json.dumps({"step": s, "context": c}) + "\n" for s, c in tests.items()))
-    return run_dir
+def _records(mode: str, train: list, tests: dict, test_prompts: list) -> tuple:
+    """The parts of a run's records the counter reads (config.json, training and test lines),
+    written by hand: count_records' arguments."""
+    config = {"args": {"task_name": "trec_coarse", "icrl_omit_feedback": False}, "resolved": {"mode": mode},
+              "exemplars": [], "test_set": {"prompts": test_prompts}}
+    return config, train, [{"step": s, "context": c} for s, c in tests.items()]
 
 
-def test_processed_tokens_of_a_hand_counted_run(tmp_path):
+def test_processed_tokens_of_a_hand_counted_run():
     """Three ICRL steps and a test at each, counted by hand with one token per word.
 
     train 0: <system> <user> Query: a b Type:                                   6 tokens, all new: 6
@@ -405,10 +403,9 @@ def test_processed_tokens_of_a_hand_counted_run(tmp_path):
     remembers test prompts."""
     ep = lambda step, prompt, pred, fb, ctx: {"step": step, "prompt": prompt, "prediction": pred, "feedback": fb,  # noqa: E731
                                                "answer": "X", "accuracy": fb, "context": ctx}
-    run = _write_run(tmp_path / "icrl", "icrl", [ep(0, "Query: a b", "X", 1, []), ep(1, "Query: c d", "Y", 0, [0]),
-                                                  ep(2, "Query: e f", "X", 1, [0])],
-                     {0: [], 1: [0], 2: [0]}, ["Query: e x"])
-    summary, rows = count_run(run, WordChat())
+    run = _records("icrl", [ep(0, "Query: a b", "X", 1, []), ep(1, "Query: c d", "Y", 0, [0]),
+                            ep(2, "Query: e f", "X", 1, [0])], {0: [], 1: [0], 2: [0]}, ["Query: e x"])
+    summary, rows = count_records(*run, WordChat())
     assert summary["tokenization"] == "full"
     assert summary["processed_tokens"] == 24
     assert summary["train_prompt_tokens"] == 6 + 20 + 20 and summary["train_uncached_tokens"] == 23
@@ -416,7 +413,7 @@ def test_processed_tokens_of_a_hand_counted_run(tmp_path):
     assert summary["test_calls"] == 3 and summary["icl_train_calls"] == 0
 
 
-def test_processed_tokens_count_an_icl_runs_steps_by_hand(tmp_path):
+def test_processed_tokens_count_an_icl_runs_steps_by_hand():
     """Supervised ICL sends no training call; the published count renders one per step anyway:
     step 0: <system> <user> Query: a b Type:                                     6
     step 1: <system> <user> Query: a b <assistant> Type: X <user> Query: c d Type: 13, shares 5: 8
@@ -424,9 +421,8 @@ def test_processed_tokens_count_an_icl_runs_steps_by_hand(tmp_path):
     step 1's context)."""
     ep = lambda step, prompt, ctx: {"step": step, "prompt": prompt, "prediction": None, "feedback": None,  # noqa: E731
                                     "answer": "X", "accuracy": None, "context": ctx}
-    run = _write_run(tmp_path / "icl", "icl", [ep(0, "Query: a b", []), ep(1, "Query: c d", [0])], {1: [0]},
-                     ["Query: z"])
-    summary, rows = count_run(run, WordChat())
+    run = _records("icl", [ep(0, "Query: a b", []), ep(1, "Query: c d", [0])], {1: [0]}, ["Query: z"])
+    summary, rows = count_records(*run, WordChat())
     assert summary["processed_tokens"] == 14 and summary["icl_train_calls"] == 2
     assert summary["train_calls"] == summary["train_prompt_tokens"] == 0
     assert summary["calls"] == summary["test_calls"] == 1 and summary["test_prompt_tokens"] == 12
@@ -434,7 +430,7 @@ def test_processed_tokens_count_an_icl_runs_steps_by_hand(tmp_path):
 
 
 @pytest.mark.parametrize("quirks", [False, True])
-def test_processed_tokens_of_a_hand_counted_approximate_run(tmp_path, quirks):
+def test_processed_tokens_of_a_hand_counted_approximate_run(quirks):
     """approximate_only_positive with one context, p_keep 1 (no chance involved), counted by hand
     with one token per word. Episodes: q0 "Query: a b" right, q1 "Query: c d" wrong, q2 "Query:
     e f" right, q3 "Query: g h". A right episode in a context is 14 tokens (its 3 query words,
@@ -453,14 +449,13 @@ def test_processed_tokens_of_a_hand_counted_approximate_run(tmp_path, quirks):
               "accuracy": int(pred == "X"), "context": contexts[t]}
              for t, (prompt, pred) in enumerate([("Query: a b", "X"), ("Query: c d", "Y"), ("Query: e f", "X"),
                                                  ("Query: g h", "X")])]
-    run = _write_run(tmp_path / "approximate", "icrl", train, {3: contexts[3]}, ["Query: z"])
-    config = json.loads((run / "config.json").read_text())
+    run = _records("icrl", train, {3: contexts[3]}, ["Query: z"])
+    config = run[0]
     config["args"].update({"context_strategy_name": "approximate_only_positive", "context_p_keep": 1.0,
                            "max_contexts": 1, "approximate_context_sampling_method": "uniform", "seed": 3,
                            "published_tokenization": quirks})
     config["resolved"]["max_context_examples"] = 10
-    (run / "config.json").write_text(json.dumps(config))
-    summary, rows = count_run(run, WordChat())
+    summary, rows = count_records(*run, WordChat())
     assert [r["processed_tokens"] for r in rows if r["kind"] == "train"] == [6, 15, 17, 15]
     assert summary["processed_tokens"] == 53
     assert summary["processed_tokens_as_run"] == (53 if quirks else 39)

@@ -6,7 +6,7 @@ is wrong there is the run's ``damage``, and such a run is not finished, as befor
 parses through the schema every line of train.jsonl and test.jsonl (``TrainLine.from_json``,
 ``TestLine.from_json``: every field of the right type, none missing, none unknown) and the
 parts of config.json the readers use (``args`` against ``config.RunSpec``, ``resolved``,
-``dataset``, ``test_set`` against their schema). A line or a section that does not parse raises
+``dataset``, ``test_set``, ``backend`` against their schema). A line or a section that does not parse raises
 ``DamagedRecords`` in one line naming the file, the line and the field and what it should hold,
 before the tool has written anything: the scripts print it and exit with 2. A line that is not
 JSON at all stays what ``inspect_run`` makes of it (damage; the lines before it are read).
@@ -27,7 +27,7 @@ from typing import Optional
 from .check import DamagedRecords, RunState, inspect_run
 from .io import parse_jsonl, read_json
 from .layout import CONFIG, RESULTS, TEST, TRAIN
-from .schema import Dataset, Resolved, ResultsFile, TestLine, TestSet, TrainLine
+from .schema import BackendRecord, Dataset, Resolved, ResultsFile, TestLine, TestSet, TrainLine
 from .typed import check_mapping, hints
 
 
@@ -70,7 +70,7 @@ def check_config(config: dict, path: Path) -> dict:
     """``config`` with the sections the readers use checked against their types (keys other than
     those the schema names pass, so runs of a plugin read too); DamagedRecords otherwise."""
     for section, types in (("args", args_types()), ("resolved", hints(Resolved)), ("dataset", hints(Dataset)),
-                           ("test_set", hints(TestSet))):
+                           ("test_set", hints(TestSet)), ("backend", hints(BackendRecord))):
         if section in config:
             check_mapping(config[section], types, f"{path} {section}")
     return config

@@ -75,6 +75,8 @@ class BackendRecord(_BackendRecord, total=False):
     dtype: str
     batch_size: Optional[int]  # null: chosen per step from the GPU's free memory
     prefix_reuse: bool
+    api_model: str  # a hosted API's name of the model (what the run is billed for)
+    base_url: str
 
 
 class Environment(TypedDict):

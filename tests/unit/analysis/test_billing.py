@@ -58,3 +58,20 @@ def test_a_model_without_a_price_is_said_in_the_default_and_refused_in_the_users
     assert count_main(["--data_dir", str(runs), "--prices", str(prices)]) == 2
     assert "no price for 'smollm2-135m' in --prices" in one_error_line(capsys)
     assert files_under(runs) == before  # nothing counted, nothing written
+
+
+@pytest.mark.parametrize("backend, said", [
+    ("metered", "config.json backend is 'metered', expected an object"),
+    ({"api_model": 7}, "config.json backend: field 'api_model' is 7, expected text"),
+])
+def test_a_backend_record_of_the_wrong_type_is_one_line(runs, capsys, backend, said):
+    """The model a run is billed for is read from config.json's backend section: checked as the
+    readers check every section they read, before anything is counted."""
+    path = next(p for p in runs.rglob("config.json") if "metered" in str(p))
+    config = json.loads(path.read_text())
+    config["backend"] = backend
+    path.write_text(json.dumps(config))
+    before = files_under(runs)
+    assert count_main(["--data_dir", str(runs)]) == 2
+    assert said in one_error_line(capsys)
+    assert files_under(runs) == before

@@ -5,10 +5,10 @@ tables, the viewer, the study report, the token counter, the benchmark score).
 is wrong there is the run's ``damage``, and such a run is not finished, as before), and then
 parses through the schema every line of train.jsonl and test.jsonl (``TrainLine.from_json``,
 ``TestLine.from_json``: every field of the right type, none missing, none unknown) and the
-parts of config.json the readers use (``args`` against ``config.RunSpec``, ``resolved``,
-``dataset``, ``test_set``, ``backend`` against their schema). A line or a section that does not parse raises
-``DamagedRecords`` in one line naming the file, the line and the field and what it should hold,
-before the tool has written anything: the scripts print it and exit with 2. A line that is not
+whole of config.json (``args`` against ``config.RunSpec``, every other section and field the
+schema names against it: ``check_config``, which a resume runs too). A line or a section that
+does not parse raises ``DamagedRecords`` in one line naming the file, the line and the field and
+what it should hold, before the tool has written anything: the scripts print it and exit 2. A line that is not
 JSON at all stays what ``inspect_run`` makes of it (damage; the lines before it are read).
 
 ``TypedRun`` is what the readers get: the run's config.json (checked), its lines as
@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 from .check import DamagedRecords, RunState, inspect_run
 from .io import parse_jsonl, read_json
 from .layout import CONFIG, RESULTS, TEST, TRAIN
-from .schema import BackendRecord, Dataset, Resolved, ResultsFile, TestLine, TestSet, TrainLine
+from .schema import (BackendRecord, Dataset, Environment, Exemplar, Extension, Resolved, ResultsFile, RuntimeArgs,
+                     TestLine, TestSet, TrainLine)
 from .typed import check_mapping, hints
 
 
@@ -67,10 +68,14 @@ class TypedRun:
 
 
 def check_config(config: dict, path: Path) -> dict:
-    """``config`` with the sections the readers use checked against their types (keys other than
-    those the schema names pass, so runs of a plugin read too); DamagedRecords otherwise."""
-    for section, types in (("args", args_types()), ("resolved", hints(Resolved)), ("dataset", hints(Dataset)),
-                           ("test_set", hints(TestSet)), ("backend", hints(BackendRecord))):
+    """``config`` with every section the schema names checked against its types (keys other than
+    those the schema names pass, so runs of a plugin read too); DamagedRecords otherwise. The
+    readers and a resume check config.json so."""
+    check_mapping(config, {"format_version": int, "created": str, "train_example_ids": List[int],
+                           "exemplars": List[Exemplar], "extended": List[Extension]}, str(path))
+    for section, types in (("args", args_types()), ("runtime_args", hints(RuntimeArgs)), ("resolved", hints(Resolved)),
+                           ("backend", hints(BackendRecord)), ("environment", hints(Environment)),
+                           ("dataset", hints(Dataset)), ("test_set", hints(TestSet))):
         if section in config:
             check_mapping(config[section], types, f"{path} {section}")
     return config

@@ -70,7 +70,8 @@ def expected(annotation) -> str:
 
 def _plural(annotation) -> str:
     words = expected(annotation)
-    for one, many in (("an integer", "integers"), ("a number", "numbers"), ("a list of", "lists of")):
+    for one, many in (("an integer", "integers"), ("a number", "numbers"), ("a list of", "lists of"),
+                      ("an object", "objects")):
         if words.startswith(one):
             return many + words[len(one):]
     return "texts" if words == "text" else words

@@ -13,7 +13,8 @@ from typing import Optional
 from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig, unread_settings
 from ..errors import UsageError
 from ..infra.masking import scrub
-from ..records import DamagedRecords, RunRecords, RunState, inspect_run, write_json_atomic
+from ..records import CONFIG, DamagedRecords, RunRecords, RunState, inspect_run, write_json_atomic
+from ..records.read import check_config
 from .data import RunData
 from .environment import environment, say
 from . import plugins
@@ -58,6 +59,12 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> RunDecision
         why = "has records but no config.json" if isinstance(exc, FileNotFoundError) else \
             f"has an unreadable config.json ({exc})"
         raise DamagedRecords(f"{out_dir} {why}; restore it, or pass --overwrite to start again") from None
+    try:
+        check_config(recorded, out_dir / CONFIG)  # every field of its type, as the readers check it
+    except DamagedRecords as exc:
+        if overwrite:
+            return RunDecision("new")
+        raise DamagedRecords(f"{exc}; restore config.json, or pass --overwrite to start again") from None
     old = {**ADDED_DEFAULTS, **recorded.get("args", {})}  # records written before an argument existed
     new = {**ADDED_DEFAULTS, **config.spec.as_record()}  # an optional field at its default is not written
     # train_k is compared through the plan below: a larger one extends the run

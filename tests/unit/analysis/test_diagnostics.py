@@ -21,7 +21,7 @@ def write_run(path, steps, mode="icrl", strategy="random_biased_end", p_keep=1.0
     config = {"args": {"model_name": "m", "task_name": "t", "context_strategy_name": strategy,
                        "context_p_keep": p_keep, "seed": 1},
               "resolved": {"mode": mode, "steps": len(steps), "test_steps": sorted(tests)},
-              "dataset": {"labels": LABELS}, "train_example_ids": None,
+              "dataset": {"labels": LABELS}, "train_example_ids": list(range(len(steps))),
               "test_set": {"ids": list(range(len(test_answers or []))), "answers": test_answers or []}}
     (path / "config.json").write_text(json.dumps(config))
     with open(path / "train.jsonl", "w") as f:

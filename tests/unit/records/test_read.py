@@ -49,11 +49,19 @@ def test_a_damaged_line_that_parses_is_damage_not_a_refusal(finished):
     ("args", "context_p_keep", "half", "config.json args: field 'context_p_keep' is 'half', expected a number"),
     ("dataset", "labels", "a b", "config.json dataset: field 'labels' is 'a b', expected a list of texts"),
     ("test_set", "answers", [1, 2], "config.json test_set: field 'answers' is [1, 2], expected a list of texts"),
+    ("backend", "model_name", 5, "config.json backend: field 'model_name' is 5, expected text"),
+    ("environment", "packages", "x", "config.json environment: field 'packages' is 'x', expected an object"),
+    ("runtime_args", "timeout", "x", "config.json runtime_args: field 'timeout' is 'x', expected a number"),
+    (None, "exemplars", 3, "config.json: field 'exemplars' is 3, expected a list of objects of exactly id"),
+    (None, "train_example_ids", ["x"], "config.json: field 'train_example_ids' is ['x'], expected a list of"),
+    (None, "format_version", "1", "config.json: field 'format_version' is '1', expected an integer"),
+    (None, "extended", "x", "config.json: field 'extended' is 'x', expected a list"),
 ])
 def test_a_wrong_section_of_config_json_is_refused(finished, section, key, value, said):
+    """Every field config.json's schema names, whether a reader reads it or not."""
     _, run_dir, _ = finished
     config = json.loads((run_dir / "config.json").read_text())
-    config[section][key] = value
+    (config[section] if section else config)[key] = value
     (run_dir / "config.json").write_text(json.dumps(config))
     with pytest.raises(DamagedRecords) as caught:
         read_run(run_dir)

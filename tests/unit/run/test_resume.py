@@ -7,6 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
 from helpers import TOY_TASK, lines_of, tiny_argv, tiny_run_dir, train_test
 from icrl.cli.run import main
 from icrl.records import find_runs, read_jsonl
@@ -88,3 +90,29 @@ def test_a_shorter_train_k_is_refused_in_one_line(finished, capsys):
     err = capsys.readouterr().err.strip()
     assert "holds a run of 6 steps" in err and "--train_k 4" in err and "\n" not in err
     assert train_test(run_dir) == whole
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("args", "x", "config.json args is 'x', expected an object"),
+    ("dataset", None, "config.json dataset is null, expected an object"),
+    ("test_set", "x", "config.json test_set is 'x', expected an object"),
+    ("resolved", [1], "config.json resolved is [1], expected an object"),
+    ("backend", {"model_name": 5}, "config.json backend: field 'model_name' is 5, expected text"),
+    ("exemplars", 3, "config.json: field 'exemplars' is 3, expected a list"),
+])
+def test_a_config_json_field_of_the_wrong_type_is_one_line_and_overwrite_replaces_the_run(finished, capsys, field,
+                                                                                            value, said):
+    """config.json is checked as the readers check it, before anything else reads it."""
+    from helpers import files_under, one_error_line
+
+    out, run_dir, (train, test) = finished
+    config = json.loads((run_dir / "config.json").read_text())
+    config[field] = value
+    (run_dir / "config.json").write_text(json.dumps(config))
+    before = files_under(out)
+    assert main(tiny_argv(out)) == 2
+    err = one_error_line(capsys)
+    assert said in err and "restore config.json, or pass --overwrite" in err, err
+    assert files_under(out) == before
+    assert main(tiny_argv(out, "--overwrite")) == 0
+    assert train_test(run_dir) == (train, test)

@@ -35,7 +35,11 @@ REPO = Path(__file__).resolve().parents[2]
 def server(tmp_path_factory):
     from icrl.backends.vllm_serve import VLLMServer
 
-    srv = VLLMServer("smollm2-135m", log_path=tmp_path_factory.mktemp("serve") / "vllm-serve.log")
+    # 1 GiB of KV cache (23k tokens), not the 4 GiB of a run: each xdist worker that runs a test of
+    # this file starts its own server beside its in-process engine, and two servers and two
+    # engines of 4 GiB each outgrew this machine's 24 GiB (the kernel killed an engine).
+    srv = VLLMServer("smollm2-135m", kv_cache_memory_bytes=2**30,
+                     log_path=tmp_path_factory.mktemp("serve") / "vllm-serve.log")
     srv.start()
     yield srv
     srv.stop()

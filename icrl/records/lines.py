@@ -74,11 +74,11 @@ class Lines:
         return self.cut_test or bool(self.pending) or bool(self.test_notes)
 
 
-def _json_text(value) -> str:
+def as_json_text(value) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _is_int(value) -> TypeGuard[int]:
+def is_int(value) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -137,13 +137,13 @@ def _train_problem(not_json: bool, record, by_step: dict, train_ids: Optional[li
     if not_json:
         return "is not JSON", "unusable"
     step = record.get("step") if isinstance(record, dict) else None
-    if not _is_int(step) or step < 0:
+    if not is_int(step) or step < 0:
         return f"is not a training step (step {step!r})", "unusable"
     if step >= steps:
         return f"is step {step}, but the run plans {steps} steps (config.json)", "beyond_plan"
     if step in by_step:
         first, earlier = by_step[step]
-        if _json_text(earlier) != _json_text(record):
+        if as_json_text(earlier) != as_json_text(record):
             return f"repeats step {step} (line {first}) with other content", "refused"
         return f"is a repeat of line {first}", "repeat"
     if train_ids is not None and step < len(train_ids) and record.get("example_id") != train_ids[step]:
@@ -158,7 +158,7 @@ def _sort_test(out: Lines, path: Path, planned: set, done: int, num_test: Option
     order = []
     for n, record in lines:
         step = record.get("step") if isinstance(record, dict) else None
-        if not isinstance(record, dict) or not _is_int(step) or step not in planned:
+        if not isinstance(record, dict) or not is_int(step) or step not in planned:
             out.test_notes.append(f"{TEST} line {n} is not a planned test step ({step!r}): dropped")
         elif num_test is not None and not _complete(record, num_test):
             out.test_notes.append(f"{TEST} line {n} (step {step}) has no accuracy or not {num_test} predictions: "

@@ -10,25 +10,16 @@ that later steps depend on cannot be used. Nothing here writes.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from typing import Optional, TypeGuard, Union
+from typing import Optional, Union
 
 from ..config import RunConfig, given
 from ..method.agents import is_learner
 from ..records import CONFIG, FORMAT_VERSION, TRAIN, DamagedRecords, verify
-from ..records.lines import Lines, sort_out
+from ..records.lines import Lines, as_json_text, is_int, sort_out
 from .data import RunData
 from .plan import Plan
-
-
-def as_json_text(value) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def is_int(value) -> TypeGuard[int]:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def is_seconds(value) -> bool:

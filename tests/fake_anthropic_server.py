@@ -185,6 +185,9 @@ def _serve(fake: FakeAnthropicServer) -> ThreadingHTTPServer:
         def _answer(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
+            if len(raw) < length:  # the client went away mid-request (a killed run): nothing to answer
+                self.close_connection = True
+                return
             body = json.loads(raw) if raw else {}
             out = fake.handle(method, self.path.split("?")[0], self.headers, body)
             status, payload, headers = out if len(out) == 3 else (*out, {})

@@ -22,7 +22,7 @@ from ..errors import UsageError
 from ..infra import plugins
 from ..infra.diskfull import os_error_line
 from ..infra.masking import register_args, scrub
-from ..infra.signals import Interrupted, check, ignore_signals, interrupted_by_term, restore, say
+from ..infra.signals import Interrupted, check, ignore_signals, interrupted_by_term, restore, say, stop_in
 from ..method import declared_params
 from ..method.agents import is_learner
 from ..method.strategies import STRATEGIES
@@ -202,6 +202,17 @@ def missing_plugins(argv: Sequence[str], error: str) -> str:
             if missing else "")
 
 
+def _stopped(stop: BaseException, step: int) -> int:
+    """A run stopped by a signal: said in one line; exit 128 + the signal's number."""
+    ignore_signals()  # a second signal must not cut the exit short
+    # Objects torn down mid-call (an async client whose event loop a signal closed) may
+    # complain as they are collected; the process is stopping, the records are saved.
+    sys.unraisablehook = lambda unraisable: None
+    signum = stop.signum if isinstance(stop, Interrupted) else signal.SIGINT
+    say(f"interrupted at step {step}; rerun the same command to resume")
+    return 128 + int(signum)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of run_experiment.py: exit 0 on success, 2 on bad input, 128 + signal number
     when interrupted (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP)."""
@@ -223,17 +234,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {scrub(str(exc) + (missing_plugins(argv, str(exc)) if experiment is None else ''))}",
               file=sys.stderr)
         return 2
-    except (KeyboardInterrupt, Interrupted) as exc:
-        ignore_signals()  # a second signal must not cut the exit short
-        # Objects torn down mid-call (an async client whose event loop a signal closed) may
-        # complain as they are collected; the process is stopping, the records are saved.
-        sys.unraisablehook = lambda unraisable: None
-        stopped = True
-        signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
-        step = experiment.steps_done if experiment is not None else 0
-        say(f"interrupted at step {step}; rerun the same command to resume")
-        return 128 + int(signum)
-    except Exception as exc:  # a plugin's failure, a file a user can fix: one line (else a bug: its traceback)
+    except (KeyboardInterrupt, Interrupted, Exception) as exc:
+        stop = stop_in(exc)  # a stop inside a class's creation arrives wrapped in a RuntimeError
+        if stop is not None:
+            stopped = True
+            return _stopped(stop, experiment.steps_done if experiment is not None else 0)
+        # a plugin's failure, a file a user can fix: one line (else a bug: its traceback)
         line = run_plugins.failure(exc, experiment.steps_done if experiment is not None else 0)
         line = line and f"error: {line}"
         if line is None and isinstance(exc, OSError):

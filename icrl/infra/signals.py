@@ -39,6 +39,20 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
+def stop_in(exc: BaseException) -> "KeyboardInterrupt | Interrupted | None":
+    """The stop inside ``exc``'s chain of causes, if any: a signal raised inside a class's
+    creation reaches the caller as a RuntimeError caused by it (``__set_name__``), one inside a
+    C extension's import as an ImportError."""
+    seen: set = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, (KeyboardInterrupt, Interrupted)):
+            return link
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return None
+
+
 def raise_interrupted(signum, frame):
     raise Interrupted(signum)
 

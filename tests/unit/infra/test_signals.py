@@ -39,3 +39,38 @@ def test_signal_stops_with_one_line_and_results_current(tmp_path, signum, code):
     assert summary["steps_completed"] == done and not summary["finished"]
     assert not list(run_dir.glob(".*.json.*"))
 
+
+
+class _Signalling:
+    """A descriptor whose ``__set_name__`` sends SIGTERM: the signal lands while a class is made,
+    where Python wraps what the handler raises in a RuntimeError (a dataclass's fields, in CI)."""
+
+    def __set_name__(self, owner, name):
+        import os
+
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(1)  # the handler runs before this ends
+
+
+def _make_a_class(argv):
+    type("Made", (), {"field": _Signalling()})
+
+
+def test_a_sigterm_inside_a_class_creation_is_a_stop_not_a_traceback(monkeypatch, capsys):
+    from icrl.cli import run
+    from icrl.infra import signals
+
+    with pytest.raises(RuntimeError) as caught:  # what reaches the caller
+        previous = signals.install(signals.raise_interrupted)
+        try:
+            _make_a_class([])
+        finally:
+            signals.restore(previous)
+    assert isinstance(signals.stop_in(caught.value), signals.Interrupted)
+    assert signals.stop_in(RuntimeError("no stop here")) is None
+
+    monkeypatch.setattr(run, "parse_args", _make_a_class)
+    assert run.main(["--train_k", "4"]) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[-1] == "interrupted at step 0; rerun the same command to resume"
+    assert "Traceback" not in err

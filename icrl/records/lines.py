@@ -79,10 +79,12 @@ def as_json_text(value) -> str:
 
 
 def is_int(value) -> TypeGuard[int]:
+    """A JSON integer, never ``true``/``false``."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value) -> bool:
+def is_number(value) -> bool:
+    """A JSON number: an integer or a float, never ``true``/``false``."""
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
@@ -176,4 +178,4 @@ def _sort_test(out: Lines, path: Path, planned: set, done: int, num_test: Option
 
 def _complete(record: dict, num_test: int) -> bool:
     predictions = record.get("predictions")
-    return _is_number(record.get("accuracy")) and isinstance(predictions, list) and len(predictions) == num_test
+    return is_number(record.get("accuracy")) and isinstance(predictions, list) and len(predictions) == num_test

@@ -23,6 +23,7 @@ import typing
 from typing import Any, Union
 
 from .check import DamagedRecords
+from .lines import is_int, is_number
 
 _WORDS = {int: "an integer", float: "a number", str: "text", bool: "true or false", dict: "an object",
           list: "a list", type(None): "null"}
@@ -44,9 +45,9 @@ def fits(value, annotation) -> bool:
         types = hints(annotation)
         return isinstance(value, dict) and set(value) == set(types) and all(fits(value[k], t) for k, t in types.items())
     if annotation is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return is_number(value)
     if annotation is int:
-        return isinstance(value, int) and not isinstance(value, bool)
+        return is_int(value)
     if annotation is type(None):
         return value is None
     return isinstance(value, annotation)

@@ -152,9 +152,15 @@ def smollm2():
 def engine():
     """SmolLM2-135M on the real in-process vLLM engine, float32, started once per session
     (test_vllm_backend.py, and test_vllm_serve.py for parity with the server)."""
-    from icrl.backends import load_backend
+    from icrl.backends import load_backend, vllm_backend
 
-    backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default
+    # 1 GiB of KV cache (23k tokens), as the test server has, not a run's 4 GiB: each xdist worker
+    # holds its own engine for the whole session, beside a test's `vllm serve` or a run's engine
+    # in a subprocess, and at 4 GiB each the kernel's OOM killer took an engine in CI.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vllm_backend, "CPU_KV_CACHE_BYTES", 2**30)
+        backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default
+    assert backend.describe()["engine_args"]["kv_cache_memory_bytes"] <= 2**30
     yield backend
     backend.close()
 

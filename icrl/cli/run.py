@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import signal
 import sys
 from typing import Optional, Sequence
 
@@ -202,13 +201,12 @@ def missing_plugins(argv: Sequence[str], error: str) -> str:
             if missing else "")
 
 
-def _stopped(stop: BaseException, step: int) -> int:
-    """A run stopped by a signal: said in one line; exit 128 + the signal's number."""
+def _stopped(signum: int, step: int) -> int:
+    """A run stopped by signal ``signum``: said in one line; exit 128 + its number."""
     ignore_signals()  # a second signal must not cut the exit short
     # Objects torn down mid-call (an async client whose event loop a signal closed) may
     # complain as they are collected; the process is stopping, the records are saved.
     sys.unraisablehook = lambda unraisable: None
-    signum = stop.signum if isinstance(stop, Interrupted) else signal.SIGINT
     say(f"interrupted at step {step}; rerun the same command to resume")
     return 128 + int(signum)
 
@@ -235,10 +233,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted, Exception) as exc:
-        stop = stop_in(exc)  # a stop inside a class's creation arrives wrapped in a RuntimeError
-        if stop is not None:
+        signum = stop_in(exc)  # a stop inside a class's creation arrives wrapped in a RuntimeError
+        if signum is not None:
             stopped = True
-            return _stopped(stop, experiment.steps_done if experiment is not None else 0)
+            return _stopped(signum, experiment.steps_done if experiment is not None else 0)
         # a plugin's failure, a file a user can fix: one line (else a bug: its traceback)
         line = run_plugins.failure(exc, experiment.steps_done if experiment is not None else 0)
         line = line and f"error: {line}"

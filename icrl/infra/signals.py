@@ -23,7 +23,7 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable
+from typing import Callable, Optional
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 # Errors of a full or read-only disk: a one-line message, not a traceback.
@@ -39,15 +39,17 @@ class Interrupted(BaseException):
         self.signum = signum
 
 
-def stop_in(exc: BaseException) -> "KeyboardInterrupt | Interrupted | None":
-    """The stop inside ``exc``'s chain of causes, if any: a signal raised inside a class's
-    creation reaches the caller as a RuntimeError caused by it (``__set_name__``), one inside a
-    C extension's import as an ImportError."""
+def stop_in(exc: BaseException) -> Optional[int]:
+    """The number of the signal whose stop is in ``exc``'s chain of causes (Ctrl-C: SIGINT), or
+    None: a signal raised inside a class's creation reaches the caller as a RuntimeError caused by
+    it (``__set_name__``), one inside a C extension's import as an ImportError."""
     seen: set = set()
-    link: BaseException | None = exc
+    link: Optional[BaseException] = exc
     while link is not None and id(link) not in seen:
-        if isinstance(link, (KeyboardInterrupt, Interrupted)):
-            return link
+        if isinstance(link, Interrupted):
+            return link.signum
+        if isinstance(link, KeyboardInterrupt):
+            return int(signal.SIGINT)
         seen.add(id(link))
         link = link.__cause__ or link.__context__
     return None

@@ -17,13 +17,13 @@ from typing import Optional, Union
 from ..config import RunConfig, given
 from ..method.agents import is_learner
 from ..records import CONFIG, FORMAT_VERSION, TRAIN, DamagedRecords, verify
-from ..records.lines import Lines, as_json_text, is_int, sort_out
+from ..records.lines import Lines, as_json_text, is_int, is_number, sort_out
 from .data import RunData
 from .plan import Plan
 
 
 def is_seconds(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    return is_number(value) and math.isfinite(value) and value >= 0
 
 
 def refuse_line(path: Path, number: int, problem: str) -> DamagedRecords:

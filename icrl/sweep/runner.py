@@ -174,10 +174,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted, Exception) as exc:
-        stop = signals.stop_in(exc)  # a stop inside a class's creation arrives wrapped in a RuntimeError
-        if stop is None:
+        signum = signals.stop_in(exc)  # a stop inside a class's creation arrives wrapped in a RuntimeError
+        if signum is None:
             raise
-        signum = stop.signum if isinstance(stop, Interrupted) else signal.SIGINT
         signals.ignore_signals()
         stopped = True
         signals.say("sweep interrupted; every run saved its progress: rerun the same command to resume")

@@ -9,6 +9,13 @@ ends. ``busy(0)`` starts nothing.
     with busy(6):
         ...  # timed under six competing busy processes
 
+Where they run matters on Linux. With the kernel's autogroup scheduling (on where
+/proc/sys/kernel/sched_autogroup_enabled is 1), the CPU is shared between sessions first and then
+between the processes of each session. ``busy(n)`` starts its processes in the benchmark's own
+session: every process competes with every other, the harness's worst case (a user's own jobs
+started from one terminal, or autogroup off). ``busy(n, apart=True)`` starts them as one job of a
+session of their own, as another terminal's or another user's work would run.
+
 ``load_text()``: the machine's load average and CPU count, printed beside every figure.
 """
 
@@ -22,19 +29,56 @@ import sys
 # Spins until its time is up or the process that started it is gone (killed before it could stop them).
 LOOP = ("import os, time\nend = time.monotonic() + {limit}\nparent = {parent}\n"
         "while time.monotonic() < end and os.getppid() == parent:\n    pass\n")
+# A job of its own session: starts the loops as its children, and stops them when its own time is up
+# or the process that started it is gone.
+JOB = ("import os, subprocess, sys, time\nend = time.monotonic() + {limit}\nparent = {parent}\n"
+       "loop = {loop!r}.replace('PARENT', str(os.getpid()))\n"
+       "procs = [subprocess.Popen([sys.executable, '-c', loop]) for _ in range({n})]\n"
+       "while time.monotonic() < end and os.getppid() == parent:\n    time.sleep(0.5)\n"
+       "for p in procs:\n    p.terminate()\n")
 
 
 def load_text() -> str:
     return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
 
-@contextlib.contextmanager
-def busy(n: int, limit_s: float = 1800.0):
-    procs = []
+def add_apart_flag(parser) -> None:
+    parser.add_argument("--apart", action="store_true",
+                        help="with --load: the busy processes run as one job of a session of their own, as another "
+                             "terminal's or user's work would (default: in this run's session)")
+
+
+def busy_text(n: int, apart: bool) -> str:
+    """What ``busy(n, apart)`` started, for the line beside a figure."""
+    if n == 0:
+        return "0 busy processes of ours"
+    where = "one job of another session" if apart else "in this session"
+    return f"{n} busy processes of ours ({where}; {autogroup_text()})"
+
+
+def autogroup_text() -> str:
     try:
-        for _ in range(n):
-            procs.append(subprocess.Popen([sys.executable, "-c", LOOP.format(limit=float(limit_s), parent=os.getpid())],
-                                          stdin=subprocess.DEVNULL, env={"PATH": os.environ.get("PATH", "")}))
+        with open("/proc/sys/kernel/sched_autogroup_enabled") as f:
+            return "autogroup " + ("on" if f.read().strip() == "1" else "off")
+    except OSError:
+        return "autogroup unknown"
+
+
+@contextlib.contextmanager
+def busy(n: int, limit_s: float = 1800.0, apart: bool = False):
+    procs = []
+    env = {"PATH": os.environ.get("PATH", "")}
+    try:
+        if apart and n > 0:
+            loop = LOOP.format(limit=float(limit_s), parent="PARENT")
+            job = JOB.format(limit=float(limit_s), parent=os.getpid(), loop=loop, n=n)
+            procs.append(subprocess.Popen([sys.executable, "-c", job], stdin=subprocess.DEVNULL, env=env,
+                                          start_new_session=True))
+        else:
+            for _ in range(n):
+                procs.append(subprocess.Popen([sys.executable, "-c", LOOP.format(limit=float(limit_s),
+                                                                                  parent=os.getpid())],
+                                              stdin=subprocess.DEVNULL, env=env))
         yield procs
     finally:
         for proc in procs:

@@ -3,9 +3,10 @@ through icrl.method.embeddings, one text per encode as the cache computes them),
 
 The first line says the OpenMP wait policy and torch's thread count it ran with (the harness's
 default, icrl/infra/threads.py, unless the environment sets another). With --load N the texts
-are encoded again with N busy processes competing for the cores (bench/busy.py).
+are encoded again with N busy processes competing for the cores (bench/busy.py; --apart: as
+one job of a session of their own).
 
-    python bench/encode.py [--texts 40] [--threads N] [--load N]
+    python bench/encode.py [--texts 40] [--threads N] [--load N [--apart]]
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from icrl.infra import threads  # noqa: E402
 
 STARTED_WITH = threads.apply()  # before torch loads
 
-from busy import busy, load_text  # noqa: E402
+from busy import add_apart_flag, busy, busy_text, load_text  # noqa: E402
 
 from icrl.method.embeddings import Embedder  # noqa: E402
 
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--load", type=int, default=0, metavar="N",
                         help="encode again with N busy processes competing for the cores (default: 0, once)")
+    add_apart_flag(parser)
     args = parser.parse_args()
     import torch
 
@@ -53,13 +55,13 @@ def main() -> None:
         embedder._encode("warm-up")  # loads the model
         print(f"{embedder.name}: torch threads {torch.get_num_threads()}, {STARTED_WITH}; {load_text()}")
         for extra in [0] + ([args.load] if args.load > 0 else []):
-            with busy(extra):
+            with busy(extra, apart=args.apart):
                 seconds = []
                 for text in texts(args.texts):
                     start = time.perf_counter()
                     embedder._encode(text)
                     seconds.append(time.perf_counter() - start)
-                print(f"-- {extra} busy processes of ours: {1000 * statistics.median(seconds):.1f} ms per text "
+                print(f"-- {busy_text(extra, args.apart)}: {1000 * statistics.median(seconds):.1f} ms per text "
                       f"median, {1000 * max(seconds):.1f} ms at most, {len(seconds)} texts; {load_text()}", flush=True)
 
 

@@ -10,12 +10,12 @@ On the transformers backend lock-step runs twice: call by call (each run's promp
 their own) and packed (all runs' prompts in shared passes, each on its own prefix).
 
     python bench/sweep.py [--runs 8] [--steps 40] [--test_every 20] [--test_k 64]
-                          [--backends transformers vllm] [--threads N] [--load N]
+                          [--backends transformers vllm] [--threads N] [--load N [--apart]]
 
 The first line says the OpenMP wait policy and torch's thread count (the harness's default,
 icrl/infra/threads.py, unless the environment sets another). With --load N each backend's ways
 run twice: on the machine as it is, then with N busy processes competing for the cores
-(bench/busy.py; stopped at the end).
+(bench/busy.py; stopped at the end; --apart: as one job of a session of their own).
 
 Data: --data_dir, else $ICRL_DATA_DIR, else ../shared/datasets next to the repository.
 """
@@ -40,7 +40,7 @@ from icrl.infra import threads  # noqa: E402
 
 STARTED_WITH = threads.apply()  # before torch loads
 
-from busy import busy  # noqa: E402
+from busy import add_apart_flag, busy, busy_text  # noqa: E402
 from prefix_reuse import data_dir, machine_load  # noqa: E402
 
 from icrl.backends import load_backend  # noqa: E402
@@ -79,8 +79,8 @@ def bench(args, name: str, root: Path) -> None:
     options = {"batch_size": args.batch_size} if name == "transformers" else {"seed": 100}  # each backend's own
     backend = load_backend(args.model, backend=name, **options)
     for extra in [0] + ([args.load] if args.load > 0 else []):
-        with busy(extra):
-            print(f"\n{name}: {getattr(backend, 'device', '')}, {extra} busy processes of ours; {machine_load()}",
+        with busy(extra, apart=args.apart):
+            print(f"\n{name}: {getattr(backend, 'device', '')}, {busy_text(extra, args.apart)}; {machine_load()}",
                   flush=True)
             ways(args, backend, name, root / f"load{extra}")
     if hasattr(backend, "close"):
@@ -127,6 +127,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--load", type=int, default=0, metavar="N",
                         help="run again with N busy processes competing for the cores (default: 0, once)")
+    add_apart_flag(parser)
     args = parser.parse_args()
     args.data_dir = data_dir(args.data_dir)
     import torch

@@ -8,9 +8,10 @@ backend gets to the hardware. The first line says the OpenMP wait policy and the
 ran with (the harness's default, icrl/infra/threads.py, unless the environment sets another).
 
 With --load N every figure is measured twice in one run: on the machine as it is, then with N
-busy processes competing for the cores (bench/busy.py; stopped at the end), so the two compare.
+busy processes competing for the cores (bench/busy.py; stopped at the end), so the two compare;
+--apart starts them as one job of a session of their own (another terminal's work).
 
-    python bench/throughput.py [--lengths 512 2048] [--reps 3] [--matmul_size 2048] [--threads N] [--load N]
+    python bench/throughput.py [--lengths 512 2048] [--reps 3] [--matmul_size 2048] [--threads N] [--load N [--apart]]
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from icrl.infra import threads  # noqa: E402
 
 STARTED_WITH = threads.apply()  # before torch loads
 
-from busy import busy, load_text  # noqa: E402
+from busy import add_apart_flag, busy, busy_text, load_text  # noqa: E402
 
 from icrl.backends import load_backend  # noqa: E402
 
@@ -89,6 +90,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     parser.add_argument("--load", type=int, default=0, metavar="N",
                         help="measure again with N busy processes competing for the cores (default: 0, once)")
+    add_apart_flag(parser)
     args = parser.parse_args()
 
     import torch
@@ -104,8 +106,8 @@ def main() -> None:
           f"threads {torch.get_num_threads()}, {STARTED_WITH}, attention {model.config._attn_implementation}; {load_text()}")
 
     for extra in [0] + ([args.load] if args.load > 0 else []):
-        with busy(extra):
-            print(f"-- {extra} busy processes of ours; {load_text()}")
+        with busy(extra, apart=args.apart):
+            print(f"-- {busy_text(extra, args.apart)}; {load_text()}")
             measure(args, backend, params, embedding)
     print(f"at the end: {load_text()}")
 

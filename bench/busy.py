@@ -12,19 +12,28 @@ ends. ``busy(0)`` starts nothing.
 Where they run matters on Linux. With the kernel's autogroup scheduling (on where
 /proc/sys/kernel/sched_autogroup_enabled is 1), the CPU is shared between sessions first and then
 between the processes of each session. ``busy(n)`` starts its processes in the benchmark's own
-session: every process competes with every other, the harness's worst case (a user's own jobs
+session: every thread competes with every other, the harness's worst case (a user's own jobs
 started from one terminal, or autogroup off). ``busy(n, apart=True)`` starts them as one job of a
-session of their own, as another terminal's or another user's work would run.
+session of their own, as another terminal's or another user's work would run; there the block
+stops the job, and its loops end as soon as their parent (the job) is gone.
 
 ``load_text()``: the machine's load average and CPU count, printed beside every figure.
+
+Run as a script, it shows what the two mean on this machine: a pure-Python loop of 20 million
+additions timed alone, beside N busy processes of its own session, and beside N of another session
+(each twice, alternated):
+
+    python bench/busy.py [--load 6]
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import subprocess
 import sys
+import time
 
 # Spins until its time is up or the process that started it is gone (killed before it could stop them).
 LOOP = ("import os, time\nend = time.monotonic() + {limit}\nparent = {parent}\n"
@@ -89,3 +98,30 @@ def busy(n: int, limit_s: float = 1800.0, apart: bool = False):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+def _loop_seconds() -> float:
+    start, total = time.perf_counter(), 0
+    for i in range(20_000_000):
+        total += i
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--load", type=int, default=6, metavar="N", help="busy processes (default: 6)")
+    args = parser.parse_args()
+    print(f"{autogroup_text()}; {load_text()}")
+    for _ in range(2):
+        for apart in (None, False, True):
+            if apart is None:
+                seconds, where = _loop_seconds(), "alone"
+            else:
+                with busy(args.load, apart=apart):
+                    time.sleep(1.0)  # the loops are running
+                    seconds, where = _loop_seconds(), busy_text(args.load, apart)
+            print(f"20 M additions: {seconds:.2f} s, {where}; {load_text()}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -35,7 +35,7 @@ def _same(a, b) -> bool:
 def _near(data):
     """``data`` with each float made pytest.approx of itself (within 5e-6). A real model's floats in
     the records (knn_embedding's cosine scores, printed to 6 decimals) can differ in the last digit
-    between CPUs of other instruction sets (AVX2 against AVX-512 sums in another order)."""
+    between CPUs of other instruction sets (AVX-512 may sum in another order than AVX2)."""
     if isinstance(data, float):
         return pytest.approx(data, rel=0, abs=5e-6)
     if isinstance(data, dict):

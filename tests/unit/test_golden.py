@@ -32,28 +32,27 @@ def _same(a, b) -> bool:
     return cases.dump(a) == cases.dump(b)
 
 
+def _floats(data, replace):
+    """``data`` with each float replaced by ``replace(float)``."""
+    if isinstance(data, float):
+        return replace(data)
+    if isinstance(data, dict):
+        return {key: _floats(value, replace) for key, value in data.items()}
+    if isinstance(data, list):
+        return [_floats(value, replace) for value in data]
+    return data
+
+
 def _near(data):
     """``data`` with each float made pytest.approx of itself (within 5e-6). A real model's floats in
     the records (knn_embedding's cosine scores, printed to 6 decimals) can differ in the last digit
     between CPUs of other instruction sets (AVX-512 may sum in another order than AVX2)."""
-    if isinstance(data, float):
-        return pytest.approx(data, rel=0, abs=5e-6)
-    if isinstance(data, dict):
-        return {key: _near(value) for key, value in data.items()}
-    if isinstance(data, list):
-        return [_near(value) for value in data]
-    return data
+    return _floats(data, lambda x: pytest.approx(x, rel=0, abs=5e-6))
 
 
 def _typed(data):
     """``data`` with each float's value dropped and its type kept, for the type check beside _near."""
-    if isinstance(data, float):
-        return "<float>"
-    if isinstance(data, dict):
-        return {key: _typed(value) for key, value in data.items()}
-    if isinstance(data, list):
-        return [_typed(value) for value in data]
-    return data
+    return _floats(data, lambda x: "<float>")
 
 
 def _compare(name: str, got: dict, model: bool = False) -> None:
@@ -63,13 +62,10 @@ def _compare(name: str, got: dict, model: bool = False) -> None:
         assert g == w and _same(g, w), f"{name}: command {i} ({w['command']}) differs"
     assert len(got["commands"]) == len(want["commands"])
     assert sorted(got["files"]) == sorted(want["files"]), f"{name}: other files"
+    near, typed = (_near, _typed) if model else (lambda x: x, lambda x: x)
     for path, records in want["files"].items():
-        if model:
-            assert got["files"][path] == _near(records), f"{name}: {path} differs"
-            assert _same(_typed(got["files"][path]), _typed(records)), f"{name}: {path}: a value changed type"
-        else:
-            assert got["files"][path] == records, f"{name}: {path} differs"
-            assert _same(got["files"][path], records), f"{name}: {path}: a value changed type"
+        assert got["files"][path] == near(records), f"{name}: {path} differs"
+        assert _same(typed(got["files"][path]), typed(records)), f"{name}: {path}: a value changed type"
 
 
 @pytest.mark.parametrize("name", list(cases.CASES))

@@ -21,7 +21,7 @@ stops the job, and its loops end as soon as their parent (the job) is gone.
 
 Run as a script, it shows what the two mean on this machine: a pure-Python loop of 20 million
 additions timed alone, beside N busy processes of its own session, and beside N of another session
-(each twice, alternated):
+(each twice, alternated; "0 busy processes" is alone):
 
     python bench/busy.py [--load 6]
 """
@@ -38,13 +38,12 @@ import time
 # Spins until its time is up or the process that started it is gone (killed before it could stop them).
 LOOP = ("import os, time\nend = time.monotonic() + {limit}\nparent = {parent}\n"
         "while time.monotonic() < end and os.getppid() == parent:\n    pass\n")
-# A job of its own session: starts the loops as its children, and stops them when its own time is up
-# or the process that started it is gone.
+# A job of its own session: starts the loops as its children and waits until its time is up or the
+# process that started it is gone; its loops end by themselves as soon as the job is gone.
 JOB = ("import os, subprocess, sys, time\nend = time.monotonic() + {limit}\nparent = {parent}\n"
        "loop = {loop!r}.replace('PARENT', str(os.getpid()))\n"
        "procs = [subprocess.Popen([sys.executable, '-c', loop]) for _ in range({n})]\n"
-       "while time.monotonic() < end and os.getppid() == parent:\n    time.sleep(0.5)\n"
-       "for p in procs:\n    p.terminate()\n")
+       "while time.monotonic() < end and os.getppid() == parent:\n    time.sleep(0.5)\n")
 
 
 def load_text() -> str:
@@ -113,14 +112,11 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{autogroup_text()}; {load_text()}")
     for _ in range(2):
-        for apart in (None, False, True):
-            if apart is None:
-                seconds, where = _loop_seconds(), "alone"
-            else:
-                with busy(args.load, apart=apart):
-                    time.sleep(1.0)  # the loops are running
-                    seconds, where = _loop_seconds(), busy_text(args.load, apart)
-            print(f"20 M additions: {seconds:.2f} s, {where}; {load_text()}", flush=True)
+        for n, apart in ((0, False), (args.load, False), (args.load, True)):
+            with busy(n, apart=apart):
+                time.sleep(1.0 if n else 0.0)  # the loops are running
+                seconds = _loop_seconds()
+            print(f"20 M additions: {seconds:.2f} s, {busy_text(n, apart)}; {load_text()}", flush=True)
 
 
 if __name__ == "__main__":

@@ -11,3 +11,8 @@ class UsageError(ValueError):
 class CannotWrite(OSError):
     """A file could not be written (``filename``: the path the user knows, never a temporary
     file's); the tools say it in one line (``icrl.infra.diskfull.os_error_line``)."""
+
+
+class DamagedRecords(UsageError):
+    """A run's records contradict each other or their config.json, or are not of their types
+    (one-line message naming the file, the line and the field)."""

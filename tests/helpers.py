@@ -96,18 +96,20 @@ def one_error_line(capsys) -> str:
     return err
 
 
-# A record field of each wrong kind, in train.jsonl and test.jsonl of the tiny run (helpers.tiny_argv:
-# 6 training lines, 3 test lines): (file, line, field, value). Every reader refuses each in one line.
-BAD_FIELDS = [("train.jsonl", 2, "reasoning", 3),          # a number where reasoning text stands
-              ("train.jsonl", 3, "context", "0 1"),        # a string where a list stands
-              ("train.jsonl", 4, "feedback", "yes"),       # text where the reward shown stands
-              ("train.jsonl", 5, "step", "4"),             # a string step
-              ("train.jsonl", 1, "example_id", True),      # a boolean for an integer
-              ("test.jsonl", 2, "reasoning", 3),           # a number where a list of texts stands
-              ("test.jsonl", 1, "predictions", "a b"),     # a string where a list stands
-              ("test.jsonl", 3, "accuracy", "yes"),        # text where a number stands
-              ("test.jsonl", 2, "step", "2"),              # a string step
-              ("test.jsonl", 3, "context_size", False)]    # a boolean for an integer
+# Damaged fields of the tiny run's records (helpers.tiny_argv: 6 training lines, 3 test lines): (file,
+# line, field, value). A resume refuses some (a model's output the steps after it depend on) and
+# repairs the others (what follows from the data and the predictions; a test line, recomputed);
+# every reader gives each the resume's verdict (``resume_verdict``).
+BAD_FIELDS = [("train.jsonl", 2, "reasoning", 3),          # a field the run does not write: repaired
+              ("train.jsonl", 3, "context", "0 1"),        # a string where the context shown stands: refused
+              ("train.jsonl", 4, "feedback", "yes"),       # text where the reward shown stands: repaired
+              ("train.jsonl", 5, "step", "4"),             # a string step: refused
+              ("train.jsonl", 1, "example_id", True),      # a boolean for an integer: refused
+              ("test.jsonl", 2, "reasoning", 3),           # a test line's field the run does not write
+              ("test.jsonl", 1, "predictions", "a b"),     # a string where a list stands: recomputed
+              ("test.jsonl", 3, "accuracy", "yes"),        # text where a number stands: recomputed
+              ("test.jsonl", 2, "step", "2"),              # a string step: recomputed
+              ("test.jsonl", 3, "context_size", False)]    # a boolean for an integer: repaired
 
 
 def corrupt_field(run_dir, name: str, line: int, field: str, value) -> None:
@@ -118,12 +120,32 @@ def corrupt_field(run_dir, name: str, line: int, field: str, value) -> None:
     path.write_text("".join(lines))
 
 
-def refused_field(capsys, run_dir, name: str, line: int, field: str) -> str:
-    """The one error line a reader prints for a bad field: it names the file, the line and the field."""
-    err = one_error_line(capsys)
-    assert f"{Path(run_dir) / name} line {line}: field {field!r}" in err, err
-    assert "expected" in err, err
-    return err
+def resume_verdict(out, capsys):
+    """The one line a resume refuses the (damaged) tiny run under ``out`` with, or None where it
+    repairs it: run on a copy, its paths said as the original's."""
+    from icrl.cli.run import main
+
+    copy = Path(f"{out}-resumed")
+    shutil.copytree(out, copy)
+    capsys.readouterr()
+    code = main(tiny_argv(copy))
+    err = capsys.readouterr().err.strip()
+    shutil.rmtree(copy)
+    if code == 0:
+        return None
+    assert code == 2 and err.startswith("error: ") and "\n" not in err, err
+    return err.replace(str(copy), str(out))
+
+
+def reader_verdict(capsys, code: int, expected) -> str:
+    """A reader's exit ``code`` and output against the resume's verdict ``expected`` (its refusal,
+    or None: it repairs): the same one line, or the run read as damaged; what the reader said."""
+    captured = capsys.readouterr()
+    if expected is not None:
+        assert code == 2 and captured.err.strip() == expected, (code, captured.err)
+        return captured.err
+    assert code == 0, captured.err
+    return captured.out + captured.err
 
 
 def files_under(path: Path) -> list:
@@ -298,3 +320,46 @@ def register_metered_fake():
 
     backends.register_backend("metered_fake", MeteredFake)
     return lambda: backends._unregister("metered_fake")
+
+
+def run_config(steps: int, *, mode: str = "icrl", labels: Sequence[str] = ("a", "b"), test_answers: Sequence[str] = ("a",),
+               test_every: int = 0, size: int = 4, args: dict | None = None, backend: dict | None = None) -> dict:
+    """A complete config.json for hand-written records of ``steps`` steps (one a zero-shot run has):
+    every section of the schema, its plan the one its arguments give (``test_every``: 0, tests at
+    the first and the last step), on a task named "t" whose data is nowhere (the readers check such
+    records from config.json alone)."""
+    from icrl.config import RunOptions, RunSpec
+    from icrl.records.plan import Plan
+
+    size = 0 if mode == "zero_shot" else size
+    every = test_every or max(steps, 1)
+    spec = RunSpec(**{"model_name": "m", "task_name": "t", "context_strategy_name": None if size == 0 else
+                      "random_biased_end", "max_context_examples": size, "icrl": mode != "icl", "train_k": steps or 1,
+                      "test_every": every, "test_k": len(test_answers), "seed": 1, "training_seed": 1, "test_seed": 1,
+                      **(args or {})})
+    plan = Plan.of(mode != "icl", size, 0 if mode == "zero_shot" else steps, every)
+    options = {**RunOptions().as_record(), "ucb_alpha": None, "prob_reset": None, "p_exploration": None}
+    return {
+        "format_version": 1, "created": "2026-01-01T00:00:00+00:00", "args": spec.as_record(),
+        "runtime_args": dict(sorted(options.items())),
+        "resolved": {"mode": mode, "max_context_examples": size, "steps": plan.steps, "test_steps": list(plan.test_steps),
+                     "num_exemplars": 0, "train_examples": 0 if mode == "zero_shot" else steps,
+                     "test_examples": len(test_answers)},
+        "backend": backend or {"backend": "fake", "model_name": "m", "max_model_len": 4096, "supports_system_role": True,
+                               "eot_token": "", "published_tokenization": False},
+        "environment": {"icrl": "0", "python": "3", "platform": "test", "packages": {}, "git_commit": None,
+                        "git_dirty": None, "device": "cpu"},
+        "dataset": {"task": "t", "fingerprint": "f", "labels": list(labels), "num_train": steps,
+                    "num_test": len(test_answers)},
+        "test_set": {"ids": list(range(len(test_answers))), "prompts": [f"test {i}" for i in range(len(test_answers))],
+                     "answers": list(test_answers)},
+        "train_example_ids": [] if mode == "zero_shot" else list(range(plan.steps)), "exemplars": [],
+    }
+
+
+def typed_run(run_dir) -> tuple:
+    """(config.json, training lines, test lines) of a run, typed, as the readers read them."""
+    from icrl.run.readback import read_run
+
+    run = read_run(Path(run_dir))
+    return run.config, run.train, run.test

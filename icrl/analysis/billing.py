@@ -26,7 +26,7 @@ class Billed(NamedTuple):
 
 
 def recorded_usage(run) -> Optional[Usage]:
-    """The sum of a run's (``records.read.TypedRun``) recorded usage; None: no line records one."""
+    """The sum of a run's (``icrl.run.readback.CheckedRun``) recorded usage; None: no line records one."""
     recorded = [line.usage for line in [*run.train, *run.test] if line.usage is not None]
     if not recorded:
         return None
@@ -42,8 +42,8 @@ def billed_runs(results, run_ids, prices: Prices) -> dict:
         usage = recorded_usage(state)
         if usage is None:
             continue
-        config = state.config or {}
-        model = (config.get("backend") or {}).get("api_model") or config["args"]["model_name"]
+        config = state.config
+        model = config.backend.api_model or config.spec.model_name
         if prices.own and prices.of(model) is None:
             raise UsageError(f"{prices.missing(model)} (the run {run_id} needs it)")
         out[run_id] = Billed(model, usage)

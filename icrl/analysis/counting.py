@@ -42,13 +42,15 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Iterator, NamedTuple, Optional, Sequence, Union
+from typing import Any, Iterator, NamedTuple, Optional, Sequence, Union
 
 import numpy as np
 
+from ..config import given
 from ..method.episode import Episode
-from ..records import DamagedRecords
-from ..records.read import TypedRun, read_run
+from ..records.configfile import ConfigFile
+from ..records.schema import TestLine, TrainLine
+from ..run.readback import CheckedRun, read_run
 from .prefixes import FakeEncoder, PrefixTree, SegmentEncoder
 
 CHUNK = 256  # prompts rendered and encoded together
@@ -62,31 +64,31 @@ class CountedCall(NamedTuple):
 
     step: int
     kind: str
-    context: list
+    context: list[int]
     prompt: str
     position: int = 0
 
 
-def iter_calls(config: dict, train: Sequence[dict], test: Sequence[dict]) -> Iterator[CountedCall]:
+def iter_calls(config: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLine]) -> Iterator[CountedCall]:
     """Every model call, in order (``CountedCall``); kind "icl_train" is the training step of a
     supervised-ICL run, which sends nothing but which the published token count counts as a call
     (see the module docstring)."""
-    mode = config["resolved"]["mode"]
-    test_prompts = config["test_set"]["prompts"]
+    mode = config.resolved.mode
+    test_prompts = config.test_set.prompts
     if mode == "zero_shot":
-        for record in test:
+        for line in test:
             for i, prompt in enumerate(test_prompts):
-                yield CountedCall(record["step"], "test", [], prompt, i)
+                yield CountedCall(line.step, "test", [], prompt, i)
         return
-    tests = {record["step"]: record for record in test}
+    tests = {line.step: line for line in test}
     for record in train:
-        step = record["step"]
-        if mode == "icrl" and not record.get("explored"):  # --p_exploration: an explored step made no call
-            yield CountedCall(step, "train", record["context"], record["prompt"])
+        step = record.step
+        if mode == "icrl" and not record.explored:  # --p_exploration: an explored step made no call
+            yield CountedCall(step, "train", record.context, record.prompt)
         elif mode == "icl":
-            yield CountedCall(step, "icl_train", record["context"], record["prompt"])
+            yield CountedCall(step, "icl_train", record.context, record.prompt)
         if step in tests:  # a query-aware strategy (knn_*) recorded one context per test prompt
-            contexts = tests[step].get("contexts") or [tests[step]["context"]] * len(test_prompts)
+            contexts = tests[step].contexts or [tests[step].context or []] * len(test_prompts)
             for i, (prompt, context) in enumerate(zip(test_prompts, contexts)):
                 yield CountedCall(step, "test", context, prompt, i)
 
@@ -96,7 +98,7 @@ class Replay:
     strategy puts before the episodes (a summary, a written guide; ``preambles``), and with
     --reasoning the prompt of the answer, which holds the call's recorded reasoning."""
 
-    def __init__(self, config: dict, train: Sequence[dict], test: Sequence[dict], chat):
+    def __init__(self, config: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLine], chat: Any):
         from ..run.assemble import prompter_of_record
 
         self.config, self.train, self.test, self.chat = config, train, test, chat
@@ -104,7 +106,7 @@ class Replay:
         self.history = episodes_of(train)
         self.published = published_contexts(config, self.history)
         self.preambles = preambles(config, train, self.history)
-        self.tests = {record["step"]: record for record in test}
+        self.tests = {line.step: line for line in test}
 
     def calls(self):
         return iter_calls(self.config, self.train, self.test)
@@ -120,9 +122,9 @@ class Replay:
         if not self.prompter.reasoning or call.kind == "icl_train":
             return None
         if call.kind == "train":
-            return self.train[call.step].get("reasoning")
-        written = self.tests.get(call.step, {}).get("reasoning")
-        return written[call.position] if written else None
+            return self.train[call.step].reasoning
+        line = self.tests.get(call.step)
+        return line.reasoning[call.position] if line is not None and line.reasoning else None
 
     def render(self, context: Sequence[int], prompt: str, call: Optional[CountedCall] = None) -> str:
         """The prompt of ``call`` (its step's preamble, its reasoning) with ``context`` in it."""
@@ -143,56 +145,59 @@ class Replay:
 
     def reasoning_tokens(self) -> dict:
         """The tokens the model generated before its answers (--reasoning), training and test apart."""
-        test = sum(sum(r.get("reasoning_tokens") or []) for r in self.test)
-        return {"train_reasoning_tokens": sum(r.get("reasoning_tokens") or 0 for r in self.train),
+        test = sum(sum(r.reasoning_tokens or []) for r in self.test)
+        return {"train_reasoning_tokens": sum(r.reasoning_tokens or 0 for r in self.train),
                 "test_reasoning_tokens": test}
 
 
-def episodes_of(train: Sequence[dict]) -> list[Episode]:
+def episodes_of(train: Sequence[TrainLine]) -> list[Episode]:
     """The episodes of a run's training records, as its loop held them."""
-    return [Episode(r["prompt"], r.get("prediction"), r.get("feedback"), r["answer"], r.get("accuracy"), i)
-            for i, r in enumerate(train)]
+    return [Episode(r.prompt, r.prediction, r.feedback, r.answer, r.accuracy, i) for i, r in enumerate(train)]
 
 
-def preambles(config: dict, train: Sequence[dict], history: Sequence[Episode]) -> Optional[list[str]]:
+def preambles(config: ConfigFile, train: Sequence[TrainLine], history: Sequence[Episode]) -> Optional[list[str]]:
     """Each step's preamble (the text a strategy puts before the episodes: a summary, a guide),
     as the run showed it: from the recorded episodes and guides; None for a strategy without one."""
     from ..method.exploration import Exploration
     from ..method.strategies.base import STRATEGIES, Strategy
     from ..run.assemble import strategy_of_record
 
-    name = config["args"].get("context_strategy_name")
-    if config["resolved"]["mode"] == "zero_shot" or name not in STRATEGIES:
+    name = config.spec.context_strategy_name
+    if config.resolved.mode == "zero_shot" or name is None or name not in STRATEGIES:
         return None
     if STRATEGIES.get(name).cls.preamble is Strategy.preamble:
         return None
     spec, strategy = strategy_of_record(config)
-    explore = Exploration.of(spec)
-    labels = config["dataset"]["labels"]
+    if strategy is None:
+        return None
+    explore, seed = Exploration.of(spec), given(spec.seed, "seed")
+    labels = config.labels
     out = []
     for t in range(len(train)):
         strategy.restore(train, t)  # what its own calls wrote, as shown at step t
-        out.append(strategy.preamble(history[explore.last_reset(spec.seed, t):t], labels))
+        out.append(strategy.preamble(history[explore.last_reset(seed, t):t], labels))
     return out
 
 
 REBUILT = ("approximate_only_positive",)  # strategies whose published contexts our runs do not show
 
 
-def published_contexts(config: dict, history: Sequence[Episode]) -> Optional[list[list[int]]]:
+def published_contexts(config: ConfigFile, history: Sequence[Episode]) -> Optional[list[list[int]]]:
     """Each step's context as the published run_count_tokens.py rebuilds it (its strategy code,
     seeded with seed + step, over the recorded episodes), for the strategies in REBUILT; None
     for the others, whose recorded contexts are the published ones."""
-    args = config["args"]
-    if args.get("context_strategy_name") not in REBUILT or config["resolved"]["mode"] == "zero_shot":
+    spec = config.spec
+    if spec.context_strategy_name not in REBUILT or config.resolved.mode == "zero_shot":
         return None
-    if args.get("prob_reset") is not None or args.get("ucb_alpha") is not None:
+    if spec.prob_reset is not None or spec.ucb_alpha is not None:
         return None  # flags the published code never ran: there is no published count to match
     from ..run.assemble import strategy_of_record
 
     _, strategy = strategy_of_record(config, published=True)
-    index = {id(episode): i for i, episode in enumerate(history)}
-    return [[index[id(e)] for e in strategy.select(history[:t], np.random.default_rng(args["seed"] + t))]
+    if strategy is None:
+        return None
+    index, seed = {id(episode): i for i, episode in enumerate(history)}, given(spec.seed, "seed")
+    return [[index[id(e)] for e in strategy.select(history[:t], np.random.default_rng(seed + t))]
             for t in range(len(history))]
 
 
@@ -201,18 +206,16 @@ class IncrementalMismatch(Exception):
     pass
 
 
-def count_run(run, chat, **options) -> tuple[dict, list[dict]]:
+def count_run(run: Union[CheckedRun, Path, str], chat: Any, **options: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """(summary, per-step rows) for one run (``count_records``'s ``options``). ``run``: its
-    records as the readers read them (``records.read.TypedRun``), or its folder, read so (a
-    line that does not parse: DamagedRecords in one line)."""
-    typed = run if isinstance(run, TypedRun) else read_run(Path(run))
-    if typed.config is None:
-        raise DamagedRecords(f"{typed.directory}: {typed.damage}; nothing to count")
-    return count_records(typed.config, [r.as_json() for r in typed.train], [r.as_json() for r in typed.test], chat,
-                         **options)
+    records as the readers read them (``icrl.run.readback.CheckedRun``), or its folder, read so
+    (a run a resume refuses: DamagedRecords in one line)."""
+    checked = run if isinstance(run, CheckedRun) else read_run(Path(run))
+    return count_records(checked.config, checked.train, checked.test, chat, **options)
 
 
-def count_records(config: dict, train: list, test: list, chat, *, full_tokenization: bool = False, verify: int = 32,
+def count_records(config: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLine], chat: Any, *,
+                  full_tokenization: bool = False, verify: int = 32,
                   chunk: int = CHUNK) -> tuple[dict, list[dict]]:
     """(summary, per-step rows) of a run's config.json and lines; see the module docstring.
 
@@ -313,7 +316,7 @@ def _count(replay: Replay, encoder: Union[SegmentEncoder, FakeEncoder], verify: 
         "processed_tokens": train[3] + icl[3] if replay.prompter.mode != "zero_shot" else None,
         "processed_tokens_as_run": train[4] + icl[4] if replay.prompter.mode != "zero_shot" else None,
         "rebuilt_contexts": sum(1 for t, r in enumerate(replay.train) if replay.published is not None
-                                and replay.published[t] != list(r["context"])),
+                                and replay.published[t] != list(r.context)),
         "calls": train[0] + test[0], "prompt_tokens": prompt_tokens, "uncached_tokens": train[2] + test[2],
         "train_calls": train[0], "train_prompt_tokens": train[1], "train_uncached_tokens": train[2],
         "test_calls": test[0], "test_prompt_tokens": test[1], "test_uncached_tokens": test[2],

@@ -36,9 +36,9 @@ import pandas as pd
 from scipy import special
 
 from ..errors import UsageError
-from ..infra.plugins import check_recorded
 from ..records import find_runs, write_atomic
-from ..records.read import TypedRun, read_run
+from ..run.plugins import check as check_plugins
+from ..run.readback import CheckedRun, read_run
 
 from .failures import FAILURE_COLUMNS, run_failures, step_failures
 from .runs import DEFAULT_EXPLORATIVE_P_KEEP, run_label, run_row
@@ -55,15 +55,15 @@ PANELS = (("reward_rate", "reward rate"), ("entropy_norm", "prediction entropy /
           ("cumulative_regret", "cumulative regret"))
 
 
-def labels_of(state: TypedRun) -> list:
-    return list(((state.config or {}).get("dataset") or {}).get("labels") or [])
+def labels_of(state: CheckedRun) -> list[str]:
+    return state.config.labels
 
 
-def mode_of(state: TypedRun) -> str:
-    return ((state.config or {}).get("resolved") or {}).get("mode") or ""
+def mode_of(state: CheckedRun) -> str:
+    return state.mode
 
 
-def step_table(state: TypedRun) -> pd.DataFrame:
+def step_table(state: CheckedRun) -> pd.DataFrame:
     """One row per training step of a run (see the module docstring); empty for zero-shot."""
     icl = mode_of(state) == "icl"
     shown: list = []
@@ -127,7 +127,7 @@ def _entropy(predictions: Sequence, num_labels: int) -> tuple[float, float, floa
     return bits, norm, coverage
 
 
-def window_table(state: TypedRun, window: Optional[int] = None, steps: Optional[pd.DataFrame] = None) -> pd.DataFrame:
+def window_table(state: CheckedRun, window: Optional[int] = None, steps: Optional[pd.DataFrame] = None) -> pd.DataFrame:
     """One row per window of ``window`` training steps (default: ``default_window``)."""
     steps = step_table(state) if steps is None else steps
     if steps.empty:
@@ -152,9 +152,9 @@ def window_table(state: TypedRun, window: Optional[int] = None, steps: Optional[
     return pd.DataFrame(rows, columns=WINDOW_COLUMNS)
 
 
-def per_class_table(state: TypedRun) -> pd.DataFrame:
+def per_class_table(state: CheckedRun) -> pd.DataFrame:
     """One row per test step and gold label: accuracy and number of test items of that label."""
-    answers = ((state.config or {}).get("test_set") or {}).get("answers") or []
+    answers = state.config.test_set.answers
     rows = []
     for record in state.test:
         predictions = record.predictions
@@ -167,7 +167,7 @@ def per_class_table(state: TypedRun) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "gold_label", "accuracy", "n"])
 
 
-def run_identity(state: TypedRun, root: Path) -> dict:
+def run_identity(state: CheckedRun, root: Path) -> dict:
     """run_id, model, task, method and label of a run, from its config.json: as the results
     table names it (``icrl.analysis.runs``: a learner's label stands in the model's place)."""
     row = run_row(state, Path(root), DEFAULT_EXPLORATIVE_P_KEEP)
@@ -175,21 +175,20 @@ def run_identity(state: TypedRun, root: Path) -> dict:
             "label": run_label(row), "seed": row["seed"]}
 
 
-def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[TypedRun]:
-    """The readable runs under ``data_dir`` (only those in ``run_dirs`` when given), read back
-    typed (``records.read``: DamagedRecords for a line or config.json that does not parse)."""
+def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[CheckedRun]:
+    """The runs under ``data_dir`` (only those in ``run_dirs`` when given), each checked as a
+    resume checks it (``icrl.run.readback``: DamagedRecords in one line where a resume refuses)."""
     root = Path(data_dir)
     if not root.is_dir():
         raise UsageError(f"{str(root)!r} is not a directory: pass the data folder that holds the runs")
     keep = None if run_dirs is None else {Path(d).resolve() for d in run_dirs}
-    dirs = [d for d in find_runs(root) if keep is None or d.resolve() in keep]
-    states = [s for s in (read_run(d) for d in dirs) if s.config is not None]
+    states = [read_run(d) for d in find_runs(root) if keep is None or d.resolve() in keep]
     for state in states:  # made with a plugin: it is loaded, unchanged
-        check_recorded((state.config or {}).get("plugins"), state.directory)
+        check_plugins(state.config, state.directory)
     return states
 
 
-def failures_table(state: TypedRun) -> dict:
+def failures_table(state: CheckedRun) -> dict:
     """The run's failure metrics (icrl.analysis.failures), and its training steps."""
     return {"steps": len(state.train), **run_failures(state.train, labels_of(state))}
 

@@ -2,15 +2,17 @@
 
     from icrl.analysis.results import Results
     res = Results("data", filters=["task=banking77"])   # every run under data/, filtered
-    res.runs        # one row per run: its arguments, derived method, results.json, token counts
+    res.runs        # one row per run: its arguments, derived method, its results, token counts
     res.train()     # one row per training step of every run (run_id, step, accuracy, ...)
     res.test()      # one row per test step of every run (run_id, step, accuracy, per-class accuracy,
                     # predictions)
     res.predictions()  # one row per test example of every test step, with its gold answer
     res.aggregate()    # one row per configuration: mean, std and n over seeds of finished runs
 
-Reads only the records (config.json, results.json, train.jsonl, test.jsonl and, when the
-token counter ran, token_counts.json); never loads a model.
+Reads only the records (config.json, train.jsonl, test.jsonl and, when the token counter ran,
+token_counts.json), each run checked as a resume checks it against its data where the raw
+files are at hand (``icrl.run.readback``: a run a resume refuses is skipped with a note); never
+loads a model.
 
 Columns of ``runs`` (index ``run_id``, the run directory relative to the data directory):
 the identity arguments under short names (``model``, ``task``, ``strategy``, ``p_keep``,
@@ -22,9 +24,9 @@ method the published figures file the run under, "" for other settings; see
 :func:`icrl.analysis.runs.paper_method_of`), ``auto_size`` (the size was searched), ``label``,
 ``task_base``, ``unsemantic``, ``strategy_base``, ``strategy_filter``, ``flip``,
 ``config_key``), the summary of
-results.json (``finished``: every planned step on disk and the records consistent with
-config.json, checked by ``records.inspect_run``, not read from results.json; ``damage``: what
-is wrong with a run's records, else None; ``steps``, ``total_steps``, ``final_test_accuracy``,
+the records (``finished``: every planned step on disk and nothing a resume would repair,
+checked as a resume checks them, ``icrl.run.readback``, never read from results.json;
+``damage``: what is wrong with a run's records, else None; ``steps``, ``total_steps``, ``final_test_accuracy``,
 ``best_test_accuracy``, ``best_test_step``, ``regret``, ``train_accuracy``,
 ``mean_step_time_s``, ``total_time_s``) and token counts (``processed_tokens``, the paper's figure, ``prompt_tokens``,
 ``uncached_tokens``, ``tokenizer``; NaN until run_count_tokens.py has counted the run), and
@@ -44,9 +46,9 @@ import numpy as np
 import pandas as pd
 
 from ..errors import UsageError
-from ..infra.plugins import check_recorded
-from ..records import TEST, TRAIN, DamagedRecords, find_runs
-from ..records.read import TypedRun, read_run
+from ..records import TEST, TRAIN, find_runs
+from ..run.plugins import check as check_plugins
+from ..run.readback import CheckedRun, read_run
 from .failures import FAILURE_COLUMNS, run_failures
 from .runs import (ARG_COLUMNS, BASELINES, CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, INTEGER_COLUMNS, METHODS,
                    SEED_COLUMNS, _fmt, apply_filters, parse_filters, run_label, run_row)
@@ -62,27 +64,14 @@ class Results:
         self.explorative_p_keep = explorative_p_keep
         self.notes: list[str] = []
         rows = []
-        self._states: dict[str, TypedRun] = {}
+        self._states: dict[str, CheckedRun] = {}
         for run_dir in find_runs(self.root):
-            state = read_run(run_dir)  # DamagedRecords for a line that does not parse: before any table
-            if state.config is None:
-                self.notes.append(f"skipped unreadable run {run_dir}: {state.damage}")
-                continue
-            check_recorded(state.config.get("plugins"), run_dir)  # made with a plugin: it is loaded, unchanged
-            missing = [section for section in ("args", "resolved") if section not in state.config]
-            if missing:  # a row of invented values otherwise
-                raise DamagedRecords(f"{run_dir / 'config.json'} has no {' and '.join(missing)}, which a run's "
-                                     f"config.json holds: restore it as the run wrote it, or move it out of the "
-                                     f"folder if it is another kind of file")
+            state = read_run(run_dir)  # checked as a resume checks it: DamagedRecords where it refuses
+            check_plugins(state.config, run_dir)  # made with a plugin: it is loaded, unchanged
             if state.problems:
                 self.notes.append(f"damaged run {run_dir} (not counted as finished): {state.damage}")
-            try:
-                row = run_row(state, self.root, explorative_p_keep)
-            except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-                self.notes.append(f"skipped unreadable run {run_dir}: {type(exc).__name__}: {exc}")
-                continue
-            rows.append(row)
-            self._states[row["run_id"]] = state
+            rows.append(run_row(state, self.root, explorative_p_keep))
+            self._states[rows[-1]["run_id"]] = state
         runs = pd.DataFrame(rows)
         if runs.empty:
             runs = pd.DataFrame(columns=["run_id", "run_dir", *ARG_COLUMNS.values(), "mode", "method", "paper_method",
@@ -102,8 +91,8 @@ class Results:
     def __len__(self) -> int:
         return len(self.runs)
 
-    def state(self, run_id: str) -> TypedRun:
-        """The records of one run as read (``records.read_run``), by its id in ``runs.index``."""
+    def state(self, run_id: str) -> CheckedRun:
+        """The records of one run as read (``icrl.run.readback.read_run``), by its id in ``runs.index``."""
         return self._states[run_id]
 
     def train(self) -> pd.DataFrame:
@@ -135,8 +124,7 @@ class Results:
         rows = []
         for run_id in self.runs["run_id"]:
             state = self._states[run_id]
-            test_set = (state.config or {}).get("test_set") or {}
-            ids, answers = test_set.get("ids") or [], test_set.get("answers") or []
+            ids, answers = state.config.test_set.ids, state.config.test_set.answers
             records = state.test[-1:] if step == "last" else [
                 r for r in state.test if step is None or r.step == step]
             for record in records:
@@ -209,7 +197,7 @@ class Results:
         """One row per record of ``filename`` in every run, with ``fields`` as floats."""
         frames = []
         for run_id in self.runs["run_id"]:
-            state = self._states[run_id]  # the records that check out (see records.read_run)
+            state = self._states[run_id]  # the records as a resume continues from them (icrl.run.readback)
             records = state.train if filename == TRAIN else state.test
             frame = pd.DataFrame({f: [getattr(r, f) for r in records] for f in fields}, dtype=float)
             frame.insert(0, "run_id", run_id)
@@ -226,10 +214,9 @@ class Results:
     def _failures(self, run_id) -> dict:
         """A run's failure metrics (icrl.analysis.failures; NaN for runs without ICRL training steps)."""
         state = self._states[run_id]
-        config = state.config or {}
-        if (config.get("resolved") or {}).get("mode") != "icrl" or not state.train:
+        if state.mode != "icrl" or not state.train:
             return {}
-        return run_failures(state.train, (config.get("dataset") or {}).get("labels") or [])
+        return run_failures(state.train, state.config.labels)
 
     def summary(self) -> pd.DataFrame:
         """One row per run: what it is and how it did (the plots' summary.csv), with its failure

@@ -21,7 +21,8 @@ from ..errors import UsageError
 from ..method import declared_params
 from ..method.agents import AGENTS, is_learner, label_of_args
 from ..method.strategies import STRATEGIES, split_name
-from ..records.read import TypedRun
+from ..records.summary import summarize
+from ..run.readback import CheckedRun
 from .token_cache import count_columns
 from .verdict import PAPER_METHODS
 
@@ -244,22 +245,19 @@ def apply_filters(runs: pd.DataFrame, filters: dict[str, list[str]]) -> pd.DataF
 
 
 # -- loading -----------------------------------------------------------------------------------
-def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict[str, Any]:
-    """The run's row: a value (of its column's type) per column; the run's config.json is readable
-    (the readers skip a run whose config.json is not)."""
+def run_row(state: CheckedRun, root: Path, explorative_p_keep: float) -> dict[str, Any]:
+    """The run's row: a value (of its column's type) per column (the readers skip a run that
+    cannot be read)."""
     run_dir, config = state.directory, state.config
-    if config is None:
-        raise ValueError(f"{run_dir} has no readable config.json")
     # an argument a record lacks had its default (added after the run was recorded)
-    args, resolved = {**config_module.SPEC_DEFAULTS, **config.get("args", {})}, config.get("resolved", {})
+    args, resolved = {**config_module.SPEC_DEFAULTS, **config.args}, config.resolved
     row: dict[str, Any] = {"run_id": run_dir.relative_to(root).as_posix(), "run_dir": str(run_dir)}
     for arg, column in ARG_COLUMNS.items():
         row[column] = args.get(arg)
     row["auto_size"] = row["max_context_examples"] is None  # the size the search found, not given
-    if resolved.get("max_context_examples") is not None:
-        row["max_context_examples"] = resolved["max_context_examples"]
-    row["mode"] = resolved.get("mode") or ("zero_shot" if row["max_context_examples"] == 0
-                                           else "icrl" if row["icrl"] else "icl")
+    if resolved.max_context_examples is not None:
+        row["max_context_examples"] = resolved.max_context_examples
+    row["mode"] = resolved.mode
     row["strategy_base"], row["strategy_filter"] = split_name(row["strategy"] or "")
     entry = STRATEGIES.get(row["strategy"]) if row["strategy"] in STRATEGIES else None
     row["family"] = entry.family if entry else None
@@ -286,20 +284,18 @@ def run_row(state: TypedRun, root: Path, explorative_p_keep: float) -> dict[str,
     row["paper_method"] = paper_method_of(row, explorative_p_keep)
     if beyond_the_paper(row):  # our exploration flags or reward: none of the paper's methods
         row["method"] = row["paper_method"] = ""
-    results = state.results
-    # Finished only when the records check out (see records.inspect_run), whatever results.json says.
+    # What the records say, checked as a resume checks them (icrl.run.readback), whatever results.json says.
+    results = summarize(state.train, state.test, resolved.steps, resolved.mode)
     row["finished"] = state.finished
     row["damage"] = state.damage or None
     row["steps"] = state.steps_done  # a zero-shot run has one step, its test
-    row["total_steps"] = results.get("total_steps", resolved.get("steps"))
+    row["total_steps"] = resolved.steps
     for key in RESULT_COLUMNS[3:]:
         row[key] = results.get(key)
     row.update(count_columns(run_dir))
-    labels = (config.get("dataset") or {}).get("labels")
-    row["num_labels"] = len(labels) if isinstance(labels, list) else None
-    ids = (config.get("test_set") or {}).get("ids")
-    row["num_test"] = len(ids) if isinstance(ids, list) else None
-    row["test_set"] = test_set_name(ids)
+    row["num_labels"] = len(config.labels)
+    row["num_test"] = len(config.test_set.ids)
+    row["test_set"] = test_set_name(config.test_set.ids)
     return row
 
 

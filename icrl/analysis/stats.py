@@ -31,7 +31,7 @@ import numpy as np
 from scipy import optimize, special, stats
 
 from ..errors import UsageError
-from ..records.read import read_run
+from ..run.readback import read_run
 
 CONFIDENCE = 0.95
 BOOTSTRAP_RESAMPLES = 9999
@@ -150,11 +150,8 @@ def compare_paired(correct_a, correct_b, alpha: float = 0.05, seed: int = BOOTST
 def item_outcomes(run_dir, step: int | str = "last") -> dict:
     """{test example id: 1 right / 0 wrong} of one run at a test step (an int or "last"),
     from its records (test.jsonl predictions against config.json's test answers)."""
-    state = read_run(Path(run_dir))
-    if state.config is None:
-        raise UsageError(f"{run_dir}: not a readable run ({state.damage}); pass a run directory holding config.json")
-    test_set = state.config.get("test_set") or {}
-    ids, answers = test_set.get("ids") or [], test_set.get("answers") or []
+    state = read_run(Path(run_dir))  # DamagedRecords (one line) where a resume refuses the run
+    ids, answers = state.config.test_set.ids, state.config.test_set.answers
     records = state.test[-1:] if step == "last" else [r for r in state.test if r.step == step]
     if not records:
         have = [r.step for r in state.test]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..method.episode import Episode
 from ..records.schema import TestLine, TrainLine
+from ..records.summary import per_class_accuracy
 
 
 def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiased_only_positive",
@@ -28,9 +29,12 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     random label); contexts come from the real strategy code, as in a live run.
     ``extra_args`` override entries of the recorded arguments. Returns the run directory.
     """
+    from ..config import SPEC_DEFAULTS, RunConfig
     from ..method.strategies import make_strategy, strategy_of
-    from ..run.plan import plan_steps
     from ..records import RunRecords, experiment_dir
+    from ..records.plan import Plan, plan_steps
+    from ..run.data import RunData
+    from ..run.resume import config_record
 
     rng = np.random.default_rng(seed)
     train = task.training_examples(steps, extra_args.get("training_seed", seed))
@@ -50,16 +54,11 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
             "temperature": 1.0, "train_k": steps, "test_every": test_every, "test_k": test_k,
             "exemplars_per_label": 0, "seed": seed, "training_seed": seed, "test_seed": seed,
             "backend": "synthetic", "device": None, "dtype": "auto", **extra_args}
-    records = RunRecords(experiment_dir(out_dir, args))
-    records.create({
-        "format_version": 1, "args": args, "synthetic": True,
-        "resolved": {"mode": mode, "max_context_examples": max_examples, "steps": n_steps,
-                     "test_steps": test_steps, "num_exemplars": 0},
-        "dataset": {"task": task.name, "labels": task.labels},
-        "train_example_ids": [e.id for e in train],
-        "test_set": {"ids": [e.id for e in test_examples], "prompts": [task.prompt(e) for e in test_examples],
-                     "answers": [task.answer(e) for e in test_examples]},
-        "exemplars": []})
+    config = RunConfig.from_values({k: v for k, v in args.items() if k in SPEC_DEFAULTS})
+    records = RunRecords(experiment_dir(out_dir, config.spec.as_record()))
+    plan = Plan(mode, max_examples, n_steps, tuple(test_steps))
+    backend = {"backend": "synthetic", "model_name": model_name}
+    records.create(config_record(config, plan, RunData(task, train, test_examples), backend))
     strat = make_strategy(strategy, max_examples, p_keep, max_contexts, sampling_method,
                           published_quirks=bool(extra_args.get("published_tokenization")))
     chance = p_correct if callable(p_correct) else (lambda t: p_correct)
@@ -70,12 +69,14 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     return records.directory
 
 
-def _play(task, train, test_examples, tests: set, strat, icrl: bool, chance, rng, seed: int) -> tuple[list, list]:
+def _play(task, train, test_examples, tests: set, strat, icrl: bool, chance, rng,
+          seed: int) -> tuple[list[TrainLine], list[TestLine]]:
     """The run's train and test lines: each step's context from ``strat``, a prediction right with
     probability ``chance(step)`` (none in a supervised ICL run), a test at each step of ``tests``."""
     history: list[Episode] = []
     test_answers = [task.answer(e) for e in test_examples]
-    train_lines, test_lines = [], []
+    train_lines: list[TrainLine] = []
+    test_lines: list[TestLine] = []
     for t, example in enumerate(train):
         context = strat.select(history, np.random.default_rng(seed + t))
         ids = [e.step for e in context]
@@ -87,10 +88,11 @@ def _play(task, train, test_examples, tests: set, strat, icrl: bool, chance, rng
             prediction = accuracy = None
         if t in tests:
             predictions = [a if rng.random() < chance(t) else task.labels[0] for a in test_answers]
-            test_lines.append(TestLine(t, float(np.mean([p == a for p, a in zip(predictions, test_answers)])), {},
-                                       predictions, len(ids), ids, metrics=strat.metrics()).as_json())
+            correct = [int(p == a) for p, a in zip(predictions, test_answers)]
+            test_lines.append(TestLine(t, sum(correct) / len(correct), per_class_accuracy(test_answers, correct),
+                                       predictions, len(ids), ids, metrics=strat.metrics()))
         episode = Episode(task.prompt(example), prediction, accuracy, answer, accuracy, t)
         train_lines.append(TrainLine(t, example.id, episode.prompt, prediction, accuracy, answer, accuracy, len(ids),
-                                     ids, strat.metrics()).as_json())
+                                     ids, strat.metrics()))
         history.append(episode)
     return train_lines, test_lines

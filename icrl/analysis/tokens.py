@@ -1,8 +1,8 @@
 """run_count_tokens.py (command line: :mod:`icrl.cli.tokens`): count the tokens of finished runs
 (see :mod:`icrl.analysis.counting`), cache the counts per run and print them as one table. The
-runs are read through :class:`icrl.analysis.results.Results` first, every line parsed through the
-schema (``records.read``): a line that does not parse is refused before any run is counted, and
-a run is counted from the lines so read. Runs on hosted APIs then get what their API recorded
+runs are read through :class:`icrl.analysis.results.Results` first, each checked as a resume
+checks it (``icrl.run.readback``: a run a resume refuses is skipped with a note), and a run is
+counted from the lines so read. Runs on hosted APIs then get what their API recorded
 and its dollars (:mod:`icrl.analysis.billing`)."""
 
 from __future__ import annotations

@@ -47,11 +47,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             raise UsageError(f"{str(data_dir)!r} is not a readable folder: "
                              "pass a run folder or a folder that holds runs")
         out = Path(args.out) if args.out else data_dir / DEFAULT_NAME
-        from ..analysis.diagnostics import load_states
-
-        if not load_states(data_dir):
-            raise UsageError(f"no runs under {str(data_dir)!r} (no readable config.json below it): pass the folder "
-                             f"run_experiment.py wrote (its --output_dir, data/ by default)")
         path, data = write_page(data_dir, out)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -285,22 +285,18 @@ def start(argv: Sequence[str], target: str):
 
 
 # -- records made with plugins ---------------------------------------------------------------------
-def check_recorded(recorded, where) -> None:
-    """Records made with plugins (config.json "plugins") need each of them loaded, unchanged."""
-    if recorded is None:
-        return
-    if not isinstance(recorded, list) or not all(isinstance(r, dict) and isinstance(r.get("module"), str)
-                                                  for r in recorded):
-        raise UsageError(f'{where}: "plugins" is not a list of plugins (module, sha256); restore config.json')
+def check_recorded(recorded: Optional[Sequence[tuple[str, str]]], where: object) -> None:
+    """Records made with plugins (config.json "plugins": (module, sha256) each) need each of
+    them loaded, unchanged."""
     now = {p.module: p for p in _loaded.values()}
-    for entry in recorded:
-        plugin = now.get(entry["module"])
+    for module, sha256 in recorded or ():
+        plugin = now.get(module)
         if plugin is None:
-            raise UsageError(f"{where} was made with plugin {entry['module']}, which is not loaded: give it with "
+            raise UsageError(f"{where} was made with plugin {module}, which is not loaded: give it with "
                              f"{FLAG} (or {ENV})")
-        if plugin.sha256 != entry.get("sha256"):
+        if plugin.sha256 != sha256:
             raise UsageError(f"{where} was made with {plugin.label} as it was before it changed (sha256 "
-                             f"{str(entry.get('sha256'))[:12]} then, {plugin.sha256[:12]} now): restore its source, "
+                             f"{sha256[:12]} then, {plugin.sha256[:12]} now): restore its source, "
                              f"or pass --overwrite to start the run again")
 
 

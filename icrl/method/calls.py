@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from .episode import StepRecord
+
 
 @dataclass(frozen=True)
 class ModelCall:
@@ -42,9 +44,9 @@ class ModelCall:
         """The name of the model that answers it in the run ``spec`` (None: the acting model)."""
         return getattr(spec, self.option, None) if self.option else None
 
-    def answered(self, record: dict) -> bool:
+    def answered(self, record: StepRecord) -> bool:
         """Whether a training line records an answer of this call."""
-        return self.field is not None and record.get(self.field) is not None
+        return self.field is not None and record.answers.get(self.field) is not None
 
 
 ANSWER = ModelCall("answer", summary="training calls")

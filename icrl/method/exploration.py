@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import UsageError
+from .episode import StepRecord
 from .registry import Param, Registry, finite_non_negative, probability
 from .strategies import make_strategy, strategy_of, strategy_params
 from .strategies.ucb import UCB
@@ -173,7 +174,7 @@ class Exploration:
             return 0
         return next((t for t in range(step, 0, -1) if self.resets_at(seed, t)), 0)
 
-    def replay(self, strategy, history: Sequence, train_recs: Sequence[dict], seed: int):
+    def replay(self, strategy, history: Sequence, train_recs: Sequence[StepRecord], seed: int):
         """Rebuild a stateful (or learning) strategy's state after steps 0..len(history)-1, as if
         they had run live: each step's reset (``forget``), select on the visible history (stateful
         ones), and the reward of a step that showed its context to the model (not explored; the
@@ -191,8 +192,6 @@ class Exploration:
             if strategy.learns:  # what a learning strategy reports once a step (curated retrieval's pruned)
                 strategy.metrics()
             record = train_recs[t]
-            scored = record.get("prediction") is not None and record.get("accuracy") is not None
-            if not record.get("explored") and scored:
-                reward = record["reward"] if "reward" in record else record["accuracy"]
-                strategy.observe_reward(reward, [history[i] for i in record["context"]])
+            if not record.explored and record.prediction is not None and record.earned is not None:
+                strategy.observe_reward(record.earned, [history[i] for i in record.context])
         return strategy

@@ -26,26 +26,26 @@ A step is complete once its train line is on disk (its test line, if any, is wri
 before). Each append is flushed and fsynced, so a killed run loses at most the step in
 flight; a truncated last line is detected and dropped on resume.
 
-``inspect_run`` checks a run's records against its ``config.json`` (the lines sorted out by
-``lines.sort_out``, the pass a resume makes too: step numbers, training example ids, planned
-test steps, test-set size); the experiment trusts a finished run only when it passes. The
-readers (``Results``, plots, the viewer, the report, token counts, the benchmark score) read a
-run through ``read_run``: the same check, and every line parsed into
-its type (a field of the wrong type: ``DamagedRecords`` naming the file, the line and the field).
+``read_log`` reads a run back (``records.log``): each file once, each line once, config.json
+typed (``records.configfile.ConfigFile``), and says whether the run can be used, what a resume
+continues from, what is damaged and whether it is complete: the resume and every reader
+(``Results``, plots, the viewer, the report, token counts, the benchmark score) read a run
+through it, so they refuse the same runs.
 
 Modules: ``layout`` (the run directory and file names), ``schema`` (the line dataclasses and
-TypedDicts of every record), ``typed`` (a JSON value against an annotation), ``io`` (the one
-atomic writer, appends, readers), ``lines`` (the record files sorted out against a plan),
-``check`` (records against their config.json), ``read`` (a run read back typed), ``store``
-(``RunRecords``: one run directory). Every name but those of ``typed``, ``lines`` and ``read``
-is importable from ``icrl.records`` itself.
+TypedDicts of the other records), ``configfile`` (config.json's dataclasses and its own
+consistency), ``plan`` (a run's steps and test steps), ``typed`` (a JSON value against an
+annotation), ``io`` (the one atomic writer, appends, strict JSON readers), ``lines`` (the record
+files sorted out against a plan), ``log`` (``read_log``), ``summary`` (results.json), ``store``
+(``RunRecords``: one run directory).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from .check import DamagedRecords, RunState, inspect_run, plan_of
+from ..errors import DamagedRecords
+from .log import RunLog, read_log
 from .io import (append_jsonl, parse_jsonl, read_json, read_jsonl, remove_leftovers, write_atomic,
                  write_csv_atomic, write_json_atomic, write_jsonl_atomic)
 from .layout import (CONFIG, FORMAT_VERSION, LOG, MAX_CONTEXT_FILE, OPTIONAL_FOLDER_ARGS, RESULTS, TEST,
@@ -54,8 +54,8 @@ from .store import RunRecords
 
 __all__ = [
     "CONFIG", "FORMAT_VERSION", "LOG", "MAX_CONTEXT_FILE", "OPTIONAL_FOLDER_ARGS", "RESULTS", "TEST", "TRAIN",
-    "DamagedRecords", "Path", "RunRecords", "RunState", "append_jsonl",
-    "experiment_dir", "find_runs", "inspect_run", "max_context_path", "parse_jsonl", "plan_of", "read_json",
+    "DamagedRecords", "Path", "RunLog", "RunRecords", "append_jsonl",
+    "experiment_dir", "find_runs", "max_context_path", "parse_jsonl", "read_json", "read_log",
     "read_jsonl", "remove_leftovers", "run_folder", "write_atomic", "write_csv_atomic",
     "write_json_atomic", "write_jsonl_atomic",
 ]

@@ -51,9 +51,59 @@ def append_jsonl(path: Path, record: dict) -> None:
         raise CannotWrite(exc.errno, exc.strerror or str(exc), str(path)) from exc
 
 
+MAX_DEPTH = 64  # arrays and objects nested deeper than this are no record of ours
+
+
+class NotJSON(ValueError):
+    """A text that is not one JSON value of a record: not JSON, a key given twice in one object,
+    or nested deeper than ``MAX_DEPTH``. (NaN and Infinity, which Python writes, are read as
+    numbers: the record's types refuse them where a number must be finite, naming the field.)"""
+
+
+def _no_repeats(pairs: list) -> dict:
+    seen: dict = {}
+    for key, value in pairs:
+        if key in seen:
+            raise NotJSON(f"the key {key!r} is given twice in one object")
+        seen[key] = value
+    return seen
+
+
+def _depth_within(value, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests at most ``limit`` arrays and objects (walked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (list, dict)):
+            if depth > limit:
+                return False
+            stack.extend((x, depth + 1) for x in (item.values() if isinstance(item, dict) else item))
+    return True
+
+
+def loads(text):
+    """One JSON value as records hold it (``NotJSON`` otherwise: see the class)."""
+    try:
+        value = json.loads(text, object_pairs_hook=_no_repeats)
+    except RecursionError:
+        raise NotJSON(f"nested deeper than {MAX_DEPTH} levels") from None
+    except NotJSON:
+        raise
+    except ValueError as exc:
+        raise NotJSON(str(exc)) from None
+    if not _depth_within(value):
+        raise NotJSON(f"nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
 def read_json(path: Path):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
+    """A JSON file as records hold it: ``NotJSON`` (a ValueError) when it is not (see ``loads``)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    try:
+        return loads(data)
+    except NotJSON as exc:
+        raise NotJSON(f"not JSON ({exc})") from None
 
 
 def remove_leftovers(directory: Path, names: Iterable[str], older_than_s: float = 0.0) -> list[Path]:
@@ -95,7 +145,7 @@ def parse_jsonl(path: Path) -> tuple[list[tuple[int, object]], list[int], bool]:
     records, bad = [], []
     for number, line in enumerate(lines, start=1):
         try:
-            records.append((number, json.loads(line)))
+            records.append((number, loads(line)))
         except ValueError:
             bad.append(number)
     return records, bad, cut_tail

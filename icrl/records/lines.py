@@ -1,6 +1,6 @@
-"""The lines of a run's train.jsonl and test.jsonl sorted out against its plan: the one pass
-that both the readers (``check.inspect_run``) and a resume (``icrl.run.recorded.read_lines``)
-make over the files before they use a line. Nothing here raises for bad content or writes.
+"""The lines of a run's train.jsonl and test.jsonl sorted out against its plan: the pass that
+``records.log.read_log`` makes over the files for the resume and every reader before they use a
+line. Nothing here raises for bad content or writes.
 
 Training lines (``sort_out`` with the plan's steps, test steps, mode, training example ids and
 test-set size; the ids and the size may be None when unknown):
@@ -24,10 +24,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, TypeGuard, cast
+from typing import Any, Optional, cast
 
 from .io import parse_jsonl
 from .layout import TEST, TRAIN
+from .typed import is_int, is_number
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,22 @@ class Refusal:
 
     def __str__(self) -> str:
         return f"{TRAIN} line {self.number} {self.problem}"
+
+    def said(self, path: Path) -> str:
+        """The one line that refuses the run for it (``path``: its train.jsonl), with the remedy."""
+        if self.kind == "zero_shot":
+            return f"{path} line {self.number} {self.problem}: delete the file, or pass --overwrite to start again"
+        if self.kind == "beyond_plan":
+            return (f"{path} line {self.number} {self.problem}: restore the files of one run, or delete that line "
+                    f"and the ones after it, or pass --overwrite to start again")
+        return refused_line(path, self.number, self.problem)
+
+
+def refused_line(path: Path, number: int, problem: str) -> str:
+    """A training line that cannot be used, and the steps after it depend on it."""
+    return (f"{path} line {number} {problem}; the steps after it were computed from it, so the run cannot resume: "
+            f"restore that line, or delete it and the lines after it to recompute them, or pass --overwrite to "
+            f"start again")
 
 
 @dataclass
@@ -74,18 +91,8 @@ class Lines:
         return self.cut_test or bool(self.pending) or bool(self.test_notes)
 
 
-def as_json_text(value) -> str:
+def as_json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
-
-
-def is_int(value) -> TypeGuard[int]:
-    """A JSON integer, never ``true``/``false``."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def is_number(value) -> bool:
-    """A JSON number: an integer or a float, never ``true``/``false``."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def sort_out(directory: Path, steps: int, test_steps, mode: str, train_ids: Optional[list] = None,

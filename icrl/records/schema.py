@@ -3,136 +3,21 @@
 The lines of train.jsonl and test.jsonl are the dataclasses ``TrainLine`` and ``TestLine``: the
 loop builds them and ``RunRecords`` writes them (``as_json``), so this is the code that writes;
 ``from_json`` reads a line back with every field checked against its type (``records.typed``),
-which is how every reader of records gets them (``records.read``).
-The other files are described as TypedDicts (type hints and documentation; the checks that
-matter for resuming are in check.py). Fields in the ``total=False`` classes may be absent:
-records written before they existed, or fields of only some backends or runs.
+which is how every reader of records gets them (``records.log``, ``icrl.run.readback``).
+config.json is ``records.configfile.ConfigFile``; results.json and token_counts.json are described
+as TypedDicts. Fields in the ``total=False`` classes may be absent: records written before they
+existed, or fields of only some backends or runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, TypedDict, Union
+from typing import Dict, List, Optional, TypedDict, Union
 
 from ..backends.usage import UsageRecord
+from ..errors import DamagedRecords
 from ..method.declared import answer_fields
-from .check import DamagedRecords
-from .typed import expected, fits, parse_dataclass, shown
-
-
-# -- config.json ------------------------------------------------------------------------------
-class RuntimeArgs(TypedDict, total=False):
-    """``runtime_args``: how the run executed (``config.RunOptions``); may differ on resume."""
-
-    verbose: bool
-    progress: bool
-    debug_k: int
-    output_dir: str
-    overwrite: bool
-    wandb: bool
-    batch_size: Optional[int]  # null: chosen by the device (8 in records written before it could be)
-    data_dir: Optional[str]
-    tensor_parallel_size: Optional[int]
-    pipeline_parallel_size: int
-    distributed_executor_backend: Optional[str]
-    gpu_memory_utilization: Optional[float]
-    enforce_eager: Optional[bool]
-    ucb_alpha: Optional[float]      # a copy of args' value (null when unset), as recorded since the
-    prob_reset: Optional[float]     # published script, which parsed these three and ignored them
-    p_exploration: Optional[float]
-    base_url: Optional[str]
-    max_concurrency: int
-    timeout: float
-    max_retries: int
-
-
-class Resolved(TypedDict):
-    """``resolved``: the plan the arguments gave (an extension rewrites steps and test steps)."""
-
-    mode: str  # "icrl", "icl" or "zero_shot"
-    max_context_examples: Optional[int]  # context episodes, after the exemplars are subtracted; null for a learner
-    steps: int
-    test_steps: List[int]
-    num_exemplars: int
-    train_examples: int
-    test_examples: int
-
-
-class _BackendRecord(TypedDict):
-    backend: str
-    model_name: str
-    max_model_len: int
-    supports_system_role: bool
-    eot_token: str
-    published_tokenization: bool
-
-
-class BackendRecord(_BackendRecord, total=False):
-    """``backend``: ``Backend.describe()``; the optional fields are backend-specific (the
-    transformers backend's below; vLLM and the server backend add their own)."""
-
-    device: str
-    dtype: str
-    batch_size: Optional[int]  # null: chosen per step from the GPU's free memory
-    prefix_reuse: bool
-    api_model: str  # a hosted API's name of the model (what the run is billed for)
-    base_url: str
-
-
-class Environment(TypedDict):
-    """``environment``: where the run was computed."""
-
-    icrl: str
-    python: str
-    platform: str
-    packages: Dict[str, str]
-    git_commit: Optional[str]
-    git_dirty: Optional[bool]
-    device: str
-
-
-class Dataset(TypedDict):
-    task: str
-    fingerprint: str
-    labels: List[str]
-    num_train: int
-    num_test: int
-
-
-class TestSet(TypedDict):
-    ids: List[int]
-    prompts: List[str]
-    answers: List[str]
-
-
-class Exemplar(TypedDict):
-    id: int
-    prompt: str
-    answer: str
-
-
-# One extension of a finished run to a larger --train_k ("from" is a keyword: functional syntax).
-Extension = TypedDict("Extension", {"from": int, "to": int, "train_k_before": int, "train_k": int, "at": str})
-
-
-class _ConfigRecord(TypedDict):
-    format_version: int
-    created: str
-    args: Dict[str, Any]  # ``config.RunSpec.as_record()``: what the run computes, compared on resume
-    runtime_args: RuntimeArgs
-    resolved: Resolved
-    backend: BackendRecord
-    environment: Environment
-    dataset: Dataset
-    test_set: TestSet
-    train_example_ids: List[int]
-    exemplars: List[Exemplar]
-
-
-class ConfigRecord(_ConfigRecord, total=False):
-    """config.json: written when a run starts, rewritten only when it is extended."""
-
-    extended: List[Extension]  # one entry per extension, oldest first
+from .typed import expected, fits, parse, shown
 
 
 # -- train.jsonl and test.jsonl: written from these types (``RunRecords.append_train/_test``) ---
@@ -188,7 +73,7 @@ class TrainLine:
         declared call's answer: text or null): DamagedRecords naming ``where`` and the field
         otherwise."""
         if not isinstance(record, dict) or all(name in _TRAIN_FIELDS and name != "answers" for name in record):
-            return parse_dataclass(cls, record, where)
+            return parse(cls, record, where)
         declared = answer_fields()
         answers = {}
         for name, value in record.items():
@@ -202,7 +87,7 @@ class TrainLine:
         if unknown is not None:
             names = [name for name in _TRAIN_FIELDS if name != "answers"] + list(declared)
             raise DamagedRecords(f"{where}: field {unknown!r} is not a field of TrainLine ({', '.join(names)})")
-        line = parse_dataclass(cls, {k: v for k, v in record.items() if k not in answers}, where)
+        line: TrainLine = parse(cls, {k: v for k, v in record.items() if k not in answers}, where)
         line.answers = {k: v for k, v in answers.items() if v is not None}
         return line
 
@@ -240,7 +125,7 @@ class TestLine:
     def from_json(cls, record: dict, where: str = "test.jsonl") -> "TestLine":
         """The line a record says, every field checked against its type: DamagedRecords naming
         ``where`` and the field otherwise."""
-        return parse_dataclass(cls, record, where)
+        return parse(cls, record, where)
 
 
 OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens", "usage")

@@ -27,20 +27,23 @@ the estimate count each as ``<field>_calls``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
 from ..backends.usage import Meter
+from ..config import RunSpec, given
 from ..method.agents import is_learner, make_policy
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, Models, declared_calls
 from ..method.declared import registered_calls
 from ..method.exploration import strategy_of_run
 from ..method.prompts import Prompter
 from ..method.rewards import REWARDS, reward_of_run
-from ..method.strategies.base import STRATEGIES
+from ..method.strategies.base import STRATEGIES, Strategy
+from ..records.configfile import ConfigFile
 from ..records.schema import TestLine, TrainLine
 from .loop import Loop
-from .plan import Plan
+from ..records.plan import Plan
 
 
 @dataclass
@@ -56,21 +59,21 @@ class Parts:
 
 class MemoryRecords:
     """Where the records go when they stay in memory (the records check, the estimate): the
-    lines the loop would write, as written."""
+    lines the loop would write."""
 
-    def __init__(self):
-        self.train: list = []
-        self.test: list = []
+    def __init__(self) -> None:
+        self.train: list[TrainLine] = []
+        self.test: list[TestLine] = []
 
-    def append_train(self, line: TrainLine) -> dict:
-        self.train.append(line.as_json())
-        return self.train[-1]
+    def append_train(self, line: TrainLine) -> TrainLine:
+        self.train.append(line)
+        return line
 
-    def append_test(self, line: TestLine) -> dict:
-        self.test.append(line.as_json())
-        return self.test[-1]
+    def append_test(self, line: TestLine) -> TestLine:
+        self.test.append(line)
+        return line
 
-    def refresh_results(self, *args, **kwargs) -> None:
+    def refresh_results(self, *args: object, **kwargs: object) -> None:
         return None
 
 
@@ -87,31 +90,29 @@ def strategy_of(spec, plan: Plan):
     return strategy_of_run(spec, plan.max_examples)
 
 
-def strategy_of_record(record: dict, *, published: bool = False):
+def strategy_of_record(record: ConfigFile, *, published: bool = False) -> tuple[RunSpec, Optional[Strategy]]:
     """(the run's settings, its context strategy) of a run's config.json ``record`` (the strategy
     None where the run has none): what the token counter rebuilds a finished run's preambles
     with; ``published``: the strategy as the published code runs it (``--published_quirks``),
     whose contexts the published token counter rebuilds."""
-    from ..config import SPEC_DEFAULTS, RunSpec
-
-    args = {**SPEC_DEFAULTS, **record["args"], **({"published_tokenization": True} if published else {})}
-    spec = RunSpec(**{k: v for k, v in args.items() if k in SPEC_DEFAULTS})
-    resolved = record["resolved"]
+    spec = record.spec
+    if published:
+        spec = dataclasses.replace(spec, published_tokenization=True)
     if spec.context_strategy_name not in STRATEGIES:
         return spec, None
-    return spec, strategy_of(spec, Plan(resolved["mode"], resolved["max_context_examples"], 0, ()))
+    return spec, strategy_of(spec, record.plan())
 
 
-def prompter_of_record(record: dict) -> Prompter:
+def prompter_of_record(record: ConfigFile) -> Prompter:
     """How the run of config.json ``record`` worded its calls (the token counter replays them)."""
     from types import SimpleNamespace
 
     from ..tasks import prompt_parts
 
-    args = record["args"]
-    exemplars = tuple((e["prompt"], e["answer"]) for e in record.get("exemplars", []))
-    return Prompter(SimpleNamespace(**prompt_parts(args["task_name"])), record["resolved"]["mode"],
-                    bool(args.get("icrl_omit_feedback")), exemplars, args.get("reasoning") is not None)
+    spec = record.spec
+    exemplars = tuple((e.prompt, e.answer) for e in record.exemplars)
+    return Prompter(SimpleNamespace(**prompt_parts(given(spec.task_name, "task_name"))), record.resolved.mode,
+                    bool(spec.icrl_omit_feedback), exemplars, spec.reasoning is not None)
 
 
 def calls_of(spec) -> list[ModelCall]:

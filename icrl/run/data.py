@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 from ..config import RunConfig, given
 from ..errors import UsageError
+from ..records.configfile import ConfigFile
 from ..tasks import Task, load_task
 from .environment import say
 
@@ -35,12 +37,14 @@ class RunData:
         }
 
 
-def load_data(config: RunConfig, say_warnings: bool = True) -> RunData:
+def load_data(config: RunConfig, say_warnings: bool = True, task: Optional[Task] = None) -> RunData:
     """The task's seeded training stream, test set and exemplars; warns when a split is smaller
     than asked (``say_warnings=False``: the warnings are left in ``RunData.warnings``, for the
-    caller to say once no check can refuse the run), refuses one that is empty."""
+    caller to say once no check can refuse the run), refuses one that is empty. ``task``: the
+    run's task, loaded already (default: loaded here)."""
     s = config.spec
-    task = load_task(given(s.task_name, "task_name"), config.options.data_dir)
+    if task is None:
+        task = load_task(given(s.task_name, "task_name"), config.options.data_dir)
     exemplars = task.exemplars(s.exemplars_per_label, given(s.training_seed, "training_seed")) \
         if s.exemplars_per_label else []
     if s.max_context_examples and exemplars and s.max_context_examples <= len(exemplars):
@@ -71,15 +75,14 @@ def load_data(config: RunConfig, say_warnings: bool = True) -> RunData:
     return RunData(task, train, test, exemplars, warnings)
 
 
-def check_same_data(out_dir: Path, old: dict, data: RunData) -> None:
+def check_same_data(out_dir: Path, old: ConfigFile, data: RunData) -> None:
     """A resumed run must see the dataset and test set it started with."""
     new = data.record()
-    if old.get("dataset", {}).get("fingerprint") != new["dataset"]["fingerprint"]:
+    if old.dataset.fingerprint != new["dataset"]["fingerprint"]:
         raise UsageError(f"{out_dir}: the dataset changed since this run started (fingerprint "
-                         f"{old.get('dataset', {}).get('fingerprint')!r} there, "
-                         f"{new['dataset']['fingerprint']!r} now); pass --overwrite to start again")
-    old_test = old.get("test_set", {})
-    for key in ("ids", "prompts"):
-        if old_test.get(key) != new["test_set"][key]:
+                         f"{old.dataset.fingerprint!r} there, {new['dataset']['fingerprint']!r} now); pass "
+                         f"--overwrite to start again")
+    for key, recorded in (("ids", old.test_set.ids), ("prompts", old.test_set.prompts)):
+        if recorded != new["test_set"][key]:
             raise UsageError(f"{out_dir}: the test set's {key} changed since this run started; "
                              f"pass --overwrite to start again")

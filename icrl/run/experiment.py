@@ -15,7 +15,8 @@ from typing import Optional, Sequence
 from ..method.agents import is_learner
 from ..config import RunConfig
 from ..errors import UsageError
-from ..records import RunRecords, experiment_dir, inspect_run, verify
+from ..records import RunLog, RunRecords, experiment_dir, read_log
+from ..records.log import record_problems
 from ..method.rewards import Reward, reward_of_run
 from .data import check_same_data, load_data
 from .directory import RunDirectory
@@ -23,9 +24,8 @@ from .environment import attach_log_file, detach_log_file, load_backend_of, say
 from .assemble import assemble, by_option, calls_of, plan_of
 from .loop import Loop
 from .observers import LogFailure, Observer, ProgressBar, Wandb
-from .plan import Plan
-from .rebuild import Checked, check_records
-from .recorded import check_config
+from ..records.plan import Plan
+from .rebuild import Checked, check_config, check_records
 from .resume import RunDecision, check_same_plan, config_record, decide, extend
 from ..infra.signals import Interrupted, ignore_signals, restore
 from .budgets import check_budgets
@@ -94,16 +94,16 @@ class Experiment:
         self._steps_done = decision.steps_done
         data = self._data(decision)
         if data is None:  # finished, and its data cannot be loaded: reported from its records alone
-            return self._report_finished(decision.state)
+            return self._report_finished(decision.recorded())
         self.notes = data.warnings + self.notes  # said once the run goes on
         self.reward.bind(data.task)  # a reward the task cannot have: one line, before any model loads
         checked = Checked([], [])
         if decision.kind != "new":  # every check that needs no model, before it loads; nothing written yet
             checked = self._check(decision, data)
             if decision.kind == "finished":
-                if not (checked.repairs or checked.rewrite_train or checked.rewrite_test):
-                    return self._report_finished(decision.state)
-                decision = RunDecision("resume", decision.config, None, decision.steps_done)
+                if not checked.changed:
+                    return self._report_finished(decision.recorded(), checked)
+                decision = RunDecision("resume", decision.log, decision.steps_done)
         observers = self._observers(data)
         models = self._load_models(data)
         plan = self._plan(decision, data)
@@ -135,19 +135,22 @@ class Experiment:
         try:
             return load_data(self.config, say_warnings=False)
         except UsageError:
-            state = decision.state
-            if (decision.kind == "finished" and state is not None and state.config is not None
-                    and not verify.problems(state.config, state.train, state.test)):
+            if decision.kind == "finished" and not self._records_problems(decision.recorded()):
                 return None
             raise
+
+    @staticmethod
+    def _records_problems(log: RunLog) -> list[str]:
+        """What config.json alone shows wrong in a finished run's lines (no data to check them with)."""
+        train, test, found = log.typed()
+        return found + record_problems(log.checked_config(), train, test)
 
     def _check(self, decision: RunDecision, data) -> Checked:
         """The records of a run that goes on (or is finished), checked against the data and the
         arguments; DamagedRecords (one line) for what cannot be repaired."""
-        cfg, out = self.config, self.out_dir
-        recorded = decision.recorded()
-        check_same_data(out, recorded, data)
-        return check_records(cfg, out, data, check_config(out, recorded, cfg, data), self.reward)
+        log = decision.recorded()
+        check_same_data(self.out_dir, log.checked_config(), data)
+        return check_records(log, self.config, data, check_config(log, data), self.reward)
 
     def _observers(self, data) -> list:
         cfg, s, out = self.config, self.config.spec, self.out_dir
@@ -178,9 +181,9 @@ class Experiment:
         size = None if is_learner(s.agent) else resolve_max_examples(cfg, data, self.backend)
         plan = plan_of(cfg, data, size)
         if decision.kind == "extend":
-            _, plan = extend(cfg, self.out_dir, self.records, decision.recorded(), plan, data)
+            plan = extend(cfg, self.out_dir, self.records, decision.recorded(), plan, data)
         elif decision.kind == "resume":
-            plan = check_same_plan(self.out_dir, decision.recorded(), plan)
+            plan = check_same_plan(self.out_dir, decision.config(), plan)
         else:
             backend = self.backend.describe() if self.backend is not None else {"name": "none"}
             self.records.create(config_record(cfg, plan, data, backend))
@@ -194,11 +197,12 @@ class Experiment:
         log.info("mode %s, %s context episodes, %d steps, test steps %s",
                  plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
 
-    def _report_finished(self, state) -> dict:
-        """A finished run, checked (against its data when it loads): results.json rewritten if
-        missing, unreadable or stale (it is a function of the records)."""
-        resolved = state.config["resolved"]
-        summary = self.records.refresh_results(state.train, state.test, resolved["steps"], resolved["mode"])
+    def _report_finished(self, log: RunLog, checked: Optional[Checked] = None) -> dict:
+        """A finished run, checked (against its data when it loads: ``checked``): results.json
+        rewritten if missing, unreadable or stale (it is a function of the records)."""
+        resolved = log.checked_config().resolved
+        train, test = (checked.train, checked.test) if checked is not None else log.typed()[:2]
+        summary = self.records.refresh_results(train, test, resolved.steps, resolved.mode)
         for note in self.notes:
             say(note)
         print(f"already finished: {self.out_dir}")
@@ -206,9 +210,6 @@ class Experiment:
 
     def _save_progress(self) -> None:
         """results.json from what is on disk (called when interrupted)."""
-        state = inspect_run(self.out_dir)
-        self.loop, self._steps_done = None, state.steps_done
-        if state.config is not None:
-            resolved = state.config["resolved"]
-            self.records.refresh_results(state.train, state.test, resolved["steps"], resolved["mode"])
+        self.loop, self._steps_done = None, read_log(self.out_dir).steps_done
+        self.records.refresh_results_from_disk()
         log.info("interrupted at step %d", self._steps_done)

@@ -48,9 +48,9 @@ class Loop:
         self.seed = config.spec.seed
         self.task = data.task
         self.steps_done = 0
-        self.train_recs: list = []
-        self.test_recs: list = []
-        self.history: list = []
+        self.train_recs: list[TrainLine] = []
+        self.test_recs: list[TestLine] = []
+        self.history: list[Episode] = []
 
     @property
     def zero_shot(self) -> bool:
@@ -72,11 +72,11 @@ class Loop:
             self.records.rewrite_train(train_recs)
         if checked.rewrite_test:
             self.records.rewrite_test(test_recs)
-        history = [Episode(r["prompt"], r["prediction"], r["feedback"], r["answer"], r["accuracy"], i)
+        history = [Episode(r.prompt, r.prediction, r.feedback, r.answer, r.accuracy, i)
                    for i, r in enumerate(train_recs)]
         for r, example in zip(train_recs, self.data.train):
-            if r["example_id"] != example.id:
-                raise UsageError(f"{out_dir}: step {r['step']} used example {r['example_id']}, the data "
+            if r.example_id != example.id:
+                raise UsageError(f"{out_dir}: step {r.step} used example {r.example_id}, the data "
                                  f"now gives {example.id}; the dataset changed, pass --overwrite")
         if not self.zero_shot:
             self.policy.replay(train_recs, history)
@@ -85,13 +85,12 @@ class Loop:
         self.steps_done = start
         if resuming:
             say(f"resuming {out_dir} at step {start} of {self.plan.steps}")
-        missing = [t for t in self.plan.test_steps if t < start and t not in {r["step"] for r in test_recs}]
+        missing = [t for t in self.plan.test_steps if t < start and t not in {r.step for r in test_recs}]
         if missing and not self.zero_shot:
             say(f"recomputing test steps {missing}, missing from {out_dir / 'test.jsonl'}")
             for t in missing:
-                line = self.test_step(t, self.policy.recall(t, train_recs, history), report=False)
-                test_recs.append(line.as_json())
-            test_recs.sort(key=lambda r: r["step"])
+                test_recs.append(self.test_step(t, self.policy.recall(t, train_recs, history), report=False))
+            test_recs.sort(key=lambda r: r.step)
             self.records.rewrite_test(test_recs)
             self.records.refresh_results(train_recs, test_recs, self.plan.steps, self.plan.mode)
         return start

@@ -11,9 +11,10 @@ training record is on disk; ``on_step(t, loop)`` at the end of each step (after 
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Sequence
 
 from ..errors import UsageError
+from ..records.schema import TestLine, TrainLine
 
 
 class Observer:
@@ -27,10 +28,10 @@ class Observer:
     def on_test_progress(self, done: int, total: int) -> None:
         pass
 
-    def on_test(self, t: int, record: dict) -> None:
+    def on_test(self, t: int, record: TestLine) -> None:
         pass
 
-    def on_train(self, t: int, record: dict) -> None:
+    def on_train(self, t: int, record: TrainLine) -> None:
         pass
 
     def on_step(self, t: int, loop) -> None:
@@ -81,13 +82,13 @@ class ProgressBar(Observer):
         self.bar.close()
 
 
-def postfix(train_recs, test_recs) -> dict:
-    scored = [r["accuracy"] for r in train_recs if r["accuracy"] is not None]
+def postfix(train_recs: Sequence[TrainLine], test_recs: Sequence[TestLine]) -> dict[str, str]:
+    scored = [r.accuracy for r in train_recs if r.accuracy is not None]
     out = {}
     if scored:
         out["train_acc"] = f"{sum(scored) / len(scored):.3f}"
     if test_recs:
-        out["test_acc"] = f"{test_recs[-1]['accuracy']:.3f}"
+        out["test_acc"] = f"{test_recs[-1].accuracy:.3f}"
     return out
 
 
@@ -109,11 +110,11 @@ class Wandb(Observer):
         self.run = self.wandb.init(project="icrl", dir=str(self.directory), config=self.config, name=self.name)
 
     def on_test(self, t, record):
-        self.run.log({"test/accuracy": record["accuracy"]}, step=t)
+        self.run.log({"test/accuracy": record.accuracy}, step=t)
 
     def on_train(self, t, record):
-        if record["accuracy"] is not None:
-            self.run.log({"train/accuracy": record["accuracy"], "train/context_size": record["context_size"]}, step=t)
+        if record.accuracy is not None:
+            self.run.log({"train/accuracy": record.accuracy, "train/context_size": record.context_size}, step=t)
 
     def on_finish(self, summary):
         self.run.summary.update({k: v for k, v in summary.items() if not isinstance(v, dict)})
@@ -127,4 +128,4 @@ class TestLines(Observer):
         self.write, self.label = write, label
 
     def on_test(self, t, record):
-        self.write(f"{self.label}: step {record['step']} test accuracy {record['accuracy']:.3f}")
+        self.write(f"{self.label}: step {record.step} test accuracy {record.accuracy:.3f}")

@@ -19,6 +19,7 @@ from ..config import RunConfig
 from ..infra import plugins
 from ..method.registry import chosen_owners
 from ..records import CONFIG, find_runs, read_json
+from ..records.configfile import ConfigFile
 
 
 def used(config: RunConfig) -> list:
@@ -59,6 +60,6 @@ def missing_under(root) -> list:
     return sorted(m for m in missing if isinstance(m, str))
 
 
-def check(recorded: dict, out_dir: Path) -> None:
+def check(recorded: ConfigFile, out_dir: Path) -> None:
     """A recorded run's plugins are loaded and unchanged (else a one-line UsageError)."""
-    plugins.check_recorded(recorded.get("plugins"), out_dir)
+    plugins.check_recorded([(p.module, p.sha256) for p in recorded.plugins or []], out_dir)

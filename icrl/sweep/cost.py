@@ -21,18 +21,21 @@ is estimated.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..backends import backend_class, resolve_backend_name
 from ..backends.prices import Prices, load_prices, money
 from ..backends.usage import ReportsUsage
 from ..errors import UsageError
+from ..records.configfile import ConfigFile
+from ..records.schema import TestLine, TrainLine
 
 ASSUMED = ("cache assumed: a test step's shared context served from the cache for every test prompt after its "
            "first (the cached-input price), every other prompt token at the input price")
 
 
-def cached_and_output(record: dict, train: Sequence[dict], test: Sequence[dict], chat) -> dict:
+def cached_and_output(record: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLine],
+                      chat: Any) -> dict[str, Any]:
     """The estimate's ``cached_prompt_tokens`` and ``output_tokens`` of a played run (module
     docstring): per test step, its first two prompts' shared prefix once for every prompt after
     the first; the longest label's tokens once per label call."""
@@ -53,7 +56,7 @@ def cached_and_output(record: dict, train: Sequence[dict], test: Sequence[dict],
             n = min(len(a), len(b))
             differ = (a[:n] != b[:n]).nonzero()[0]
             cached += (int(differ[0]) if len(differ) else n) * (len(calls) - 1)
-    label = max((chat.count_tokens(f" {x}") for x in record["dataset"]["labels"]), default=1)
+    label = max((chat.count_tokens(f" {x}") for x in record.labels), default=1)
     calls = sum(1 for c in replay.calls() if c.kind in ("train", "test"))
     return {"cached_prompt_tokens": cached, "output_tokens": calls * label}
 

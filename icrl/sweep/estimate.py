@@ -20,13 +20,15 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
 from ..backends import offline_chat
 from ..backends.fake import FakeChat, fake_label
 from ..errors import UsageError
+from ..records.configfile import ConfigFile
+from ..records.schema import TestLine, TrainLine
 
 _SEARCHED: dict = {}  # automatic context sizes found in this process
 SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
@@ -164,10 +166,11 @@ def play(config, chat, share: float, reward=None):
     backend = StandIn(chat, answers, rewarded_steps(share, plan.steps), s.seed)
     records = MemoryRecords()
     assemble(config, data, plan, lambda call: backend, records, reward=reward).loop.run(0)
-    return config_record(config, plan, data, backend.describe()), records.train, records.test
+    record = ConfigFile.parse(config_record(config, plan, data, backend.describe()), "the estimate's config.json")
+    return record, records.train, records.test
 
 
-def count(record: dict, train: Sequence[dict], test: Sequence[dict], chat) -> Estimate:
+def count(record: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLine], chat: Any) -> Estimate:
     """A run's calls and tokens from its records, as run_count_tokens.py counts them."""
     from ..analysis.counting import Replay, _count  # the counter of run_count_tokens.py
     from ..analysis.prefixes import FakeEncoder, SegmentEncoder
@@ -175,10 +178,10 @@ def count(record: dict, train: Sequence[dict], test: Sequence[dict], chat) -> Es
     encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
     summary, _ = _count(Replay(record, train, test, chat), encoder, 8 if encoder.incremental else 0, 256,
                         time.perf_counter())
-    mode = record["resolved"]["mode"]
+    mode = record.resolved.mode
     return Estimate(train_calls=summary["train_calls"], train_prompt_tokens=summary["train_prompt_tokens"],
                     processed_tokens=summary["processed_tokens"] or 0, test_calls=summary["test_calls"],
-                    test_prompt_tokens=summary["test_prompt_tokens"], steps=record["resolved"]["steps"],
+                    test_prompt_tokens=summary["test_prompt_tokens"], steps=record.resolved.steps,
                     note="ICL: its training steps send nothing; the published count counts them" if mode == "icl" else "")
 
 
@@ -209,7 +212,8 @@ def stratified(n: int, k: int) -> list[int]:
     return [start + int(rng.integers(min(k, n - start))) for start in range(0, n, k)]
 
 
-def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], chat, budget: int) -> Estimate:
+def sampled_count(record: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLine], chat: Any,
+                  budget: int) -> Estimate:
     """``count`` from a sample, for runs with more than ``budget`` training or test calls (a
     10,000-step run whose prompts hold thousands of episodes takes as long to render as to count
     once finished). One training call in k (at most ``budget``) is rendered; its processed
@@ -261,11 +265,11 @@ def sampled_count(record: dict, train: Sequence[dict], test: Sequence[dict], cha
         sampled = [testing[i] for i in stratified(len(testing), k)]
         ids = encoder.encode([replay.render_call(call) for call in sampled])
         test_tokens = sum(len(x) for x in ids) * len(testing) / len(sampled)
-    mode = record["resolved"]["mode"]
+    mode = record.resolved.mode
     every = -(-len(training) // budget)
     return Estimate(train_calls=sum(1 for c in training if c.kind == "train"), train_prompt_tokens=round(sent),
                     processed_tokens=round(processed) if mode != "zero_shot" else 0, test_calls=len(testing),
-                    test_prompt_tokens=round(test_tokens), steps=record["resolved"]["steps"],
+                    test_prompt_tokens=round(test_tokens), steps=record.resolved.steps,
                     note=f"sampled: one training call in {every}" if every > 1 else "")
 
 
@@ -288,18 +292,18 @@ def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Est
     return dataclasses.replace(estimate, **generated(record, train, test), **cached_and_output(record, train, test, chat))
 
 
-def generated(record: dict, train: Sequence[dict], test: Sequence[dict]) -> dict:
+def generated(record: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLine]) -> dict[str, Any]:
     """What a played run costs besides its labels: the tokens it generates (its reasoning, and
     each declared call that writes text, at its budget) and the calls of each declared call
     that answers a label (``icrl.run.assemble.all_calls``), by the call's summary."""
     from ..run.assemble import all_calls
 
-    tokens = sum(r.get("reasoning_tokens") or 0 for r in train) + sum(sum(r.get("reasoning_tokens") or []) for r in test)
+    tokens = sum(r.reasoning_tokens or 0 for r in train) + sum(sum(r.reasoning_tokens or []) for r in test)
     other = {}
     for call in all_calls():
         n = sum(1 for r in train if call.answered(r))
         if call.generates:
-            tokens += n * (record["args"].get(call.budget) or 0)
+            tokens += n * (getattr(record.spec, call.budget or "", None) or 0)
         else:
             other[call.summary] = n
     return {"generated_tokens": tokens, "other_calls": other}

@@ -14,7 +14,7 @@ from ..config import RunConfig
 from ..errors import UsageError
 from ..infra import plugins
 from ..infra.masking import mask_words, scrub
-from ..records import experiment_dir, inspect_run
+from ..records import experiment_dir, read_log
 from ..run.environment import backend_spec_of
 from ..run import plugins as run_plugins
 from ..run.experiment import Experiment
@@ -97,7 +97,7 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
     the console bar (a Ray worker reports to the driver)."""
     experiments = {run: Experiment(run.valid_args()) for run in runs}
     owned = None  # a backend loaded here is closed here, when the group is done
-    if backend is None and not all(inspect_run(exp.out_dir).finished for exp in experiments.values()):
+    if backend is None and not all(read_log(exp.out_dir).finished for exp in experiments.values()):
         loader = experiments[runs[0]]
         loader.load_backend()
         backend, loader.backend = loader.backend, None

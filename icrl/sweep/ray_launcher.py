@@ -47,7 +47,7 @@ from ..errors import UsageError
 from ..infra import plugins
 from ..infra.masking import scrub
 from ..infra.words import plural
-from ..records import inspect_run
+from ..records import read_log
 from .lockstep import Outcome
 
 INSTALL_HINT = "pip install -e .[ray] (make setup installs it)"
@@ -369,7 +369,7 @@ def run_all(runs: Sequence, opts, progress: bool = True) -> dict:
         if run.error is not None:
             outcomes[run.index] = Outcome(status="failed", error=run.error)
     valid = [r for r in runs if r.error is None]
-    finished = [r for r in valid if inspect_run(r.out_dir).finished]
+    finished = [r for r in valid if read_log(r.out_dir).finished]
     todo = [r for r in valid if r not in finished]
     if finished:  # reported from their records: no worker, no model
         for run, outcome in zip(finished, execute(finished, progress=False)):

@@ -245,7 +245,7 @@ def refuse_all_invalid(runs: Sequence[Run]) -> None:
 
 def print_epilogue(opts, runs: Sequence[Run]) -> int:
     """Print what follows the preset's sweep (its benchmark score); 2, after one error line, when a
-    record it reads does not parse (``records.read``), else 0."""
+    record it reads is refused (``icrl.run.readback``), else 0."""
     valid = [r for r in runs if r.out_dir is not None]
     try:
         folders = {r.args.options.output_dir for r in valid if r.args is not None}  # every valid run has args

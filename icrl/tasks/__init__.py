@@ -288,6 +288,17 @@ def _keep_top(k: int, labels: List[str], train: List[Example], test: List[Exampl
     return [labels[old] for old in sorted(top)], remap(train), remap(test)
 
 
+def data_at_hand(name: str, data_dir=None) -> bool:
+    """Whether ``load_task(name, data_dir)`` reads local files only (a task file's rows, or a
+    source's raw files from a known folder), never the Hugging Face Hub; False for a name that
+    is not a task's."""
+    try:
+        spec = _spec(*_split_name(name)[::2])
+    except UsageError:
+        return False
+    return not spec.source or sources.data_dir_of(data_dir) is not None
+
+
 def load_task(name: str, data_dir=None) -> Task:
     """Build the task ``name`` (see module docstring). A built-in task reads ``data_dir``,
     ``$ICRL_DATA_DIR``, ``../shared/datasets`` beside the checkout or the Hugging Face Hub, in that

@@ -18,7 +18,7 @@ import numpy as np
 from ..analysis.diagnostics import (default_window, labels_of, load_states, mode_of, run_identity, step_table,
                                    window_note, window_table)
 from ..analysis.failures import run_failures
-from ..records.read import TypedRun
+from ..run.readback import CheckedRun
 from ..records.typed import fits
 
 DIAGNOSTIC_CURVES = ("reward_rate", "accuracy", "entropy_norm", "coverage", "frequency_bias",
@@ -117,12 +117,12 @@ def _number(value, digits: int = 4) -> Optional[float]:
     return round(float(value), digits)
 
 
-def run_payload(state: TypedRun, root: Path, strings: StringTable) -> dict:
+def run_payload(state: CheckedRun, root: Path, strings: StringTable) -> dict:
     """One run: identity, train steps, test steps, test set and diagnostic curves."""
-    config = state.config or {}
+    config = state.config
     ident = run_identity(state, root)
     mode = mode_of(state)
-    labels = [strings.index(x) for x in ((config.get("dataset") or {}).get("labels") or [])]
+    labels = [strings.index(x) for x in config.labels]
     train = state.train
     payload = {
         **{k: ident[k] for k in ("run_id", "model", "task", "method", "label")},
@@ -137,9 +137,8 @@ def run_payload(state: TypedRun, root: Path, strings: StringTable) -> dict:
                   "context": [encode_context(r.context) for r in train],
                   **beyond_the_paper(train, strings), **shown_preambles(state, strings)},
     }
-    test_set = config.get("test_set") or {}
-    payload["test_set"] = {"prompt": [strings.index(p) for p in test_set.get("prompts") or []],
-                           "answer": [strings.index(a) for a in test_set.get("answers") or []]}
+    payload["test_set"] = {"prompt": [strings.index(p) for p in config.test_set.prompts],
+                           "answer": [strings.index(a) for a in config.test_set.answers]}
     payload["test"] = [{"step": r.step, "accuracy": _number(r.accuracy),
                         "context": encode_context(r.context or []),
                         # a query-aware strategy (knn_*): each test input's own context
@@ -176,7 +175,7 @@ def beyond_the_paper(train, strings: StringTable) -> dict:
     return out
 
 
-def shown_preambles(state: TypedRun, strings: StringTable) -> dict:
+def shown_preambles(state: CheckedRun, strings: StringTable) -> dict:
     """``preamble``: the text the run's strategy put in each step's prompt before the episodes
     (a summary: ``icrl.analysis.counting.preambles``, rebuilt exactly from the records), as
     ``encode_preambles`` writes it; {} for a strategy without one, and for one whose text is the
@@ -184,13 +183,10 @@ def shown_preambles(state: TypedRun, strings: StringTable) -> dict:
     from ..analysis.counting import episodes_of, preambles
     from ..method.strategies import STRATEGIES
 
-    config = state.config or {}
-    name = (config.get("args") or {}).get("context_strategy_name")
-    if (not state.train or "resolved" not in config or not isinstance(name, str) or name not in STRATEGIES
-            or STRATEGIES.get(name).cls.calls):
+    name = state.config.spec.context_strategy_name
+    if not state.train or name is None or name not in STRATEGIES or STRATEGIES.get(name).cls.calls:
         return {}
-    train = [r.as_json() for r in state.train]
-    texts = preambles(config, train, episodes_of(train))
+    texts = preambles(state.config, state.train, episodes_of(state.train))
     return {"preamble": encode_preambles(texts, strings)} if texts is not None else {}
 
 
@@ -232,7 +228,7 @@ def _feedback(value) -> float:
     return int(value) if value.is_integer() else value
 
 
-def curves(state: TypedRun) -> dict:
+def curves(state: CheckedRun) -> dict:
     """Diagnostic curves over windows of steps (empty without training predictions): the
     windows of diagnostics.csv and diagnostics.png (``default_window``), so that the viewer and
     the figure show the same points for the same run."""

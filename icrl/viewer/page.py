@@ -62,6 +62,9 @@ def write_page(data_dir, out_file) -> tuple[Path, dict]:
     write leaves the old file or none). Returns (path, data). A file that cannot be written
     raises UsageError."""
     data = viewer_data(data_dir)
+    if not data["runs"]:
+        raise UsageError(f"no runs under {str(data_dir)!r} (no readable config.json below it): pass the folder "
+                         f"run_experiment.py wrote (its --output_dir, data/ by default)")
     text = render_page(data, f"ICRL runs: {Path(data_dir).name or data_dir}")
     try:
         return _write(text, Path(out_file)), data

@@ -26,6 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..episode import StepRecord
 from ..registry import Param, finite_non_negative
 from .features import featurize
 from .policy import Decision, Policy
@@ -190,7 +191,7 @@ class LearnerPolicy(Policy):
                              [task.prompt(e) for e in data.test])
         return cls(learner_class, spec, task.labels, features)
 
-    def replayed(self, records: Sequence[dict]) -> "LearnerPolicy":
+    def replayed(self, records: Sequence[StepRecord]) -> "LearnerPolicy":
         """A new policy (its features reused) that learned from ``records`` only: this one as it
         was after them."""
         policy = LearnerPolicy(self.learner_class, self.spec, self.labels, (self.X_train, self.X_test))
@@ -213,9 +214,9 @@ class LearnerPolicy(Policy):
 
     def replay(self, records, history):
         for r in records:  # the graded reward when recorded, else exact match
-            self.learner.learn(self.X_train[r["step"]], self.index[r["prediction"]],
-                               float(r.get("reward", r["accuracy"])), self.index[r["answer"]])
+            assert r.prediction is not None and r.earned is not None, "a learner's step has a prediction and a reward"
+            self.learner.learn(self.X_train[r.step], self.index[r.prediction], float(r.earned), self.index[r.answer])
 
     def recall(self, step, records, history):
-        return Decision(metrics=records[step]["metrics"], prediction=records[step]["prediction"],
+        return Decision(metrics=records[step].metrics, prediction=records[step].prediction,
                         snapshot=self.replayed(records[:step]))

@@ -168,13 +168,13 @@ class LLMPolicy(Policy):
 
     def recall(self, step, records, history):
         record = records[step]
-        context = [history[i] for i in record["context"]]
+        context = [history[i] for i in record.context]
         visible = list(history[self.explore.last_reset(self.seed, step):step])
         strategy = self.strategy
         if strategy is not None and strategy.calls:  # its state at that step, from the records
             strategy = copy.copy(strategy)
             strategy.restore(records, step)
-        return Decision(context, record["metrics"], record["prediction"], {}, visible,
+        return Decision(context, record.metrics, record.prediction, {}, visible,
                         preamble=strategy.preamble(visible, self.task.labels) if strategy else "")
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
-from ..episode import Episode
+from ..episode import Episode, StepRecord
 
 
 @dataclass
@@ -67,9 +67,9 @@ class Policy:
         ``progress`` how many prompts are done."""
         raise NotImplementedError
 
-    def replay(self, records: Sequence[dict], history: Sequence[Episode]) -> None:
+    def replay(self, records: Sequence[StepRecord], history: Sequence[Episode]) -> None:
         """Rebuild the state after the recorded training steps (resuming)."""
 
-    def recall(self, step: int, records: Sequence[dict], history: Sequence[Episode]) -> Decision:
+    def recall(self, step: int, records: Sequence[StepRecord], history: Sequence[Episode]) -> Decision:
         """Step ``step``'s decision as recorded, with the state a test at that step needs."""
         raise NotImplementedError

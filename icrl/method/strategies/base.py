@@ -37,7 +37,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, TypeV
 import numpy as np
 
 from ...errors import UsageError
-from ..episode import Episode
+from ..episode import Episode, StepRecord
 from ..registry import Param, Registry
 
 
@@ -148,7 +148,7 @@ class Strategy:
         their answers ({} when it makes none)."""
         return {}
 
-    def restore(self, records: Sequence[dict], upto: int) -> None:
+    def restore(self, records: Sequence[StepRecord], upto: int) -> None:
         """Its state at training step ``upto`` read back from the training ``records`` (what its
         own calls answered: never asked again on resume)."""
 

@@ -23,7 +23,7 @@ from typing import Any, Optional, Sequence
 
 from ...errors import UsageError
 from ..calls import ModelCall
-from ..episode import Episode
+from ..episode import Episode, StepRecord
 from ..registry import Param
 from .base import Strategy, _any, register_strategy
 from .summary import summary_text
@@ -122,12 +122,13 @@ class Reflection(Strategy):
         self.take(written.text.strip(), step)
         return {GUIDE.field: self.guide}
 
-    def restore(self, records: Sequence[dict], upto: int) -> None:
+    def restore(self, records: Sequence[StepRecord], upto: int) -> None:
         """The guide in use at step ``upto`` (the last written at or before it), from records."""
         self.reset()
         for record in records[:upto + 1]:
-            if GUIDE.answered(record):
-                self.take(record[GUIDE.field], record["step"])
+            guide = record.answers.get(GUIDE.field or "")
+            if guide is not None:
+                self.take(guide, record.step)
 
     def select(self, history, rng, query=None):
         return list(history[max(len(history) - self.max_examples, 0):])

@@ -61,8 +61,8 @@ def test_a_model_without_a_price_is_said_in_the_default_and_refused_in_the_users
 
 
 @pytest.mark.parametrize("backend, said", [
-    ("metered", "config.json backend is 'metered', expected an object"),
-    ({"api_model": 7}, "config.json backend: field 'api_model' is 7, expected text"),
+    ("metered", "config.json: field 'backend' is 'metered', expected an object"),
+    ({"api_model": 7}, "config.json: field 'backend.api_model' is 7, expected text"),
 ])
 def test_a_backend_record_of_the_wrong_type_is_one_line(runs, capsys, backend, said):
     """The model a run is billed for is read from config.json's backend section: checked as the

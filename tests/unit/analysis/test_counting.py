@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from helpers import TOY
+from helpers import TOY, typed_run
 from icrl.analysis.counting import Replay, _count
 from icrl.backends.fake import FakeBackend, FakeChat
 from icrl.cli.run import main
@@ -43,8 +43,7 @@ def sent_prompts(monkeypatch, labels) -> list:
 
 def counted(run_dir) -> dict:
     """The token count's summary of a run (the fake chat's tokens)."""
-    config = json.loads((run_dir / "config.json").read_text())
-    replay = Replay(config, read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl"), FakeChat())
+    replay = Replay(*typed_run(run_dir), FakeChat())
     return _count(replay, FakeEncoder(FakeChat()), 0, 256, 0.0)[0]
 
 
@@ -53,8 +52,7 @@ def test_the_replayed_prompts_are_the_prompts_the_run_sent(case, tmp_path, monke
     sent = sent_prompts(monkeypatch, ["billing", "refund", "delivery", "account"])
     assert main([*RUN, *CASES[case], "--output_dir", str(tmp_path)]) == 0
     run_dir = next(tmp_path.rglob("config.json")).parent
-    config = json.loads((run_dir / "config.json").read_text())
-    replay = Replay(config, read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl"), FakeChat())
+    replay = Replay(*typed_run(run_dir), FakeChat())
     rebuilt = [replay.render_call(call) for call in replay.calls()]
     assert rebuilt == sent
     if case.startswith("summary") or case == "reflection":

@@ -8,8 +8,9 @@ import pytest
 
 from icrl.analysis import diagnostics as dg
 from icrl.errors import UsageError
-from icrl.records.read import read_run
+from icrl.run.readback import read_run
 from icrl.records.schema import TestLine, TrainLine
+from helpers import run_config
 
 LABELS = ["a", "b", "c", "d"]
 
@@ -18,11 +19,9 @@ def write_run(path, steps, mode="icrl", strategy="random_biased_end", p_keep=1.0
     """steps: (prediction, answer, context ids) per training step; feedback = accuracy."""
     path.mkdir(parents=True)
     tests = tests or {}
-    config = {"args": {"model_name": "m", "task_name": "t", "context_strategy_name": strategy,
-                       "context_p_keep": p_keep, "seed": 1},
-              "resolved": {"mode": mode, "steps": len(steps), "test_steps": sorted(tests)},
-              "dataset": {"labels": LABELS}, "train_example_ids": list(range(len(steps))),
-              "test_set": {"ids": list(range(len(test_answers or []))), "answers": test_answers or []}}
+    every = len(steps) if not tests or max(tests) == len(steps) - 1 else max(tests) + 1
+    config = run_config(len(steps), mode=mode, labels=LABELS, test_answers=test_answers or ["a"], test_every=every,
+                        args={"context_strategy_name": strategy, "context_p_keep": p_keep})
     (path / "config.json").write_text(json.dumps(config))
     with open(path / "train.jsonl", "w") as f:
         for t, (prediction, answer, context) in enumerate(steps):

@@ -132,8 +132,10 @@ def test_minimum_detectable_difference_textbook():
 
 def _run(path, ids, answers, predictions, step=5):
     path.mkdir(parents=True)
-    config = {"resolved": {"mode": "icrl", "steps": 6, "test_steps": [step]},
-              "train_example_ids": list(range(6)), "test_set": {"ids": ids, "answers": answers}}
+    from helpers import run_config
+
+    config = run_config(6, labels=["p", "q"], test_answers=answers, test_every=step + 1)
+    config["test_set"]["ids"] = ids
     (path / "config.json").write_text(json.dumps(config))
     (path / "test.jsonl").write_text(json.dumps(TestLine(step, 0.5, {}, predictions, 0).as_json()) + "\n")
     (path / "train.jsonl").write_text("".join(json.dumps(TrainLine(t, t, "Q", "p", 1, "p", 1, 0, [], {}).as_json())

@@ -9,13 +9,12 @@ import os
 
 import pytest
 
-from helpers import TOY
+from helpers import TOY, typed_run
 from icrl.analysis.counting import Replay, _count
 from icrl.analysis.prefixes import FakeEncoder
 from icrl.analysis.token_cache import cache_key, count_columns, counted, read_counts, write_counts
 from icrl.backends.fake import FakeChat
 from icrl.cli.run import main
-from icrl.records import read_jsonl
 
 RUN = [*TOY, "--icrl", "--max_context_examples", "3", "--train_k", "8", "--test_every", "4", "--test_k", "4",
        "--context_strategy_name", "random_unbiased", "--reasoning", "6", "--reward", "judge"]
@@ -26,8 +25,7 @@ def counted_run(tmp_path):
     """A judged run with reasoning, counted with the fake chat: (its folder, the cache key)."""
     assert main([*RUN, "--output_dir", str(tmp_path)]) == 0
     run_dir = next(tmp_path.rglob("config.json")).parent
-    config = json.loads((run_dir / "config.json").read_text())
-    replay = Replay(config, read_jsonl(run_dir / "train.jsonl"), read_jsonl(run_dir / "test.jsonl"), FakeChat())
+    replay = Replay(*typed_run(run_dir), FakeChat())
     summary, rows = _count(replay, FakeEncoder(FakeChat()), 0, 256, 0.0)
     key = cache_key(run_dir, "fake", "0" * 16, False)
     write_counts(run_dir, key, summary, rows)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import BAD_FIELDS, TOY, corrupt_field, files_under, one_error_line, refused_field
+from helpers import BAD_FIELDS, TOY, corrupt_field, files_under, one_error_line, reader_verdict, resume_verdict
 from icrl.cli.report import main
 from icrl.cli.run import main as run
 
@@ -83,13 +83,16 @@ def test_a_folder_that_cannot_be_read_is_said_so_not_no_runs(runs, script):
 
 
 @pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)
-def test_a_wrong_record_field_is_one_line_and_no_report(finished, capsys, name, line, field, value):
+def test_a_wrong_record_field_gets_the_resumes_verdict(finished, capsys, name, line, field, value):
+    """Refused in the resume's line with no report written, or reported repaired and damaged."""
     out, run_dir, _ = finished
     corrupt_field(run_dir, name, line, field, value)
     before = files_under(out)
-    assert main([str(out)]) == 2  # the report and its viewer pages go into the data folder
-    refused_field(capsys, run_dir, name, line, field)
-    assert files_under(out) == before
+    expected = resume_verdict(out, capsys)
+    reader_verdict(capsys, main([str(out)]), expected)  # the report and its viewer pages go into the data folder
+    assert (files_under(out) == before) == (expected is not None)
+    if expected is None:
+        assert f"damaged run {run_dir}" in (out / "report.html").read_text()
 
 
 def test_assets_beside_the_runs_are_no_run_and_no_row(runs, capsys):
@@ -106,13 +109,15 @@ def test_assets_beside_the_runs_are_no_run_and_no_row(runs, capsys):
     assert "gpu-assets" not in page and json.dumps("nan") not in page
 
 
-def test_a_wrong_field_of_results_json_is_one_line_and_no_report(finished, capsys):
+def test_a_wrong_results_json_is_not_what_the_report_shows(finished, capsys):
+    """results.json sums up the records (a resume rewrites it): the report shows what the records
+    say, whatever results.json holds."""
     import json
 
     out, run_dir, _ = finished
     results = json.loads((run_dir / "results.json").read_text())
     (run_dir / "results.json").write_text(json.dumps({**results, "final_test_accuracy": "high"}))
-    before = files_under(out)
-    assert main([str(out)]) == 2
-    assert f"{run_dir / 'results.json'}: field 'final_test_accuracy' is 'high'" in one_error_line(capsys)
-    assert files_under(out) == before
+    from icrl.analysis.results import Results
+
+    assert main([str(out)]) == 0
+    assert Results(out).runs.iloc[0]["final_test_accuracy"] == results["final_test_accuracy"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import BAD_FIELDS, corrupt_field, files_under, one_error_line, refused_field
+from helpers import BAD_FIELDS, corrupt_field, files_under, one_error_line, resume_verdict
 
 
 def test_token_counter_csv_that_is_a_folder_says_so(tmp_path, capsys):
@@ -25,13 +25,19 @@ def test_token_counter_refuses_a_fraction_that_is_not_one(value, tmp_path, capsy
 
 
 @pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)
-def test_a_wrong_record_field_is_one_line_and_nothing_is_counted(finished, tmp_path, capsys, name, line, field, value):
-    """Every line is parsed before a run is counted: no token_counts file, no --csv table."""
+def test_a_wrong_record_field_gets_the_resumes_verdict(finished, tmp_path, capsys, name, line, field, value):
+    """A run a resume refuses is refused in the same line before any run is counted; one it
+    repairs is no finished run: left out of the counts with a note. No token_counts file either way."""
     from icrl.cli.tokens import main as count_main
 
     out, run_dir, _ = finished
     corrupt_field(run_dir, name, line, field, value)
     before = files_under(out)
-    assert count_main(["--data_dir", str(out), "--tokenizer", "smollm2-135m", "--csv", str(tmp_path / "t.csv")]) == 2
-    refused_field(capsys, run_dir, name, line, field)
+    expected = resume_verdict(out, capsys)
+    code = count_main(["--data_dir", str(out), "--tokenizer", "smollm2-135m", "--csv", str(tmp_path / "t.csv")])
+    captured = capsys.readouterr()
+    if expected is not None:
+        assert code == 2 and captured.err.strip() == expected
+    else:
+        assert code == 2 and f"damaged run {run_dir}" in captured.out and "no finished run" in captured.err
     assert files_under(out) == before and not (tmp_path / "t.csv").exists()

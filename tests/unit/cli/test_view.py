@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from helpers import BAD_FIELDS, corrupt_field, files_under, one_error_line, refused_field
+from helpers import BAD_FIELDS, corrupt_field, files_under, one_error_line, reader_verdict, resume_verdict
 from icrl.cli.view import file_size, main
 
 
@@ -37,13 +37,14 @@ def test_a_folder_without_runs_is_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)
-def test_a_wrong_record_field_is_one_line_and_no_page(finished, tmp_path, capsys, name, line, field, value):
+def test_a_wrong_record_field_gets_the_resumes_verdict(finished, tmp_path, capsys, name, line, field, value):
+    """Refused in the resume's line with no page written, or shown repaired and damaged."""
     out, run_dir, _ = finished
     corrupt_field(run_dir, name, line, field, value)
     before = files_under(out)
-    assert main([str(out), "--out", str(tmp_path / "v.html")]) == 2
-    refused_field(capsys, run_dir, name, line, field)
-    assert not (tmp_path / "v.html").exists() and files_under(out) == before
-    assert main([str(out)]) == 2  # the default page, in the data folder: not written either
-    refused_field(capsys, run_dir, name, line, field)
-    assert files_under(out) == before
+    expected = resume_verdict(out, capsys)
+    reader_verdict(capsys, main([str(out), "--out", str(tmp_path / "v.html")]), expected)
+    assert (tmp_path / "v.html").exists() == (expected is None) and files_under(out) == before
+    if expected is not None:
+        assert main([str(out)]) == 2  # the default page, in the data folder: not written either
+        assert files_under(out) == before

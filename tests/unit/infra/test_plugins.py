@@ -86,15 +86,13 @@ def test_records_made_with_a_plugin_need_it(monkeypatch):
     plugin = plugins.Plugin("mine", "/x/mine.py", "a" * 64)
     monkeypatch.setattr(plugins, "_loaded", {plugin.source: plugin})
     plugins.check_recorded(None, "run")  # made without plugins
-    plugins.check_recorded([plugin.record()], "run")
+    plugins.check_recorded([("mine", "a" * 64)], "run")
     with pytest.raises(UsageError, match=r"^run was made with plugin other, which is not loaded: give it with "
                                          r"--plugin \(or ICRL_PLUGINS\)$"):
-        plugins.check_recorded([{"module": "other", "sha256": "b" * 64}], "run")
+        plugins.check_recorded([("other", "b" * 64)], "run")
     with pytest.raises(UsageError, match=r"plugin mine \(/x/mine.py\) as it was before it changed \(sha256 "
                                          r"bbbbbbbbbbbb then, aaaaaaaaaaaa now\)"):
-        plugins.check_recorded([{"module": "mine", "sha256": "b" * 64}], "run")
-    with pytest.raises(UsageError, match='"plugins" is not a list'):
-        plugins.check_recorded({"module": "mine"}, "run")
+        plugins.check_recorded([("mine", "b" * 64)], "run")
     assert plugins.record_of([None, plugin, plugin]) == [{"module": "mine", "sha256": "a" * 64}]
 
 

@@ -222,9 +222,9 @@ def test_schema_and_results_table_name_the_new_fields(tmp_path):
     config = json.loads((experiment.out_dir / "config.json").read_text())
     got = records(experiment.out_dir)
     assert set(config["args"]) <= {f.name for f in dataclasses.fields(RunSpec)}
-    keys = set(config["runtime_args"])
-    assert schema.RuntimeArgs.__required_keys__ <= keys
-    assert keys <= schema.RuntimeArgs.__required_keys__ | schema.RuntimeArgs.__optional_keys__
+    from icrl.records.configfile import runtime_types
+
+    assert set(config["runtime_args"]) == set(runtime_types())
     for record, typed in [*[(r, schema.TrainLine) for r in got["train"]], *[(r, schema.TestLine) for r in got["test"]]]:
         assert typed.from_json({**record, "time_s": 0.0}).as_json() == {**record, "time_s": 0.0}
     assert {"explored", "reset", "reward"} <= set(got["train"][0]) and "reward" in got["test"][0]
@@ -238,11 +238,12 @@ def test_token_counts_leave_out_explored_steps(tmp_path):
     """run_count_tokens.py replays a run's model calls: an explored step made none."""
     from icrl.analysis.counting import iter_calls
 
+    from helpers import typed_run
+
     experiment = run(tmp_path, *NAIVE, "--p_exploration", "0.5")
-    config = json.loads((experiment.out_dir / "config.json").read_text())
-    got = records(experiment.out_dir)
-    calls = list(iter_calls(config, got["train"], got["test"]))
-    assert [c.step for c in calls if c.kind == "train"] == [r["step"] for r in got["train"] if not r["explored"]]
+    config, train, test = typed_run(experiment.out_dir)
+    calls = list(iter_calls(config, train, test))
+    assert [c.step for c in calls if c.kind == "train"] == [r.step for r in train if not r.explored]
     assert experiment.backend.calls == len({(c.step, c.kind) for c in calls})
 
 

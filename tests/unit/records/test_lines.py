@@ -1,5 +1,6 @@
-"""The record files sorted out against a plan (icrl.records.lines): the one pass the readers and
-a resume both make, so what a figure reads and what a resume continues from are the same steps."""
+"""The record files sorted out against a plan (icrl.records.lines): the pass of the one reader
+(records.log.read_log) that the readers and a resume share, so what a figure reads and what a
+resume continues from are the same steps."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import json
 
 import pytest
 
-from icrl.records import inspect_run
+from helpers import run_config
+from icrl.records import read_log
 from icrl.records.lines import sort_out
 
 STEPS, TEST_STEPS, IDS = 4, [0, 3], [11, 12, 13, 14]
@@ -100,10 +102,9 @@ def test_the_readers_see_the_steps_a_resume_continues_from(tmp_path):
     """Lines out of order: the readers read every step, sorted, and call the run damaged (a resume
     rewrites the file sorted); not the steps before the first line out of place."""
     (tmp_path / "config.json").write_text(json.dumps({
-        "resolved": {"mode": "icrl", "steps": STEPS, "test_steps": TEST_STEPS},
-        "train_example_ids": IDS, "test_set": {"ids": [1, 2]}}))
+        **run_config(STEPS, test_answers=["a", "b"]), "train_example_ids": IDS}))
     write(tmp_path, [train_row(1), train_row(0), train_row(2), train_row(3)], [eval_row(0), eval_row(3)])
-    state = inspect_run(tmp_path)
+    state = read_log(tmp_path)
     assert [r["step"] for r in state.train] == [0, 1, 2, 3] and state.complete and not state.finished
     assert state.damage == "train.jsonl's lines out of step order (sorted)"
     assert [r["step"] for _, r in sorted_out(tmp_path).train] == [r["step"] for r in state.train]

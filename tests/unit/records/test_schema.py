@@ -11,7 +11,7 @@ import pytest
 
 from icrl.method.calls import ModelCall
 from icrl.method.rewards import REWARDS, Reward, register_reward
-from icrl.records.check import DamagedRecords
+from icrl.errors import DamagedRecords
 from icrl.records.schema import OPTIONAL_TRAIN, TrainLine, train_line_fields
 from icrl.run.assemble import all_calls
 
@@ -29,7 +29,7 @@ def test_a_calls_answer_is_written_only_when_set_and_read_back():
         record = answered.as_json()
         assert record[call.field] == "yes" and list(record)[-2:] == [call.field, "time_s"]
         assert "answers" not in record
-        assert call.answered(record) and TrainLine.from_json(record) == answered
+        assert call.answered(answered) and TrainLine.from_json(record) == answered
 
 
 def test_answers_keep_their_order_before_the_time_and_the_usage():

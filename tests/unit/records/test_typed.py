@@ -9,7 +9,7 @@ import pytest
 
 from icrl.records import DamagedRecords
 from icrl.records.schema import TestLine, TrainLine
-from icrl.records.typed import expected, fits, parse_dataclass
+from icrl.records.typed import expected, fits, parse
 
 
 @pytest.mark.parametrize("value, annotation, ok", [
@@ -19,7 +19,8 @@ from icrl.records.typed import expected, fits, parse_dataclass
     ([[0], [1, 2]], List[List[int]], True), ([[0], "1"], List[List[int]], False), ({"a": 0.5}, Dict[str, float], True),
     ({"a": "x"}, Dict[str, float], False), ([], dict, False), ({"k": [1]}, dict, True),
     (4, Union[int, List[int]], True), ([4, 5], Union[int, List[int]], True), ("4", Union[int, List[int]], False), ({"any": None}, Any, True),
-    (True, bool, True), (1, bool, False),
+    (True, bool, True), (1, bool, False), (float("nan"), float, False), (float("-inf"), Optional[float], False),
+    ([1.0, float("inf")], List[float], False), ({"a": float("nan")}, Dict[str, float], False),
 ])
 def test_what_each_annotation_admits(value, annotation, ok):
     assert fits(value, annotation) is ok
@@ -28,8 +29,8 @@ def test_what_each_annotation_admits(value, annotation, ok):
 @pytest.mark.parametrize("annotation, words", [
     (Optional[str], "text or null"), (List[int], "a list of integers"), (Optional[List[List[int]]],
                                                                          "a list of lists of integers or null"),
-    (Dict[str, float], "an object of numbers"), (Union[int, List[int]], "an integer or a list of integers"),
-    (Optional[float], "a number or null"), (List[str], "a list of texts"),
+    (Dict[str, float], "an object of finite numbers"), (Union[int, List[int]], "an integer or a list of integers"),
+    (Optional[float], "a finite number or null"), (List[str], "a list of texts"),
 ])
 def test_the_expected_type_in_words(annotation, words):
     assert expected(annotation) == words
@@ -50,7 +51,9 @@ def test_a_line_parses_into_its_type_and_back():
 @pytest.mark.parametrize("change, said", [
     ({"reasoning": 3}, "field 'reasoning' is 3, expected text or null"),
     ({"context": "0 1"}, "field 'context' is '0 1', expected a list of integers"),
-    ({"feedback": "yes"}, "field 'feedback' is 'yes', expected a number or null"),
+    ({"feedback": "yes"}, "field 'feedback' is 'yes', expected a finite number or null"),
+    ({"feedback": float("nan")}, "field 'feedback' is nan, expected a finite number or null"),
+    ({"time_s": float("inf")}, "field 'time_s' is inf, expected a finite number"),
     ({"step": "3"}, "field 'step' is '3', expected an integer"),
     ({"example_id": True}, "field 'example_id' is true, expected an integer"),
     ({"context": [0, "x" * 60]}, "field 'context' is " + repr([0, "x" * 60])[:37] + "..., expected"),  # 40 characters
@@ -71,9 +74,9 @@ def test_a_missing_field_and_a_line_that_is_no_object():
     record = TestLine(0, 1.0, {}, ["a"], 0).as_json()
     del record["predictions"]
     with pytest.raises(DamagedRecords, match=r"^t line 1: field 'predictions' is missing, expected a list of texts$"):
-        parse_dataclass(TestLine, record, "t line 1")
+        parse(TestLine, record, "t line 1")
     with pytest.raises(DamagedRecords, match=r"^t line 2 is \[1, 2\], expected an object \(a record of TestLine\)$"):
-        parse_dataclass(TestLine, [1, 2], "t line 2")
+        parse(TestLine, [1, 2], "t line 2")
     with_default = TestLine(0, 1.0, {}, ["a"], 0).as_json()
     del with_default["time_s"]  # a field with a default may be absent
     assert TestLine.from_json(with_default).time_s == 0.0

@@ -51,8 +51,8 @@ def test_each_declared_call_is_answered_by_the_model_plugged_in_for_it(tmp_path)
     assert models[TEST_ANSWER].predicted == tests * len(data.test)
     assert models[VERDICT].predicted == steps  # one verdict a training step
     assert models[GUIDE].generated == len([t for t in range(steps) if t and t % 3 == 0])  # guides at 3, 6
-    assert [r["step"] for r in records.train if r.get(GUIDE.field) is not None] == [3, 6]
-    assert all(r[VERDICT.field] in ("yes", "no") for r in records.train)
+    assert [r.step for r in records.train if GUIDE.answered(r)] == [3, 6]
+    assert all(r.answers[VERDICT.field] in ("yes", "no") for r in records.train)
     assert not any(tmp_path.iterdir()), "an assembled run with memory records writes nothing"
 
 

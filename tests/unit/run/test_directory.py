@@ -10,7 +10,7 @@ import pytest
 
 from helpers import tiny_argv, tiny_run_dir
 from icrl.cli.run import main
-from icrl.records import find_runs, inspect_run
+from icrl.records import find_runs, read_log
 
 
 def test_run_failing_before_its_first_step_does_not_block_the_corrected_command(tmp_path, capsys):
@@ -22,7 +22,7 @@ def test_run_failing_before_its_first_step_does_not_block_the_corrected_command(
     (run_dir / "config.json").write_text(json.dumps({"args": {"test_k": 99}}))
     (run_dir / "log.txt").write_text("failed\n")
     assert main(tiny_argv(tmp_path)) == 0
-    assert inspect_run(run_dir).finished
+    assert read_log(run_dir).finished
 
 
 

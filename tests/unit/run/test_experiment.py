@@ -17,7 +17,7 @@ import pytest
 
 from helpers import TOY_TASK
 from icrl.cli.run import main
-from icrl.run.plan import plan_steps
+from icrl.records.plan import plan_steps
 from icrl.records import find_runs, read_jsonl
 
 REPO = Path(__file__).resolve().parents[3]

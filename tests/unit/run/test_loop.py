@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from helpers import TOY_TASK, MeteredFake, register_metered_fake
+from helpers import TOY_TASK, MeteredFake, register_metered_fake, typed_run
 from icrl.backends.fake import INTERRUPT_ENV
 from icrl.cli import parse_args
 from icrl.cli.run import main
@@ -128,7 +128,7 @@ def test_a_reward_object_scores_training_and_test_steps(tmp_path):
         scores = [reward.score(p, a) for p, a in zip(record["predictions"], answers)]
         assert record["reward"] == sum(scores) / len(scores)
         assert record["accuracy"] == sum(p == a for p, a in zip(record["predictions"], answers)) / len(answers)
-    assert summary == summarize(train, test, 6, "icrl")
+    assert summary == summarize(*typed_run(run_dir)[1:], 6, "icrl")
     assert any(0 < r["reward"] < 1 for r in train)  # graded: not exact match
 
 
@@ -230,10 +230,10 @@ def test_published_quirks_make_approximate_only_positive_re_offer_as_published(t
     for name, extra in (("ours", []), ("published", ["--published_quirks"])):
         assert main([*argv, *extra, "--output_dir", str(tmp_path / name)]) == 0
         run_dir = next((tmp_path / name).rglob("config.json")).parent
-        config, train = json.loads((run_dir / "config.json").read_text()), read_jsonl(run_dir / "train.jsonl")
-        assert sum(r["feedback"] == 0 for r in train) >= 5  # wrong answers: the case that differs
+        config, train, _ = typed_run(run_dir)
+        assert sum(r.feedback == 0 for r in train) >= 5  # wrong answers: the case that differs
         rebuilt = Replay(config, train, [], chat=None).published
-        contexts[name] = [r["context"] for r in train]
+        contexts[name] = [r.context for r in train]
         assert (contexts[name] == rebuilt) == (name == "published"), name
     assert any(len(set(c)) < len(c) for c in contexts["published"])  # an episode offered twice
     assert all(len(set(c)) == len(c) for c in contexts["ours"])
@@ -276,7 +276,7 @@ def test_the_loop_asks_the_policy_then_the_reward_then_tests_then_learns(tmp_pat
     experiment.run()  # a real run: its data, plan and config.json
     data, plan, records = experiment.loop.data, experiment.plan, experiment.records
     policy = Scripted(data.task.labels, [data.task.answer(e) for e in data.train])
-    records.create(records.config())
+    records.create(json.loads((experiment.out_dir / "config.json").read_text()))
     Loop(config, data, plan, policy, experiment.reward, records).run(0)
     assert policy.calls == [("act", 0, 0), ("test", 0), ("learn", 0, 1), ("act", 1, 1), ("learn", 1, 0),
                             ("act", 2, 2), ("test", 2), ("learn", 2, 1), ("act", 3, 3), ("learn", 3, 0),

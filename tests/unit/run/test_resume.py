@@ -93,11 +93,11 @@ def test_a_shorter_train_k_is_refused_in_one_line(finished, capsys):
 
 
 @pytest.mark.parametrize("field, value, said", [
-    ("args", "x", "config.json args is 'x', expected an object"),
-    ("dataset", None, "config.json dataset is null, expected an object"),
-    ("test_set", "x", "config.json test_set is 'x', expected an object"),
-    ("resolved", [1], "config.json resolved is [1], expected an object"),
-    ("backend", {"model_name": 5}, "config.json backend: field 'model_name' is 5, expected text"),
+    ("args", "x", "config.json: field 'args' is 'x', expected an object"),
+    ("dataset", None, "config.json: field 'dataset' is null, expected an object"),
+    ("test_set", "x", "config.json: field 'test_set' is 'x', expected an object"),
+    ("resolved", [1], "config.json: field 'resolved' is [1], expected an object"),
+    ("backend", {"model_name": 5}, "config.json: field 'backend.model_name' is 5, expected text"),
     ("exemplars", 3, "config.json: field 'exemplars' is 3, expected a list"),
 ])
 def test_a_config_json_field_of_the_wrong_type_is_one_line_and_overwrite_replaces_the_run(finished, capsys, field,
@@ -112,7 +112,7 @@ def test_a_config_json_field_of_the_wrong_type_is_one_line_and_overwrite_replace
     before = files_under(out)
     assert main(tiny_argv(out)) == 2
     err = one_error_line(capsys)
-    assert said in err and "restore config.json, or pass --overwrite" in err, err
+    assert said in err and "restore config.json as the run wrote it, or pass --overwrite" in err, err
     assert files_under(out) == before
     assert main(tiny_argv(out, "--overwrite")) == 0
     assert train_test(run_dir) == (train, test)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import BAD_FIELDS, corrupt_field
+from helpers import BAD_FIELDS, corrupt_field, resume_verdict
 from icrl.records import DamagedRecords
 from icrl.sweep.epilogue import preset_epilogue
 
@@ -22,10 +22,14 @@ def test_the_benchmark_score_of_runs_without_the_suite_says_none(finished):
 
 
 @pytest.mark.parametrize("name, line, field, value", BAD_FIELDS)
-def test_the_benchmark_score_refuses_a_wrong_record_field(finished, name, line, field, value):
+def test_the_benchmark_score_gets_the_resumes_verdict(finished, capsys, name, line, field, value):
+    """Refused in the resume's line where a resume refuses the run, scored as read otherwise."""
     out, run_dir, _ = finished
     corrupt_field(run_dir, name, line, field, value)
+    expected = resume_verdict(out, capsys)
+    if expected is None:
+        assert preset_epilogue("icrl_bench", [out], [run_dir])[0].startswith("benchmark score: none")
+        return
     with pytest.raises(DamagedRecords) as caught:
         preset_epilogue("icrl_bench", [out], [run_dir])
-    assert f"{run_dir / name} line {line}: field {field!r}" in str(caught.value)
-    assert "\n" not in str(caught.value)
+    assert f"error: {caught.value}" == expected

@@ -5,10 +5,10 @@ finished runs; nothing written, no model loaded. On the fake backend (its word "
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from helpers import typed_run
 from icrl.backends import load_backend
 from icrl.sweep import estimate, runner
 
@@ -20,17 +20,13 @@ METHODS = ["--grid", "context_strategy_name=random_biased_end,random_biased_end_
            "--approximate_context_sampling_method", "uniform"]
 
 
-def read(run_dir: Path, name: str) -> list:
-    return [json.loads(line) for line in (run_dir / name).read_text().splitlines()]
-
-
 class Recorded:
     """The rewards a finished run got, step by step (in place of the assumed draw)."""
 
     same_as_accuracy = True
 
     def __init__(self, train):
-        self.feedback = [r["feedback"] for r in train]
+        self.feedback = [r.feedback for r in train]
 
     def bind(self, task):
         return self
@@ -51,11 +47,11 @@ def test_the_played_loop_is_the_run_given_its_rewards(data_dir, tmp_path, monkey
     assert [o.status for o in outcomes] == ["finished"] * 4
     chat = estimate.Tokenizers().chat(runs[0].args)
     for run in runs:
-        train, test = read(run.out_dir, "train.jsonl"), read(run.out_dir, "test.jsonl")
+        config, train, test = typed_run(run.out_dir)
         record, played_train, played_test = estimate.play(run.args, chat, 0.5, Recorded(train))
-        assert [r["context"] for r in played_train] == [r["context"] for r in train], run.label()
-        assert [(r["step"], r["context"]) for r in played_test] == [(r["step"], r["context"]) for r in test]
-        real = estimate.count(json.loads((run.out_dir / "config.json").read_text()), train, test, chat)
+        assert [r.context for r in played_train] == [r.context for r in train], run.label()
+        assert [(r.step, r.context) for r in played_test] == [(r.step, r.context) for r in test]
+        real = estimate.count(config, train, test, chat)
         guess = estimate.count(record, played_train, played_test, chat)
         assert (guess.train_calls, guess.test_calls, guess.steps) == (real.train_calls, real.test_calls, real.steps)
         # Only the model's answers differ (the stand-in's labels): their tokens, a few percent.
@@ -266,7 +262,7 @@ def test_the_estimate_sizes_a_run_from_the_cache_a_run_keeps_and_writes_none(tmp
     chat = estimate.Tokenizers().chat(run.args)
 
     def size() -> int:
-        return estimate.play(run.args, chat, 0.5)[0]["resolved"]["max_context_examples"]
+        return estimate.play(run.args, chat, 0.5)[0].resolved.max_context_examples
 
     searched = size()
     cache = max_context_path(tmp_path / "out", "fake", TOY_TASK)

@@ -1,6 +1,6 @@
-"""A finished run is trusted only when its records check out (icrl.records.check and
-icrl.records.verify): damage is repaired to exactly the records an uninterrupted run writes, or
-refused in one line; every tool reads the same verdict."""
+"""A finished run is trusted only when its records check out (icrl.records.log.read_log, then the
+records check of icrl.run.rebuild): damage is repaired to exactly the records an uninterrupted run
+writes, or refused in one line; every tool reads the same verdict."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from helpers import lines_of, tiny_argv, train_test
 from icrl.cli.run import main
-from icrl.records import DamagedRecords, inspect_run
+from icrl.records import DamagedRecords, read_log
 
 
 @pytest.mark.parametrize("damage", ["delete_test", "cut_test", "garbage_mid_test", "cut_train"])
@@ -28,7 +28,7 @@ def test_damaged_finished_run_is_repaired_to_the_same_records(finished, capsys, 
     else:
         lines = lines_of(train_file)
         train_file.write_text("".join(lines[:-1]) + lines[-1][:30])
-    state = inspect_run(run_dir)
+    state = read_log(run_dir)
     assert not state.finished and state.problems
     from icrl.analysis.results import Results
 
@@ -39,7 +39,7 @@ def test_damaged_finished_run_is_repaired_to_the_same_records(finished, capsys, 
     captured = capsys.readouterr()
     assert "already finished" not in captured.out and "resuming" in captured.err
     assert train_test(run_dir) == before
-    assert inspect_run(run_dir).finished
+    assert read_log(run_dir).finished
     summary = json.loads((run_dir / "results.json").read_text())
     assert summary["finished"] and summary["test_accuracy"].keys() == {"0", "2", "5"}
 
@@ -53,8 +53,8 @@ def test_garbage_appended_to_train_of_a_finished_run_is_not_finished_and_is_one_
     assert "train.jsonl line 7" in err and "\n" not in err
     from icrl.analysis.results import Results
 
-    with pytest.raises(DamagedRecords, match=r"train.jsonl line 7: field 'prompt' is missing, expected text; "):
-        Results(out)  # the readers parse every line: one that does not is refused, not read around
+    with pytest.raises(DamagedRecords, match=r"train.jsonl line 7 repeats step 0 \(line 1\) with other content; "):
+        Results(out)  # the readers refuse the run where a resume refuses it
 
 
 def test_token_counter_skips_a_damaged_run_with_a_note(finished, capsys):
@@ -130,25 +130,23 @@ def test_a_finished_run_with_damaged_records_is_not_reported_without_its_data(fi
 
 
 def test_what_config_json_alone_shows_wrong_is_named_and_a_sound_run_has_nothing(finished):
-    """verify.problems (a finished run whose data cannot be loaded): an accuracy that its
+    """record_problems (a finished run whose data cannot be loaded): an accuracy that its
     prediction and answer contradict, a test accuracy its predictions contradict, a prediction
     that is no label; nothing for the records as written."""
-    import json
+    import dataclasses
 
-    from icrl.records import verify
-    from icrl.records.check import DamagedRecords
+    from icrl.records.log import record_problems
 
-    out, run_dir, (train, test) = finished
-    config = json.loads((run_dir / "config.json").read_text())
-    assert verify.problems(config, train, test) == []
-    edited_train = [dict(r) for r in train]
-    edited_train[1]["accuracy"] = 1 - edited_train[1]["accuracy"]
-    edited_train[2]["prediction"] = "no such label"
-    edited_test = [dict(r) for r in test]
-    edited_test[0]["accuracy"] = 0.123
-    edited_test[1]["predictions"] = ["no such label"] * len(edited_test[1]["predictions"])
-    found = verify.problems(config, edited_train, edited_test)
+    out, run_dir, _ = finished
+    log = read_log(run_dir)
+    train, test, found = log.typed()
+    assert found == [] and record_problems(log.config, train, test) == []
+    edited_train = list(train)
+    edited_train[1] = dataclasses.replace(train[1], accuracy=1 - train[1].accuracy)
+    edited_train[2] = dataclasses.replace(train[2], prediction="no such label")
+    edited_test = list(test)
+    edited_test[0] = dataclasses.replace(test[0], accuracy=0.123)
+    edited_test[1] = dataclasses.replace(test[1], predictions=["no such label"] * len(test[1].predictions))
+    found = record_problems(log.config, edited_train, edited_test)
     assert [f.split("'s")[0] for f in found] == ["training step 1", "training step 2", "test step 0", "test step 2"]
     assert "is not a label" in found[1] and "are not one label per test example" in found[3]
-    with pytest.raises(DamagedRecords, match="labels in config.json are not the task's"):
-        verify.check_labels(config, list(reversed(config["dataset"]["labels"])))

@@ -66,8 +66,12 @@ scores a prediction (:class:`Reward`), a figure draws from the runs' records
 (:class:`ModelCall`, with the training line's field that records its answer) and is given the
 model by ``attach(call, model)``: ``tests/data/plugins/critic.py`` is a reward that does. A name
 already taken, by icrl or another plugin, is refused in one line naming both; raise
-:class:`UsageError` for bad input (one line, exit 2). docs/development.md, "Plugins", walks
-through the plugin in tests/data/plugins.
+:class:`UsageError` for bad input (one line, exit 2). What a part returns is checked where it
+returns (``icrl.run.edge``: a context is a list of episodes of the history, each once, at most
+--max_context_examples; a reward a finite number; a figure a figure or a string): a breach, and
+anything the plugin raises (an exit included), stops the command in one line naming the plugin,
+the steps before it kept. docs/development.md, "Plugins", walks through the plugin in
+tests/data/plugins and lists the contract.
 """
 
 from .analysis.figure_registry import register_figure

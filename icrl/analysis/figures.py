@@ -54,6 +54,7 @@ from typing import Callable
 
 from ..errors import UsageError
 from ..records import write_atomic
+from ..run import edge
 from .figure_registry import BUILT_IN, FIGURES as REGISTERED
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
@@ -77,9 +78,11 @@ assert tuple(name for name, _ in _OWN) == BUILT_IN, "icrl.analysis.figure_regist
 
 
 def figures() -> list[tuple[str, Callable]]:
-    """(name, draw) of every figure in drawing order: icrl's own, then the plugins'."""
+    """(name, draw) of every figure in drawing order: icrl's own, then the plugins' (each
+    checked at its edge: ``icrl.run.edge.figure``)."""
     own = dict(_OWN)
-    return [(name, own.get(name) or draw) for name, draw in REGISTERED.items()]
+    return [(name, own.get(name) or edge.figure(name, draw, REGISTERED.owner(name)))
+            for name, draw in REGISTERED.items()]
 
 
 @dataclass(frozen=True)

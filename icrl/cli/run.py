@@ -27,6 +27,7 @@ from ..method.agents import is_learner
 from ..method.strategies import STRATEGIES
 from ..run.environment import console_logging
 from ..run import plugins as run_plugins
+from ..run.edge import PluginBreach
 from ..run.experiment import Experiment
 from .parser import ArgumentParser, add_plugin_flag
 from .validate import check_flags, ignored_settings, validate
@@ -229,8 +230,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check()  # a stop that arrived inside an import
         summary = experiment.run()
     except UsageError as exc:
-        print(f"error: {scrub(str(exc) + (missing_plugins(argv, str(exc)) if experiment is None else ''))}",
-              file=sys.stderr)
+        if isinstance(exc, PluginBreach) and experiment is not None:  # during the run: at which step
+            said = exc.line(experiment.steps_done)
+        else:
+            said = str(exc) + (missing_plugins(argv, str(exc)) if experiment is None else "")
+        print(f"error: {scrub(said)}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted, Exception) as exc:
         signum = stop_in(exc)  # a stop inside a class's creation arrives wrapped in a RuntimeError

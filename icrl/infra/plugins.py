@@ -20,6 +20,9 @@ folder) and the sha256 of that source. Every registry asks :func:`registered` wh
 is (the plugin being imported, or None: icrl itself), so a plugin that registers nothing and
 a name registered twice are refused naming both owners; ``check_recorded`` refuses records
 made with a plugin that is missing or changed; ``culprit`` finds the plugin an error came from.
+What a plugin's code raises is its own (``said``: in one line), a SystemExit or a
+KeyboardInterrupt it raised itself included, unless it is a stop a signal asked for
+(``asked_to_stop``) or icrl's own code that the plugin called raised it (``raised_by_icrl``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import os
+import signal
 import sys
 import traceback
 from dataclasses import dataclass
@@ -36,6 +40,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from ..errors import UsageError
+from . import signals
 
 FLAG = "--plugin"
 ENV = "ICRL_PLUGINS"
@@ -67,6 +72,7 @@ class Plugin:
 _loaded: dict = {}      # source -> Plugin, in load order
 _registrations: dict = {}   # module -> [(undo, what)] of the parts it registered
 _importing: list = []   # the plugin being imported (a stack of one)
+_ICRL = Path(__file__).resolve().parents[1]  # icrl's own code
 
 
 # -- who registers ---------------------------------------------------------------------------------
@@ -224,7 +230,27 @@ def _why(exc: BaseException) -> str:
         return f"syntax error in {exc.filename} line {exc.lineno}: {exc.msg}"
     if isinstance(exc, UsageError):
         return str(exc)
-    return f"cannot import it: {type(exc).__name__}: {exc}"
+    return f"cannot import it: {said(exc)}"
+
+
+def said(exc: BaseException) -> str:
+    """What a plugin's code raised, in one line (``asked_to_stop`` said it was no user's stop)."""
+    if isinstance(exc, SystemExit):
+        return f"SystemExit({exc.code!r}): a plugin must not end the process"
+    if isinstance(exc, KeyboardInterrupt):
+        return "KeyboardInterrupt, raised by the plugin itself (no Ctrl-C arrived)"
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
+
+
+def asked_to_stop(exc: BaseException, arrived: int) -> bool:
+    """Whether ``exc``, raised under a call of a plugin's code, is a stop a signal asked for:
+    SIGTERM or SIGHUP, or a Ctrl-C that arrived since ``arrived`` (``signals.arrivals()`` before
+    the call) or that icrl's own code raised (its handler; the fake backend's); not a
+    KeyboardInterrupt the plugin raised itself."""
+    signum = signals.stop_in(exc)
+    if signum is None:
+        return False
+    return signum != signal.SIGINT or signals.arrivals() != arrived or raised_by_icrl(exc)
 
 
 def load_one(spec: str, given: str = FLAG) -> Optional[Plugin]:
@@ -242,10 +268,13 @@ def load_one(spec: str, given: str = FLAG) -> Optional[Plugin]:
                          f"({FLAG} or {ENV}), which loads plugins before anything else")
     importlib.import_module("icrl.plugin")  # icrl's own parts first: they are icrl's, not the plugin's
     _importing.append(plugin)
+    arrived = signals.arrivals()
     try:
         _import(name, source, package, by_path)
-    except Exception as exc:  # noqa: BLE001 - any failure of the plugin's own code: one line naming it
+    except BaseException as exc:  # the plugin's own failure, an exit included: one line naming it (or a stop)
         unload(plugin)
+        if asked_to_stop(exc, arrived):
+            raise
         why = " ".join(_why(exc).split())
         raise UsageError(why if why.startswith(plugin.label) or f"; {plugin.label}" in why
                          else f"{plugin.label}: {why}") from None
@@ -276,6 +305,7 @@ def start(argv: Sequence[str], target: str):
     """A script's first step: load the plugins, then import ``target`` ("module:function", the
     script's ``main``) and return it; bad input is one line on stderr and exit code 2."""
     module_name, _, attribute = target.partition(":")
+    signals.count_interrupts()  # a Ctrl-C is told from a KeyboardInterrupt a plugin raises itself
     try:
         load(argv)
         return getattr(importlib.import_module(module_name), attribute)
@@ -306,13 +336,31 @@ def record_of(plugins: Sequence[Optional[Plugin]]) -> list:
     return [p.record() for p in sorted(set(p for p in plugins if p is not None), key=lambda p: p.module)]
 
 
+def _owner_of_file(filename: str):
+    """The loaded plugin whose source holds ``filename``, ``BUILT_IN`` for icrl's own code, else
+    None (a library, Python itself)."""
+    path = str(Path(filename).resolve())
+    for plugin in _loaded.values():
+        if path == plugin.source or path.startswith(plugin.source + os.sep):
+            return plugin
+    return BUILT_IN if path.startswith(str(_ICRL) + os.sep) else None
+
+
 def culprit(exc: BaseException) -> Optional[tuple]:
     """(plugin, function) where ``exc`` was raised, when the innermost frame of a loaded plugin's
     source is in its traceback; else None."""
     found = None
     for frame in traceback.extract_tb(exc.__traceback__):
-        path = Path(frame.filename).resolve()
-        for plugin in _loaded.values():
-            if str(path) == plugin.source or str(path).startswith(plugin.source + os.sep):
-                found = (plugin, frame.name)
+        owner = _owner_of_file(frame.filename)
+        if isinstance(owner, Plugin):
+            found = (owner, frame.name)
     return found
+
+
+def raised_by_icrl(exc: BaseException) -> bool:
+    """Whether icrl's own code that a plugin's code called raised ``exc`` (a model the plugin
+    asks, a check of icrl's): of the frames of icrl and of loaded plugins in its traceback, the
+    innermost is icrl's and one further out a plugin's."""
+    owners = [o for o in (_owner_of_file(f.filename) for f in traceback.extract_tb(exc.__traceback__))
+              if o is not None]
+    return bool(owners) and owners[-1] == BUILT_IN and any(isinstance(o, Plugin) for o in owners)

@@ -14,6 +14,11 @@ before each step, the server backend after each batch of requests), as is one ra
 library swallowed it (asyncio's callbacks catch every exception); after a stop, ``ignore_signals()``
 keeps a second signal from cutting the saving or the exit short; ``say(message)`` puts the message
 on its own line, after any progress bar.
+
+``arrivals()`` counts the Ctrl-Cs that reached a handler of this module, and ``count_interrupts()``
+gives a script that installs none a handler that counts them and raises KeyboardInterrupt as
+Python's own does: a KeyboardInterrupt raised while none arrived was raised by code itself (a
+plugin's: ``icrl.infra.plugins.asked_to_stop``), not by the user.
 """
 
 from __future__ import annotations
@@ -81,6 +86,16 @@ def hangup_stops(previous) -> bool:
 
 
 _pending: dict = {}  # signum -> handler, for a stop that could not be raised where it arrived
+_arrived: dict = {}  # signum -> how many times it reached a handler of this module
+
+
+def arrivals(signum: int = signal.SIGINT) -> int:
+    """How many times ``signum`` (Ctrl-C by default) reached a handler of this module so far."""
+    return _arrived.get(signum, 0)
+
+
+def _count(signum: int) -> None:
+    _arrived[signum] = _arrived.get(signum, 0) + 1
 
 
 def _in_import(frame) -> bool:
@@ -91,6 +106,7 @@ def _in_import(frame) -> bool:
 
 def _stopper(handler: Callable) -> Callable:
     def on_signal(signum, frame):
+        _count(signum)
         if _in_import(frame):  # deliver it again in a moment, and at the next check() at the latest
             _pending[signum] = handler
             timer = threading.Timer(0.05, os.kill, (os.getpid(), signum))
@@ -105,6 +121,18 @@ def _stopper(handler: Callable) -> Callable:
 
 def _keyboard_interrupt(signum, frame):
     raise KeyboardInterrupt
+
+
+def _counted_interrupt(signum, frame):
+    _count(signum)
+    raise KeyboardInterrupt
+
+
+def count_interrupts() -> None:
+    """Where Ctrl-C still has Python's own handler (main thread only), one that counts it
+    (``arrivals``) and raises KeyboardInterrupt just as Python's does."""
+    if _main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _counted_interrupt)
 
 
 def install(handler: Callable) -> dict:

@@ -22,7 +22,9 @@ The thread count:
 
 - ``OMP_NUM_THREADS`` already set is kept;
 - else ``ICRL_THREADS`` picks: ``auto`` (the default), ``torch`` (set nothing: torch's default,
-  one thread per core) or a positive number N (``OMP_NUM_THREADS=N``). ``auto`` looks at the
+  one thread per core) or a positive number N in ASCII digits (``OMP_NUM_THREADS=N``; an N above
+  the CPUs this process may use is clamped to them, as more threads than CPUs only wait for
+  each other: ``ICRL_THREADS=64`` on 2 CPUs sets ``OMP_NUM_THREADS=2``). ``auto`` looks at the
   machine once, at the start: when other work keeps at least half of the CPUs this process may
   use busy right now (the CPU time the kernel counts in ``/proc/stat`` over a quarter of a
   second, while this process sleeps; the 1-minute load average where there is no
@@ -79,12 +81,13 @@ def _set_threads(environ, load: Optional[float], cpus: Optional[int]) -> None:
     if environ.get("OMP_NUM_THREADS"):
         return
     choice = (environ.get(THREADS_CHOICE) or "auto").strip().lower()
-    if choice.isdigit() and int(choice) > 0:
-        environ["OMP_NUM_THREADS"] = str(int(choice))
+    if choice.isascii() and choice.isdigit() and choice.strip("0"):  # not '²' nor '٣': int() takes those too
+        cpus = cpus or usable_cpus()
+        environ["OMP_NUM_THREADS"] = str(min(int(choice), cpus) if len(choice) <= 6 else cpus)
         return
     if choice not in ("auto", "torch"):
         raise UsageError(f"{THREADS_CHOICE}={environ.get(THREADS_CHOICE)!r}: use auto, torch or a number of "
-                         f"threads (or set OMP_NUM_THREADS yourself)")
+                         f"threads in digits 0-9 (or set OMP_NUM_THREADS yourself)")
     if choice == "auto":
         threads = auto_threads(busy_cpus() if load is None else load, cpus or usable_cpus())
         if threads is not None:

@@ -18,9 +18,10 @@ differ only in what they plug in:
 
 ``plan_of`` gives the plan from a context size (each caller resolves that size its own way:
 from the window, config.json or the size cache), ``strategy_of`` the strategy alone,
-``strategy_of_record`` and ``prompter_of_record`` a finished run's strategy and wording from its
-config.json (the token counter), ``calls_of`` the calls a run will make before anything is built
-(to load their models first),
+``reward_of`` the reward alone (a plugin's strategy and reward are checked at their edge:
+``icrl.run.edge``), ``strategy_of_record`` and ``prompter_of_record`` a finished run's strategy
+and wording from its config.json (the token counter), ``calls_of`` the calls a run will make
+before anything is built (to load their models first),
 ``all_calls`` every call a registered part declares (what a record can hold; the counter and
 the estimate count each as ``<field>_calls``).
 """
@@ -42,6 +43,7 @@ from ..method.rewards import REWARDS, reward_of_run
 from ..method.strategies.base import STRATEGIES, Strategy
 from ..records.configfile import ConfigFile
 from ..records.schema import TestLine, TrainLine
+from . import edge
 from .loop import Loop
 from ..records.plan import Plan
 
@@ -85,9 +87,15 @@ def plan_of(config, data, size: Optional[int]) -> Plan:
 
 def strategy_of(spec, plan: Plan):
     """The run's context strategy for ``plan`` (None for zero-shot and for a learner)."""
-    if plan.mode == "zero_shot" or is_learner(spec.agent) or plan.max_examples is None:  # None: a learner's plan
+    size = plan.max_examples
+    if plan.mode == "zero_shot" or is_learner(spec.agent) or size is None:  # None: a learner's plan
         return None
-    return strategy_of_run(spec, plan.max_examples)
+    return edge.strategy(lambda: strategy_of_run(spec, size), STRATEGIES.owner(spec.context_strategy_name), size)
+
+
+def reward_of(spec, given=None):
+    """The run's reward: ``given``, or the one --reward names; a plugin's is checked at its edge."""
+    return edge.reward(lambda: reward_of_run(spec) if given is None else given, REWARDS.owner(spec.reward))
 
 
 def strategy_of_record(record: ConfigFile, *, published: bool = False) -> tuple[RunSpec, Optional[Strategy]]:
@@ -151,7 +159,7 @@ def assemble(config, data, plan: Plan, models: Models, records, *, reward=None, 
         strategy.attach(call, models(call))
     if contexts is not None and strategy is not None:
         strategy = contexts(strategy)
-    reward = (reward_of_run(s) if reward is None else reward).bind(data.task)
+    reward = reward_of(s, reward).bind(data.task)
     for call in declared_calls(reward):
         reward.attach(call, models(call))
     learner = is_learner(s.agent)

@@ -17,11 +17,11 @@ from ..config import RunConfig
 from ..errors import UsageError
 from ..records import RunLog, RunRecords, experiment_dir, read_log
 from ..records.log import record_problems
-from ..method.rewards import Reward, reward_of_run
+from ..method.rewards import Reward
 from .data import check_same_data, load_data
 from .directory import RunDirectory
 from .environment import attach_log_file, detach_log_file, load_backend_of, say
-from .assemble import assemble, by_option, calls_of, plan_of
+from .assemble import assemble, by_option, calls_of, plan_of, reward_of
 from .loop import Loop
 from .observers import LogFailure, Observer, ProgressBar, Wandb
 from ..records.plan import Plan
@@ -45,7 +45,7 @@ class Experiment:
         s = config.spec
         self.config, self.backend, self.observers = config, backend, list(observers)
         self.notes = list(notes)  # said once the run goes on, and logged (e.g. the settings it ignores)
-        self.reward = reward or reward_of_run(s)
+        self.reward = reward_of(s, reward)  # a plugin's: checked at its edge (icrl.run.edge)
         self.out_dir = experiment_dir(config.options.output_dir, s.as_record())
         self.records = RunRecords(self.out_dir)
         self.directory = RunDirectory(self.records, config.options.output_dir)

@@ -5,8 +5,9 @@ registered by that plugin. config.json then holds ``"plugins"``: each such plugi
 and the sha256 of its source, once; a run that uses none has no ``"plugins"`` entry, so its
 config.json is what it was before plugins existed. Resuming (or reading) a run whose plugin is
 not loaded, or whose plugin's source changed, is refused in one line naming the plugin. A
-plugin's code that raises during a run stops it in one line naming the plugin and the step
-(``failure``); the steps before it are on disk, and the same command resumes from them.
+plugin's code that raises during a run, or returns what its contract refuses (``icrl.run.edge``),
+stops it in one line naming the plugin and the step (``failure``); the steps before it are on
+disk, and the same command resumes from them.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..infra import plugins
 from ..method.registry import chosen_owners
 from ..records import CONFIG, find_runs, read_json
 from ..records.configfile import ConfigFile
+from .edge import PluginBreach
 
 
 def used(config: RunConfig) -> list:
@@ -35,15 +37,16 @@ def record(config: RunConfig) -> dict:
 
 
 def failure(exc: BaseException, steps_done: int) -> Optional[str]:
-    """The one line of an error raised inside a plugin's code at step ``steps_done`` (None: not a
-    plugin's: a bug of icrl's keeps its traceback)."""
+    """The one line of a plugin's breach of its contract (``icrl.run.edge``), or of an error
+    raised inside a plugin's code, at step ``steps_done`` (None: not a plugin's: a bug of icrl's
+    keeps its traceback)."""
+    if isinstance(exc, PluginBreach):
+        return exc.line(steps_done)
     found = plugins.culprit(exc)
     if found is None:
         return None
     plugin, function = found
-    what = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return (f"{plugin.label} failed in {function} at step {steps_done}: {what}; the {steps_done} steps before it "
-            f"are kept: once the plugin works, rerun the same command to resume")
+    return PluginBreach(plugin, plugins.said(exc), function=function).line(steps_done)
 
 
 def missing_under(root) -> list:

@@ -26,12 +26,12 @@ from typing import Optional
 
 from ..config import RunConfig
 from ..errors import UsageError
-from ..method.rewards import reward_of_run
 from ..records import RunLog, read_log
 from ..records.configfile import ConfigFile
 from ..records.log import record_problems
 from ..records.schema import TestLine, TrainLine
 from ..tasks import Task, data_at_hand, load_task
+from .assemble import reward_of
 from .data import RunData, check_same_data, load_data
 from .rebuild import check_config, check_records
 
@@ -107,7 +107,7 @@ def read_run(directory: Path) -> CheckedRun:
         return CheckedRun(log, train, test, log.problems + found + record_problems(config, train, test),
                           unchecked=why)
     plan = check_config(log, data)
-    checked = check_records(log, RunConfig(config.spec), data, plan, reward_of_run(config.spec).bind(data.task))
+    checked = check_records(log, RunConfig(config.spec), data, plan, reward_of(config.spec).bind(data.task))
     problems = list(checked.repairs)
     if not problems and (checked.rewrite_train or checked.rewrite_test):
         problems.append("the record files hold lines a resume leaves out")

@@ -158,3 +158,18 @@ def test_a_parameter_taking_a_flag_is_refused_naming_both(tmp_path):
         f"--every is declared twice, by the context strategy 'every_other' of plugin icrl_example_plugin " \
         f"({EXAMPLE}) and by the context strategy 'twice' of plugin twice ({twice}): rename one"
     assert not out.exists()
+
+
+def test_a_plugin_that_exits_or_interrupts_itself_on_import_is_one_line(tmp_path):
+    out = tmp_path / "out"
+    exits = write(tmp_path / "exits.py", "import sys\n\nsys.exit(0)\n")
+    assert refused(script("run_experiment.py", "--plugin", exits, *RUN, "--output_dir", out)) == \
+        f"plugin exits ({exits}): cannot import it: SystemExit(0): a plugin must not end the process"
+    assert refused(script("run_draw_plots.py", "--out_dir", out, env={"ICRL_PLUGINS": str(exits)})) == \
+        f"plugin exits ({exits}): cannot import it: SystemExit(0): a plugin must not end the process"
+    interrupts = write(tmp_path / "interrupts.py", "raise KeyboardInterrupt\n")
+    for name, argv in (("run_experiment.py", [*RUN, "--output_dir", out]), ("run_report.py", [out])):
+        assert refused(script(name, "--plugin", interrupts, *argv)) == \
+            f"plugin interrupts ({interrupts}): cannot import it: KeyboardInterrupt, raised by the plugin itself " \
+            f"(no Ctrl-C arrived)"
+    assert not out.exists()

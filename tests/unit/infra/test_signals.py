@@ -74,3 +74,36 @@ def test_a_sigterm_inside_a_class_creation_is_a_stop_not_a_traceback(monkeypatch
     err = capsys.readouterr().err
     assert err.strip().splitlines()[-1] == "interrupted at step 0; rerun the same command to resume"
     assert "Traceback" not in err
+
+
+def test_a_ctrl_c_that_arrives_is_counted():
+    """What tells a Ctrl-C the user pressed from a KeyboardInterrupt code raises itself: a
+    handler of icrl's counts each that arrives, and Python's own handler is replaced by one that
+    counts too (and raises KeyboardInterrupt as it does)."""
+    import os
+
+    from icrl.infra import signals
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        before = signals.arrivals()
+        with pytest.raises(KeyboardInterrupt):
+            raise KeyboardInterrupt  # raised, not sent
+        assert signals.arrivals() == before
+        signals.count_interrupts()
+        assert signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        assert signals.arrivals() == before + 1
+        installed = signals.install(signals.raise_interrupted)  # a run's handlers count too
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)
+        signals.restore(installed)
+        assert signals.arrivals() == before + 2
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signals.count_interrupts()  # a handler someone chose is kept
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)

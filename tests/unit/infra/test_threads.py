@@ -64,11 +64,22 @@ def test_on_a_busy_machine_one_thread_per_idle_cpu(load, cpus, expected):
 
 
 @pytest.mark.parametrize("user, expected", [({"OMP_NUM_THREADS": "2"}, "2"), ({"ICRL_THREADS": "torch"}, None),
-                                            ({"ICRL_THREADS": "3"}, "3"), ({"ICRL_THREADS": " Auto"}, "1")])
+                                            ({"ICRL_THREADS": "3"}, "3"), ({"ICRL_THREADS": " Auto"}, "1"),
+                                            ({"OMP_NUM_THREADS": "64"}, "64")])
 def test_a_thread_count_the_user_chose_is_kept(user, expected):
     env = dict(user)
-    threads.configure(env, load=8.0, cpus=2)
+    threads.configure(env, load=8.0, cpus=4)
     assert env.get("OMP_NUM_THREADS") == expected
+
+
+@pytest.mark.parametrize("count", ["3", "64", "007", "9" * 5000])
+def test_icrl_threads_is_clamped_to_the_cpus(count):
+    env = {"ICRL_THREADS": count}
+    threads.configure(env, load=0.0, cpus=2)
+    assert env["OMP_NUM_THREADS"] == "2"
+    env = {"ICRL_THREADS": count}
+    threads.configure(env, load=0.0, cpus=8)
+    assert env["OMP_NUM_THREADS"] == {"3": "3", "007": "7"}.get(count, "8")
 
 
 @pytest.mark.parametrize("user", [{"OMP_WAIT_POLICY": "ACTIVE"}, {"OMP_WAIT_POLICY": "passive"},
@@ -92,9 +103,19 @@ def test_the_harness_choice_is_overridden_by_its_variable(choice, expected):
 def test_a_bad_choice_is_one_line_naming_the_values():
     with pytest.raises(UsageError, match=r"ICRL_OMP_WAIT_POLICY='spin': use one of passive, active, openmp"):
         threads.configure({"ICRL_OMP_WAIT_POLICY": "spin"})
-    for bad in ("0", "-1", "two", "1.5"):
-        with pytest.raises(UsageError, match=rf"ICRL_THREADS='{bad}': use auto, torch or a number of threads"):
+    for bad in ("0", "00", "-1", "two", "1.5", "²", "٣", "１"):  # digits int() reads, but not 0-9
+        with pytest.raises(UsageError, match=rf"ICRL_THREADS='{bad}': use auto, torch or a number of threads in "
+                                             rf"digits 0-9"):
             threads.configure({"ICRL_THREADS": bad})
+
+
+@pytest.mark.parametrize("bad", ["²", "٣"])
+def test_an_entry_point_refuses_a_count_not_in_ascii_digits(bad):
+    done = subprocess.run([sys.executable, str(REPO / "run_experiment.py"), "--help"], cwd=REPO,
+                          env=clean_env(ICRL_THREADS=bad), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == "", (done.stdout, done.stderr)
+    assert done.stderr.splitlines() == [f"error: ICRL_THREADS='{bad}': use auto, torch or a number of threads in "
+                                        f"digits 0-9 (or set OMP_NUM_THREADS yourself)"]
 
 
 def test_auto_counts_the_cpus_busy_now(monkeypatch):
@@ -126,7 +147,8 @@ def test_the_test_suite_runs_with_a_policy():
 def test_each_entry_point_sets_the_threads_before_torch_loads(script):
     done = probe(script, clean_env(ICRL_THREADS="3"))
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip().endswith("OMP_WAIT_POLICY PASSIVE OMP_NUM_THREADS 3"), done.stdout + done.stderr
+    count = min(3, threads.usable_cpus())  # clamped to the CPUs
+    assert done.stdout.strip().endswith(f"OMP_WAIT_POLICY PASSIVE OMP_NUM_THREADS {count}"), done.stdout + done.stderr
 
 
 def test_an_entry_point_keeps_the_users_choice():

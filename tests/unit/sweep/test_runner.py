@@ -340,7 +340,7 @@ def test_a_summary_that_cannot_be_written_is_one_line_naming_it_before_any_run(t
 
 def test_an_epilogue_that_meets_a_wrong_record_is_one_error_line(tmp_path, monkeypatch, capsys):
     """The benchmark score after an icrl_bench sweep reads every run under --output_dir through the
-    schema (records.read): a wrong field there ends the sweep with its one line and exit 2."""
+    resume's records check (icrl.run.readback): a run it refuses ends the sweep with its one line and exit 2."""
     from icrl.records import DamagedRecords
 
     def refuse(name, output_dirs, run_dirs):

@@ -47,8 +47,13 @@ from .errors import UsageError
 from .infra import plugins
 from .infra.masking import SECRET_OPTIONS
 from .method import declared_params
-from .method.rewards import REWARDS
+from .method.agents import AgentSetting, agent_params, llm_params
+from .method.declared import registered_calls
+from .method.exploration import Exploration
+from .method.rewards import REWARDS, RewardSetting, reward_params
+from .method.shape import RunShape
 from .method.strategies import SAMPLING_METHODS, STRATEGIES
+from .method.strategies.base import StrategyChoice, strategy_params
 
 _FOLDER_NONE = object()
 
@@ -302,6 +307,46 @@ class RunConfig:
         """A copy with some fields (of any part) changed (its warnings kept)."""
         return dataclasses.replace(RunConfig.from_values({**self.values(), **changes}, demo=self.demo),
                                    ignored=self.ignored)
+
+    # -- each part's own setting: what the composition root (icrl.run.assemble) gives each part --
+    @functools.cached_property
+    def shape(self) -> RunShape:
+        """What kind of run it is (what the parts' checks read besides their own settings)."""
+        s = self.spec
+        return RunShape(s.icrl, s.agent, s.context_strategy_name, s.max_context_examples)
+
+    @functools.cached_property
+    def strategy_choice(self) -> Optional[StrategyChoice]:
+        """The strategy the run chose (None: none named)."""
+        s = self.spec
+        if s.context_strategy_name is None:
+            return None
+        values = {name: getattr(s, name) for name in ("max_contexts", "approximate_context_sampling_method")}
+        values.update({p.name: getattr(s, p.name) for p in strategy_params()})
+        return StrategyChoice(s.context_strategy_name, s.context_p_keep, values, s.published_tokenization)
+
+    @functools.cached_property
+    def exploration(self) -> Exploration:
+        s = self.spec
+        return Exploration(s.p_exploration, s.prob_reset, s.ucb_alpha)
+
+    @functools.cached_property
+    def reward_setting(self) -> RewardSetting:
+        s = self.spec
+        values = {p.name: getattr(s, p.name) for p in reward_params()[1:]}
+        return RewardSetting(s.reward, s.icrl_flip_feedback, s.icrl_flip_feedback_prob, values)
+
+    @functools.cached_property
+    def agent_setting(self) -> AgentSetting:
+        s = self.spec
+        values = {p.name: getattr(s, p.name) for p in [*llm_params(), *agent_params()]}
+        return AgentSetting(s.agent, s.seed if s.seed is not None else 0, s.temperature, s.icrl_omit_feedback,
+                            s.features, values, self.exploration)
+
+    @functools.cached_property
+    def call_options(self) -> dict[str, Any]:
+        """The values of the options that name the model of a declared call (--judge_model, ...)."""
+        return {call.option: getattr(self.spec, call.option) for call in registered_calls() if call.option}
 
 
 PARTS = (RunSpec, RunOptions, Secrets)

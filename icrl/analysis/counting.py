@@ -158,7 +158,6 @@ def episodes_of(train: Sequence[TrainLine]) -> list[Episode]:
 def preambles(config: ConfigFile, train: Sequence[TrainLine], history: Sequence[Episode]) -> Optional[list[str]]:
     """Each step's preamble (the text a strategy puts before the episodes: a summary, a guide),
     as the run showed it: from the recorded episodes and guides; None for a strategy without one."""
-    from ..method.exploration import Exploration
     from ..method.strategies.base import STRATEGIES, Strategy
     from ..run.assemble import strategy_of_record
 
@@ -167,10 +166,10 @@ def preambles(config: ConfigFile, train: Sequence[TrainLine], history: Sequence[
         return None
     if STRATEGIES.get(name).cls.preamble is Strategy.preamble:
         return None
-    spec, strategy = strategy_of_record(config)
+    run, strategy = strategy_of_record(config)
     if strategy is None:
         return None
-    explore, seed = Exploration.of(spec), given(spec.seed, "seed")
+    explore, seed = run.exploration, given(run.spec.seed, "seed")
     labels = config.labels
     out = []
     for t in range(len(train)):

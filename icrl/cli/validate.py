@@ -170,8 +170,8 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None, wei
     if not s.icrl and strategy and strategy_of(strategy).filter:
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
-    exploration.validate(s)
-    rewards.validate(s)
+    exploration.validate(config.exploration, config.shape)
+    rewards.validate(config.reward_setting, config.shape)
     validate_backend_flags(config)
     validate_model(config, weights)
 
@@ -349,7 +349,8 @@ def validate_agent(config: RunConfig, spelled: Optional[Mapping[str, str]] = Non
         refuse_settings(s, LEARNER_ONLY, f"a learner (--agent {' or '.join(learners.rsplit(', ', 1))}); drop them "
                                          f"for an LLM run", spelled)
     else:  # a learner whose reward's call names a model (icrl.method.calls) takes the settings that load it
-        loading = {"backend", *BACKEND_NAMES} if any(call.model_name(s) for call in calls_of(s)) else set()
+        loading = {"backend", *BACKEND_NAMES} if any(call.model_name(config.call_options)
+                                                     for call in calls_of(config)) else set()
         refuse_settings(s, [n for n in LLM_ONLY if n not in loading],
                         f"an LLM; --agent {s.agent} is a learner on text features: drop them", spelled)
-    agents.validate(s)
+    agents.validate(config.agent_setting)

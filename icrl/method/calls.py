@@ -20,7 +20,7 @@ text), so that its budget is checked against its model's window before any model
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from .episode import StepRecord
 
@@ -40,9 +40,11 @@ class ModelCall:
     budget: Optional[str] = None
     summary: str = ""
 
-    def model_name(self, spec) -> Optional[str]:
-        """The name of the model that answers it in the run ``spec`` (None: the acting model)."""
-        return getattr(spec, self.option, None) if self.option else None
+    def model_name(self, options: Mapping[str, Any]) -> Optional[str]:
+        """The name of the model that answers it in a run whose settings name ``options`` (the
+        declared options' values by name; None: the acting model)."""
+        name = options.get(self.option) if self.option else None
+        return name if isinstance(name, str) and name else None
 
     def answered(self, record: StepRecord) -> bool:
         """Whether a training line records an answer of this call."""

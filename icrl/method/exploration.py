@@ -30,7 +30,10 @@ import numpy as np
 from ..errors import UsageError
 from .episode import StepRecord
 from .registry import Param, Registry, finite_non_negative, probability
-from .strategies import make_strategy, strategy_of, strategy_params
+from .shape import RunShape
+from .strategies import strategy_of
+from .strategies.approximate import Approximate
+from .strategies.base import Strategy, StrategyChoice
 from .strategies.ucb import UCB
 
 EXPLORE_STREAM, RESET_STREAM = 1, 2
@@ -52,11 +55,11 @@ class ExplorationMethod:
     param: Param
     summary = ""
 
-    def check(self, spec) -> None:
+    def check(self, run: RunShape) -> None:
         """Refuse in one line a run this method cannot act on (its parameter's range is checked
         before, from ``param``)."""
 
-    def attach(self, strategy, value) -> None:
+    def attach(self, strategy: Strategy, value: float) -> None:
         """Make ``strategy`` act on the method (most act in the loop instead: nothing here)."""
 
 
@@ -67,8 +70,8 @@ class EpsilonExploration(ExplorationMethod):
                   check=probability, folder="epsgreedy", column="p_exploration", label="epsilon {}", only="llm")
     summary = "a random label instead of the model's at a training step"
 
-    def check(self, spec):
-        if not spec.icrl:
+    def check(self, run: RunShape) -> None:
+        if not run.icrl:
             raise UsageError("--p_exploration only applies to ICRL (it replaces a training prediction); use --icrl")
 
 
@@ -88,17 +91,18 @@ class ContextUCB(ExplorationMethod):
                   column="ucb_alpha", label="UCB {}", only="llm")
     summary = "UCB over the K contexts of an approximate strategy"
 
-    def check(self, spec):
-        name = spec.context_strategy_name
+    def check(self, run: RunShape) -> None:
+        name = run.strategy
         if not name or strategy_of(name).family != "approximate":
             raise UsageError(f"--ucb_alpha chooses among the K contexts of an approximate strategy, not "
                              f"{name or 'none'}; use --context_strategy_name approximate or "
                              f"approximate_only_positive")
-        if not spec.icrl:
+        if not run.icrl:
             raise UsageError("--ucb_alpha learns from rewards: use --icrl")
 
-    def attach(self, strategy, value):
-        strategy.chooser = UCB(value, strategy.max_contexts)
+    def attach(self, strategy: Strategy, value: float) -> None:
+        if isinstance(strategy, Approximate):  # the only family it accepts (check)
+            strategy.chooser = UCB(value, strategy.max_contexts)
 
 
 EXPLORATIONS: Registry[ExplorationMethod] = Registry("exploration", "exploration")
@@ -110,31 +114,27 @@ def exploration_params() -> list[Param]:
     return [method.param for method in EXPLORATIONS]
 
 
-def validate(spec) -> None:
+def validate(exploration: "Exploration", run: RunShape) -> None:
     """One-line errors for the exploration flags of a run (icrl.cli.validate)."""
-    on = [method for method in EXPLORATIONS if getattr(spec, method.param.name) is not None]
+    on = [method for method in EXPLORATIONS if exploration.value(method) is not None]
     for method in on:
-        problem = method.param.problem(getattr(spec, method.param.name))
+        problem = method.param.problem(exploration.value(method))
         if problem:
             raise UsageError(problem)
-    if on and spec.max_context_examples == 0:
+    if on and run.zero_shot:
         raise UsageError(f"a zero-shot run (--max_context_examples 0) has no training steps to explore; drop "
                          f"{', '.join(m.param.flag for m in list(EXPLORATIONS)[:-1])} and "
                          f"{list(EXPLORATIONS)[-1].param.flag}")
     for method in on:
-        method.check(spec)
+        method.check(run)
 
 
-def strategy_of_run(spec, max_examples: int):
-    """The strategy of a run (``spec``: its RunSpec) with ``max_examples`` episodes in context,
-    acting on the exploration methods that are on (``--ucb_alpha``)."""
-    strategy = make_strategy(spec.context_strategy_name, max_examples, spec.context_p_keep,
-                             published_quirks=spec.published_tokenization,
-                             **{p.name: getattr(spec, p.name) for p in strategy_params()},
-                             max_contexts=spec.max_contexts,
-                             sampling_method=spec.approximate_context_sampling_method)
+def strategy_of_run(choice: StrategyChoice, max_examples: int, exploration: "Exploration") -> Strategy:
+    """The strategy a run chose (``choice``) with ``max_examples`` episodes in context, acting on
+    the exploration methods that are on (``--ucb_alpha``)."""
+    strategy = choice.build(max_examples)
     for method in EXPLORATIONS:
-        value = getattr(spec, method.param.name)
+        value = exploration.value(method)
         if value is not None:
             method.attach(strategy, value)
     return strategy
@@ -149,9 +149,10 @@ class Exploration:
     prob_reset: Optional[float] = None
     ucb_alpha: Optional[float] = None
 
-    @classmethod
-    def of(cls, spec) -> "Exploration":
-        return cls(spec.p_exploration, spec.prob_reset, spec.ucb_alpha)
+    def value(self, method: ExplorationMethod) -> Optional[float]:
+        """The value of ``method``'s parameter in this run (None: off)."""
+        found: Optional[float] = getattr(self, method.param.name)
+        return found
 
     def explored_label(self, seed: int, step: int, labels: Sequence[str]) -> Optional[str]:
         """The random label of an explored step, or None when the step uses the model: one

@@ -24,12 +24,14 @@ by the composition root (``icrl.run.assemble``).
 
 from __future__ import annotations
 
-from typing import Any, Optional, TypeVar
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Optional, TypeVar
 
 from ..errors import UsageError
 from .calls import ModelCall
 from .feedback import shown_feedback
 from .registry import Param, Registry
+from .shape import RunShape
 
 REWARDS: Registry[type[Reward]] = Registry("reward", "--reward")
 DEFAULT_REWARD = "exact_match"
@@ -206,11 +208,23 @@ def make_reward(name: str = DEFAULT_REWARD, flip: bool = False, flip_prob: Optio
     return REWARDS.get(name)(flip=flip, flip_prob=flip_prob, **params)
 
 
-def reward_of_run(spec) -> Reward:
-    """The reward of a run (``spec``: its RunSpec): --reward with its parameters and the flipping."""
-    cls = REWARDS.get(spec.reward)
-    return make_reward(spec.reward, spec.icrl_flip_feedback, spec.icrl_flip_feedback_prob,
-                       **{param.name: getattr(spec, param.name) for param in cls.params})
+@dataclass(frozen=True)
+class RewardSetting:
+    """What a run's reward is built from: ``name`` (--reward), the feedback flipping
+    (--icrl_flip_feedback, --icrl_flip_feedback_prob) and ``values``: the registered rewards' own
+    parameters, by name (those of other rewards at their defaults)."""
+
+    name: str = DEFAULT_REWARD
+    flip: bool = False
+    flip_prob: Optional[float] = None
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+def reward_of_run(setting: RewardSetting) -> Reward:
+    """The reward of a run: --reward with its parameters and the flipping."""
+    cls = REWARDS.get(setting.name)
+    return make_reward(setting.name, setting.flip, setting.flip_prob,
+                       **{param.name: setting.values.get(param.name, param.default) for param in cls.params})
 
 
 def reward_params() -> list[Param]:
@@ -225,18 +239,19 @@ def reward_params() -> list[Param]:
     return list(seen.values())
 
 
-def validate(spec) -> None:
+def validate(setting: RewardSetting, run: RunShape) -> None:
     """One-line errors for the reward of a run (icrl.cli.validate): a registered reward, ICRL for
     any but exact match, its own parameters valid, no other reward's parameter set."""
-    chosen = REWARDS.get(spec.reward)
-    if spec.reward != DEFAULT_REWARD and not spec.icrl:
-        raise UsageError(f"--reward {spec.reward} only applies to ICRL; drop it or use --icrl")
-    if chosen.calls and spec.agent != "llm" and not spec.judge_model:
-        raise UsageError(f"--reward {spec.reward} needs a model to judge; --agent {spec.agent} has none: give "
-                         f"--judge_model")
+    chosen = REWARDS.get(setting.name)
+    if setting.name != DEFAULT_REWARD and not run.icrl:
+        raise UsageError(f"--reward {setting.name} only applies to ICRL; drop it or use --icrl")
+    options = [call.option for call in chosen.calls if call.option]
+    if chosen.calls and run.agent != "llm" and not any(setting.values.get(option) for option in options):
+        raise UsageError(f"--reward {setting.name} needs a model to judge; --agent {run.agent} has none: give "
+                         f"{' or '.join(f'--{option}' for option in options)}")
     for cls in REWARDS:
         for param in cls.params:
-            value = getattr(spec, param.name)
+            value = setting.values.get(param.name, param.default)
             if value != param.default and not any(p.name == param.name for p in chosen.params):
                 raise UsageError(f"{param.flag} only applies to --reward {cls.name}")
             problem = param.problem(value)

@@ -1,15 +1,12 @@
-"""config.json, typed: what it holds field by field (``ConfigFile``), read strictly, and what
-config.json alone shows wrong with itself (``problem``).
+"""config.json, typed: what it holds field by field (``ConfigFile``), read strictly.
 
 ``ConfigFile.parse(value, where)`` is the one parse of config.json: every section is a dataclass
 (``args`` and ``runtime_args`` are checked against the run configuration's own field types,
 ``icrl.config``: a field of the run is a field here without an edit), every number finite,
 no key unknown where the schema is closed (``backend`` may hold a backend's own fields;
-``args`` a plugin's parameters). ``problem(config)`` then checks the record against itself:
-the format version, the plan (``resolved``) against the arguments and the data sizes it
-records, the test set and exemplars against the labels. The readers and a resume run both, so
-they refuse the same config.json (``icrl.records.log``); a resume then checks it against the
-data and the arguments it is given (``icrl.run.rebuild``).
+``args`` a plugin's parameters). What the record then shows wrong with itself is checked by
+``icrl.records.log`` (for the readers and a resume alike), what it shows against the data and
+the arguments by ``icrl.run.rebuild``.
 """
 
 from __future__ import annotations
@@ -18,11 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from ..config import EXPLORATION_NAMES, SPEC_DEFAULTS, RunOptions, RunSpec
-from .layout import FORMAT_VERSION
-from .plan import Plan, mode_of
+from .plan import Plan
 from .typed import expected, fits, hints, parse, shown
 
-MODES = ("icrl", "icl", "zero_shot")
 
 
 @dataclass(frozen=True)
@@ -179,77 +174,3 @@ def runtime_types() -> dict[str, Any]:
     spec = hints(RunSpec)
     return {**{name: Optional[kind] for name, kind in hints(RunOptions).items()},
             **{name: Optional[spec[name]] for name in EXPLORATION_NAMES}}
-
-
-def problem(config: ConfigFile) -> Optional[str]:
-    """What config.json shows wrong with itself (module docstring), in words that follow its
-    path, or None."""
-    if config.format_version != FORMAT_VERSION:
-        return (f"format_version is {config.format_version}, and this icrl reads format {FORMAT_VERSION} (a run of "
-                f"another version of icrl)")
-    return _plan_problem(config) or _data_problem(config)
-
-
-def _plan_problem(config: ConfigFile) -> Optional[str]:
-    r, spec, dataset = config.resolved, config.spec, config.dataset
-    if r.mode not in MODES:
-        return f"resolved.mode is {r.mode!r}, not one of {', '.join(MODES)}"
-    if r.num_exemplars != len(config.exemplars):
-        return f"resolved.num_exemplars is {r.num_exemplars}, and config.json holds {len(config.exemplars)} exemplars"
-    if not isinstance(spec.train_k, int) or spec.train_k == 0 or spec.train_k < -1:
-        return f"args.train_k is {spec.train_k!r}"
-    if not isinstance(spec.test_every, int) or spec.test_every < 1:
-        return f"args.test_every is {spec.test_every!r}"
-    pool = dataset.num_train - r.num_exemplars
-    zero_shot = r.mode == "zero_shot"
-    num_train = 0 if zero_shot else (pool if spec.train_k == -1 else min(spec.train_k, pool))
-    size = _size_problem(config)
-    if size is not None:
-        return size
-    if spec.icrl is None or r.mode != mode_of(spec.icrl, r.max_context_examples):
-        return f"resolved.mode is {r.mode!r}, and args give icrl {spec.icrl!r} with {r.max_context_examples!r} episodes"
-    starts = [e.start for e in config.extended]
-    if not all(0 < e.start < e.to for e in config.extended):
-        return "extended is not a list of extensions (from, to steps)"
-    plan = Plan.of(r.mode != "icl", r.max_context_examples, num_train, spec.test_every)
-    plan = plan.with_tests(s - 1 for s in starts if s <= plan.steps)
-    for name, value, planned in (("steps", r.steps, plan.steps), ("test_steps", r.test_steps, list(plan.test_steps)),
-                                 ("train_examples", r.train_examples, num_train)):
-        if value != planned:
-            return f"resolved.{name} is {value!r}, the run plans {planned!r}"
-    ids = len(config.train_example_ids)
-    if ids != (0 if zero_shot else r.steps):
-        return f"train_example_ids has {ids} ids for {r.steps} steps"
-    return None
-
-
-def _size_problem(config: ConfigFile) -> Optional[str]:
-    """resolved.max_context_examples against the arguments: None for a learner, the given size
-    less the exemplars (0: zero-shot), or a size >= 1 found from the window."""
-    size, given, spec = config.resolved.max_context_examples, config.spec.max_context_examples, config.spec
-    if spec.agent not in (None, "llm"):
-        planned: object = None
-    elif given is not None:
-        planned = 0 if given == 0 else given - config.resolved.num_exemplars
-    else:
-        planned = size if isinstance(size, int) and size >= 1 else "a number of episodes >= 1"
-    if size != planned or (size is not None and size < 0):
-        return f"resolved.max_context_examples is {size!r}, the arguments give {planned!r}"
-    return None
-
-
-def _data_problem(config: ConfigFile) -> Optional[str]:
-    labels, tests = config.dataset.labels, config.test_set
-    if not labels or len(set(labels)) != len(labels):
-        return "dataset.labels is not a list of distinct labels"
-    if not len(tests.ids) == len(tests.prompts) == len(tests.answers) == config.resolved.test_examples:
-        return (f"test_set holds {len(tests.ids)} ids, {len(tests.prompts)} prompts and {len(tests.answers)} "
-                f"answers for resolved.test_examples {config.resolved.test_examples}")
-    if not tests.ids:
-        return "test_set is empty"
-    known = set(labels)
-    if any(answer not in known for answer in tests.answers):
-        return "the labels in config.json (dataset.labels) do not hold the test set's answers (test_set.answers)"
-    if any(e.answer not in known for e in config.exemplars):
-        return "exemplars' answers are not labels of dataset.labels"
-    return None

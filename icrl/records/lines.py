@@ -17,6 +17,11 @@ test-set size; the ids and the size may be None when unknown):
 Test lines stand alone: one that is not JSON, not of a planned test step, incomplete (no
 accuracy, or not one prediction per test example), or repeated is dropped (noted); one of a
 step not completed yet (written just before a kill cut its step short) is ``pending``.
+
+Each line kept is parsed once into its type, leniently (``Kept``: the line, and ``wrong``, what
+of the record does not fit it; ``records.typed.parse_leniently``): the records check repairs or
+refuses those fields (``icrl.run.rebuild``), and a line is trusted as it is only when nothing is
+wrong with it.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import Any, Generic, Optional, Sequence, TypeVar
 
 from .io import parse_jsonl
 from .layout import TEST, TRAIN
-from .typed import is_int, is_number
+from .schema import TestLine, TrainLine
+
+L = TypeVar("L", TrainLine, TestLine)
 
 
 @dataclass(frozen=True)
@@ -61,24 +68,43 @@ def refused_line(path: Path, number: int, problem: str) -> str:
             f"start again")
 
 
+@dataclass(frozen=True)
+class Kept(Generic[L]):
+    """A line kept: its ``number`` in the file, the JSON object as written (``raw``), the ``line``
+    it parses into and what of it does not fit (``wrong``: field -> what the record holds)."""
+
+    number: int
+    raw: dict[str, Any]
+    line: L
+    wrong: dict[str, Any]
+
+    @property
+    def sound(self) -> bool:
+        return not self.wrong
+
+    def value(self, name: str) -> Any:
+        """What the record holds in field ``name`` as written (for a message)."""
+        return self.wrong[name] if name in self.wrong else getattr(self.line, name)
+
+
 @dataclass
 class Lines:
-    """The record files sorted out (module docstring): ``train`` holds (line number, record) of
-    steps 0, 1, ... in order; ``test`` step -> (line number, record) of the planned test steps
-    of completed steps; ``pending`` the test records of steps not completed; ``train_notes`` and
-    ``test_notes`` what was dropped or reordered in each file."""
+    """The record files sorted out (module docstring): ``train`` the lines of steps 0, 1, ... in
+    order; ``test`` step -> the line of each planned test step of a completed step; ``pending``
+    the test lines of steps not completed; ``train_notes`` and ``test_notes`` what was dropped or
+    reordered in each file."""
 
-    train: list = field(default_factory=list)
-    test: dict = field(default_factory=dict)
-    pending: list = field(default_factory=list)
-    train_notes: list = field(default_factory=list)
-    test_notes: list = field(default_factory=list)
+    train: list[Kept[TrainLine]] = field(default_factory=list)
+    test: dict[int, Kept[TestLine]] = field(default_factory=dict)
+    pending: list[Kept[TestLine]] = field(default_factory=list)
+    train_notes: list[str] = field(default_factory=list)
+    test_notes: list[str] = field(default_factory=list)
     refusal: Optional[Refusal] = None
     cut_train: bool = False
     cut_test: bool = False
 
     @property
-    def notes(self) -> list:
+    def notes(self) -> list[str]:
         return self.train_notes + self.test_notes
 
     @property
@@ -95,8 +121,8 @@ def as_json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def sort_out(directory: Path, steps: int, test_steps, mode: str, train_ids: Optional[list] = None,
-             num_test: Optional[int] = None) -> Lines:
+def sort_out(directory: Path, steps: int, test_steps: Sequence[int], mode: str, train_ids: Sequence[int],
+             num_test: int) -> Lines:
     """The lines of ``directory``'s record files sorted out against the plan (module docstring).
     OSError when a file cannot be read."""
     out = Lines()
@@ -106,7 +132,15 @@ def sort_out(directory: Path, steps: int, test_steps, mode: str, train_ids: Opti
     return out
 
 
-def _sort_train(out: Lines, path: Path, steps: int, mode: str, train_ids: Optional[list]) -> None:
+def _kept_train(number: int, record: object) -> Optional[Kept[TrainLine]]:
+    """A training line's JSON value parsed (None: not an object)."""
+    if not isinstance(record, dict):
+        return None
+    line, wrong = TrainLine.leniently(record)
+    return Kept(number, record, line, wrong)
+
+
+def _sort_train(out: Lines, path: Path, steps: int, mode: str, train_ids: Sequence[int]) -> None:
     lines, bad, out.cut_train = parse_jsonl(path)
     if mode == "zero_shot":
         if lines or bad:
@@ -114,11 +148,12 @@ def _sort_train(out: Lines, path: Path, steps: int, mode: str, train_ids: Option
                                   "none", "zero_shot")
         return
     last = max([n for n, _ in lines] + bad, default=0)
-    by_step: dict = {}
+    by_step: dict[int, Kept[TrainLine]] = {}
     for n, record in sorted([(n, None) for n in bad] + lines, key=lambda item: item[0]):
-        problem, kind = _train_problem(n in bad, record, by_step, train_ids, steps)
-        if kind == "ok":
-            by_step[cast(dict, record)["step"]] = (n, record)
+        kept = None if n in bad else _kept_train(n, record)
+        problem, kind = _train_problem(n in bad, kept, by_step, train_ids, steps)
+        if kept is not None and kind == "ok":
+            by_step[kept.line.step] = kept
         elif kind == "repeat":
             out.train_notes.append(f"{TRAIN} line {n} {problem}: dropped")
         elif kind == "unusable" and n == last:
@@ -126,63 +161,69 @@ def _sort_train(out: Lines, path: Path, steps: int, mode: str, train_ids: Option
         else:
             out.refusal = Refusal(n, problem, "beyond_plan" if kind == "beyond_plan" else "line")
             break
-    kept = 0
-    while kept in by_step:
-        kept += 1
-    gap = [s for s in by_step if s > kept]
+    done = 0
+    while done in by_step:
+        done += 1
+    gap = [s for s in by_step if s > done]
     if gap and out.refusal is None:
-        out.refusal = Refusal(by_step[min(gap)][0], f"is step {min(gap)}, and no line is step {kept}")
-    out.train = [by_step[s] for s in range(kept)]
-    numbers = [n for n, _ in out.train]
+        out.refusal = Refusal(by_step[min(gap)].number, f"is step {min(gap)}, and no line is step {done}")
+    out.train = [by_step[s] for s in range(done)]
+    numbers = [k.number for k in out.train]
     if numbers != sorted(numbers):
         out.train_notes.append(f"{TRAIN}'s lines out of step order (sorted)")
 
 
-def _train_problem(not_json: bool, record, by_step: dict, train_ids: Optional[list],
-                   steps: int) -> tuple[str, str]:
+def _train_problem(not_json: bool, kept: Optional[Kept[TrainLine]], by_step: dict[int, Kept[TrainLine]],
+                   train_ids: Sequence[int], steps: int) -> tuple[str, str]:
     """(what is wrong with a training line, its kind): "ok"; "repeat" (of an earlier line, word
     for word); "unusable" (dropped when it is the last line); "refused" (a step repeated with other
     content); "beyond_plan"."""
     if not_json:
         return "is not JSON", "unusable"
-    step = record.get("step") if isinstance(record, dict) else None
-    if not is_int(step) or step < 0:
-        return f"is not a training step (step {step!r})", "unusable"
+    if kept is None or "step" in kept.wrong or kept.line.step < 0:
+        shown = kept.value("step") if kept is not None else None
+        return f"is not a training step (step {shown!r})", "unusable"
+    step = kept.line.step
     if step >= steps:
         return f"is step {step}, but the run plans {steps} steps (config.json)", "beyond_plan"
     if step in by_step:
-        first, earlier = by_step[step]
-        if as_json_text(earlier) != as_json_text(record):
-            return f"repeats step {step} (line {first}) with other content", "refused"
-        return f"is a repeat of line {first}", "repeat"
-    if train_ids is not None and step < len(train_ids) and record.get("example_id") != train_ids[step]:
-        return (f"(step {step}) is example {record.get('example_id')!r}, and step {step} of this run is example "
+        first = by_step[step]
+        if as_json_text(first.raw) != as_json_text(kept.raw):
+            return f"repeats step {step} (line {first.number}) with other content", "refused"
+        return f"is a repeat of line {first.number}", "repeat"
+    if step < len(train_ids) and ("example_id" in kept.wrong or kept.line.example_id != train_ids[step]):
+        return (f"(step {step}) is example {kept.value('example_id')!r}, and step {step} of this run is example "
                 f"{train_ids[step]!r}", "unusable")
     return "", "ok"
 
 
-def _sort_test(out: Lines, path: Path, planned: set, done: int, num_test: Optional[int]) -> None:
+def _sort_test(out: Lines, path: Path, planned: set[int], done: int, num_test: int) -> None:
     lines, bad, out.cut_test = parse_jsonl(path)
     out.test_notes += [f"{TEST} line {n} is not JSON: dropped, its step is recomputed" for n in bad]
     order = []
     for n, record in lines:
-        step = record.get("step") if isinstance(record, dict) else None
-        if not isinstance(record, dict) or not is_int(step) or step not in planned:
-            out.test_notes.append(f"{TEST} line {n} is not a planned test step ({step!r}): dropped")
-        elif num_test is not None and not _complete(record, num_test):
+        kept = None
+        if isinstance(record, dict):
+            line, wrong = TestLine.leniently(record)
+            kept = Kept(n, record, line, wrong)
+        if kept is None or "step" in kept.wrong or kept.line.step not in planned:
+            shown = kept.value("step") if kept is not None else None
+            out.test_notes.append(f"{TEST} line {n} is not a planned test step ({shown!r}): dropped")
+            continue
+        step = kept.line.step
+        if not _complete(kept, num_test):
             out.test_notes.append(f"{TEST} line {n} (step {step}) has no accuracy or not {num_test} predictions: "
                                   f"dropped, its step is recomputed")
         elif step >= done:
-            out.pending.append(record)  # written just before a kill cut its step short: recomputed
+            out.pending.append(kept)  # written just before a kill cut its step short: recomputed
         elif step in out.test:
             out.test_notes.append(f"{TEST} line {n} repeats step {step}: dropped")
         else:
-            out.test[step] = (n, record)
+            out.test[step] = kept
             order.append(step)
     if order != sorted(order):
         out.test_notes.append(f"{TEST}'s lines out of step order (sorted)")
 
 
-def _complete(record: dict, num_test: int) -> bool:
-    predictions = record.get("predictions")
-    return is_number(record.get("accuracy")) and isinstance(predictions, list) and len(predictions) == num_test
+def _complete(kept: Kept[TestLine], num_test: int) -> bool:
+    return not {"accuracy", "predictions"} & set(kept.wrong) and len(kept.line.predictions) == num_test

@@ -12,12 +12,12 @@ existed, or fields of only some backends or runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Dict, List, Optional, TypedDict, Union
+from typing import Any, Dict, List, Optional, TypedDict, Union
 
 from ..backends.usage import UsageRecord
 from ..errors import DamagedRecords
 from ..method.declared import answer_fields
-from .typed import expected, fits, parse, shown
+from .typed import expected, fits, parse, parse_leniently, shown
 
 
 # -- train.jsonl and test.jsonl: written from these types (``RunRecords.append_train/_test``) ---
@@ -91,6 +91,20 @@ class TrainLine:
         line.answers = {k: v for k, v in answers.items() if v is not None}
         return line
 
+    @classmethod
+    def leniently(cls, record: dict[str, Any]) -> tuple["TrainLine", dict[str, Any]]:
+        """(the line, what of the record does not fit it): ``records.typed.parse_leniently``, a
+        declared call's answer (text or null) read into ``answers``."""
+        declared = answer_fields()
+        answers = {k: v for k, v in record.items() if k in declared and k not in _TRAIN_FIELDS}
+        line, wrong = parse_leniently(cls, {k: v for k, v in record.items() if k not in answers})
+        for name, value in answers.items():
+            if isinstance(value, str):
+                line.answers[name] = value
+            elif value is not None:
+                wrong[name] = value
+        return line, wrong
+
     @property
     def earned(self) -> Optional[float]:
         """The step's reward: ``reward`` where it is recorded apart (a reward other than exact
@@ -126,6 +140,12 @@ class TestLine:
         """The line a record says, every field checked against its type: DamagedRecords naming
         ``where`` and the field otherwise."""
         return parse(cls, record, where)
+
+    @classmethod
+    def leniently(cls, record: dict[str, Any]) -> tuple["TestLine", dict[str, Any]]:
+        """(the line, what of the record does not fit it): ``records.typed.parse_leniently``."""
+        line, wrong = parse_leniently(cls, record)
+        return line, wrong
 
 
 OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens", "usage")

@@ -131,6 +131,9 @@ class _Marker:
     def __init__(self, words: str):
         self.words = words
 
+    def __repr__(self) -> str:
+        return self.words
+
 
 _MISSING, _UNKNOWN = _Marker("missing"), _Marker("not a field")
 
@@ -220,6 +223,47 @@ def _build(annotation: Any, value: Any) -> Any:
             kwargs[extra] = {k: v for k, v in value.items() if k not in by_json}
         return annotation(**kwargs)
     return value
+
+
+MISSING: Any = _MISSING  # what ``wrong`` holds for a field a record lacks
+
+
+def placeholder(annotation: Any) -> Any:
+    """A value of ``annotation`` that stands in for a field that did not fit it (null where null
+    fits; else an empty or zero value of its type)."""
+    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
+    if annotation is Any or (origin is Union and type(None) in args):
+        return None
+    if origin is Union:
+        return placeholder(args[0])
+    found: Any = {list: [], dict: {}, int: 0, float: 0.0, str: "", bool: False}.get(origin or annotation)
+    return found
+
+
+def parse_leniently(cls: type, record: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``record`` (a JSON object) as the dataclass ``cls`` and what of it does not fit: every field
+    that fits its annotation keeps its value; one that does not, or is missing, is in ``wrong``
+    (name -> what the record holds, ``MISSING`` for nothing) and stands as its default or a
+    ``placeholder``; a key that is no field is in ``wrong`` too. The records check reads what a
+    damaged line holds so, field by field, and the line is trusted only where ``wrong`` is empty."""
+    by_json, _, _ = _layout(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    wrong = {key: value for key, value in record.items() if key not in by_json}
+    kwargs: dict[str, Any] = {}
+    for name, (attribute, annotation) in by_json.items():
+        f = fields[attribute]
+        if name in record and fits(record[name], annotation):
+            kwargs[attribute] = _build(annotation, record[name])
+            continue
+        if name in record or (f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING):
+            wrong[name] = record.get(name, MISSING)
+        if f.default is not dataclasses.MISSING:
+            kwargs[attribute] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            kwargs[attribute] = f.default_factory()
+        else:
+            kwargs[attribute] = placeholder(annotation)
+    return cls(**kwargs), wrong
 
 
 def as_json(value: Any) -> Any:

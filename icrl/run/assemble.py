@@ -30,20 +30,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from ..backends.usage import Meter
-from ..config import RunSpec, given
+from ..config import RunConfig, given
 from ..method.agents import is_learner, make_policy
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall, Models, declared_calls
 from ..method.declared import registered_calls
 from ..method.exploration import strategy_of_run
 from ..method.prompts import Prompter
-from ..method.rewards import REWARDS, reward_of_run
+from ..method.rewards import REWARDS, Reward, reward_of_run
 from ..method.strategies.base import STRATEGIES, Strategy
 from ..records.configfile import ConfigFile
 from ..records.schema import TestLine, TrainLine
 from . import edge
+from .data import RunData
 from .loop import Loop
 from ..records.plan import Plan
 
@@ -79,36 +80,41 @@ class MemoryRecords:
         return None
 
 
-def plan_of(config, data, size: Optional[int]) -> Plan:
+def plan_of(config: RunConfig, data: RunData, size: Optional[int]) -> Plan:
     """The run's plan with ``size`` context episodes (None: a learner's)."""
     s = config.spec
-    return Plan.of(s.icrl, size, len(data.train), s.test_every)
+    return Plan.of(bool(s.icrl), size, len(data.train), s.test_every)
 
 
-def strategy_of(spec, plan: Plan):
+def strategy_of(config: RunConfig, plan: Plan) -> Optional[Strategy]:
     """The run's context strategy for ``plan`` (None for zero-shot and for a learner)."""
-    size = plan.max_examples
-    if plan.mode == "zero_shot" or is_learner(spec.agent) or size is None:  # None: a learner's plan
-        return None
-    return edge.strategy(lambda: strategy_of_run(spec, size), STRATEGIES.owner(spec.context_strategy_name), size)
+    size, choice = plan.max_examples, config.strategy_choice
+    if plan.mode == "zero_shot" or is_learner(config.shape.agent) or size is None or choice is None:
+        return None  # a learner's plan has no size
+    built: Strategy = edge.strategy(lambda: strategy_of_run(choice, size, config.exploration),
+                                    STRATEGIES.owner(choice.name), size)
+    return built
 
 
-def reward_of(spec, given=None):
+def reward_of(config: RunConfig, given: Optional[Reward] = None) -> Reward:
     """The run's reward: ``given``, or the one --reward names; a plugin's is checked at its edge."""
-    return edge.reward(lambda: reward_of_run(spec) if given is None else given, REWARDS.owner(spec.reward))
+    setting = config.reward_setting
+    built: Reward = edge.reward(lambda: reward_of_run(setting) if given is None else given, REWARDS.owner(setting.name))
+    return built
 
 
-def strategy_of_record(record: ConfigFile, *, published: bool = False) -> tuple[RunSpec, Optional[Strategy]]:
-    """(the run's settings, its context strategy) of a run's config.json ``record`` (the strategy
-    None where the run has none): what the token counter rebuilds a finished run's preambles
-    with; ``published``: the strategy as the published code runs it (``--published_quirks``),
-    whose contexts the published token counter rebuilds."""
+def strategy_of_record(record: ConfigFile, *, published: bool = False) -> tuple[RunConfig, Optional[Strategy]]:
+    """(the run's configuration, its context strategy) of a run's config.json ``record`` (the
+    strategy None where the run has none): what the token counter rebuilds a finished run's
+    preambles with; ``published``: the strategy as the published code runs it
+    (``--published_quirks``), whose contexts the published token counter rebuilds."""
     spec = record.spec
     if published:
         spec = dataclasses.replace(spec, published_tokenization=True)
+    config = RunConfig(spec)
     if spec.context_strategy_name not in STRATEGIES:
-        return spec, None
-    return spec, strategy_of(spec, record.plan())
+        return config, None
+    return config, strategy_of(config, record.plan())
 
 
 def prompter_of_record(record: ConfigFile) -> Prompter:
@@ -117,19 +123,20 @@ def prompter_of_record(record: ConfigFile) -> Prompter:
 
     from ..tasks import prompt_parts
 
-    spec = record.spec
+    agent = RunConfig(record.spec).agent_setting
     exemplars = tuple((e.prompt, e.answer) for e in record.exemplars)
-    return Prompter(SimpleNamespace(**prompt_parts(given(spec.task_name, "task_name"))), record.resolved.mode,
-                    bool(spec.icrl_omit_feedback), exemplars, spec.reasoning is not None)
+    return Prompter(SimpleNamespace(**prompt_parts(given(record.spec.task_name, "task_name"))), record.resolved.mode,
+                    agent.omit_feedback, exemplars, agent.reasoning is not None)
 
 
-def calls_of(spec) -> list[ModelCall]:
-    """The calls of the run ``spec`` beyond the acting model's own: its strategy's, then its
+def calls_of(config: RunConfig) -> list[ModelCall]:
+    """The calls of the run ``config`` beyond the acting model's own: its strategy's, then its
     reward's (from their declarations, before anything is built)."""
     parts: list[type] = []
-    if spec.context_strategy_name and not is_learner(spec.agent) and spec.context_strategy_name in STRATEGIES:
-        parts.append(STRATEGIES.get(spec.context_strategy_name).cls)
-    parts.append(REWARDS.get(spec.reward))
+    name = config.shape.strategy
+    if name and not is_learner(config.shape.agent) and name in STRATEGIES:
+        parts.append(STRATEGIES.get(name).cls)
+    parts.append(REWARDS.get(config.reward_setting.name))
     return declared_calls(*parts)
 
 
@@ -138,11 +145,11 @@ def all_calls() -> list[ModelCall]:
     return registered_calls()
 
 
-def by_option(spec, acting, load: Callable[[str], object]) -> Models:
+def by_option(config: RunConfig, acting: Any, load: Callable[[str], Any]) -> Models:
     """The models of a run: ``load(name)`` for a call whose option names a model, else ``acting``."""
 
-    def models(call: ModelCall):
-        name = call.model_name(spec)
+    def models(call: ModelCall) -> Any:
+        name = call.model_name(config.call_options)
         return load(name) if name else acting
 
     return models
@@ -153,19 +160,21 @@ def assemble(config, data, plan: Plan, models: Models, records, *, reward=None, 
     """The parts of the run ``config`` on ``data`` with ``plan`` (module docstring). ``reward``:
     the reward to bind and give its models (default: the run's own, built here); ``contexts``:
     wraps the strategy (the records check's, for a query-aware strategy)."""
-    s = config.spec
-    strategy = strategy_of(s, plan)
+    strategy = strategy_of(config, plan)
     for call in declared_calls(strategy):
-        strategy.attach(call, models(call))
+        if strategy is not None:
+            strategy.attach(call, models(call))
     if contexts is not None and strategy is not None:
         strategy = contexts(strategy)
-    reward = reward_of(s, reward).bind(data.task)
+    reward = reward_of(config, reward).bind(data.task)
     for call in declared_calls(reward):
         reward.attach(call, models(call))
-    learner = is_learner(s.agent)
-    policy = make_policy(s, data, backend=None if learner else models(ANSWER), strategy=strategy, mode=plan.mode,
+    agent = config.agent_setting
+    learner = is_learner(agent.agent)
+    policy = make_policy(agent, data, backend=None if learner else models(ANSWER), strategy=strategy, mode=plan.mode,
                          debug_k=debug_k, tester=None if learner else models(TEST_ANSWER))
     calls = [] if learner else [ANSWER, TEST_ANSWER]
     meter = Meter(models(call) for call in [*calls, *declared_calls(strategy, reward)])  # the APIs' usage, if any
-    loop = Loop(config, data, plan, policy, reward, records, observers, check_directory=check_directory, meter=meter)
+    loop = Loop(given(config.spec.seed, "seed"), data, plan, policy, reward, records, observers,
+                check_directory=check_directory, meter=meter)
     return Parts(plan, strategy, reward, policy, loop)

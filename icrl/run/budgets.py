@@ -113,7 +113,7 @@ def check_budgets(config, data: RunData, load: Callable = tokenizer_of) -> None:
         found.append(_excess(acting, {"--reasoning": s.reasoning, **shown}, needs,
                              "the longest input with no context episode"))
     for part, call in calls:
-        chat = chat_of(call.model_name(s))
+        chat = chat_of(call.model_name(config.call_options))
         prompt = getattr(part, "call_prompt", None)
         if chat is None or prompt is None:
             continue

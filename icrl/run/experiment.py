@@ -45,7 +45,7 @@ class Experiment:
         s = config.spec
         self.config, self.backend, self.observers = config, backend, list(observers)
         self.notes = list(notes)  # said once the run goes on, and logged (e.g. the settings it ignores)
-        self.reward = reward_of(s, reward)  # a plugin's: checked at its edge (icrl.run.edge)
+        self.reward = reward_of(config, reward)  # a plugin's: checked at its edge (icrl.run.edge)
         self.out_dir = experiment_dir(config.options.output_dir, s.as_record())
         self.records = RunRecords(self.out_dir)
         self.directory = RunDirectory(self.records, config.options.output_dir)
@@ -169,8 +169,8 @@ class Experiment:
             self.backend = None
         else:
             self.load_backend()
-        models = by_option(s, self.backend, self.other_model)
-        for call in calls_of(s):  # the models its strategy's and reward's calls name, in that order
+        models = by_option(cfg, self.backend, self.other_model)
+        for call in calls_of(cfg):  # the models its strategy's and reward's calls name, in that order
             models(call)
         return models
 

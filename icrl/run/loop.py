@@ -38,14 +38,14 @@ log = logging.getLogger("icrl")
 class Loop:
     """Runs the steps of one run on its records; ``observers`` hear its events."""
 
-    def __init__(self, config, data, plan, policy: Policy, reward, records, observers: Sequence[Observer] = (),
+    def __init__(self, seed: int, data, plan, policy: Policy, reward, records, observers: Sequence[Observer] = (),
                  check_directory=lambda: None, meter: Optional[Meter] = None):
-        self.config, self.data, self.plan = config, data, plan
+        self.data, self.plan = data, plan
         self.meter = meter or Meter()  # the usage its models' APIs report (none for local models)
         self.policy, self.reward, self.records = policy, reward, records
         self.observers = list(observers)
         self.check_directory = check_directory  # before each step: still the directory we locked
-        self.seed = config.spec.seed
+        self.seed = seed  # --seed: the reward's feedback flipping draws from it
         self.task = data.task
         self.steps_done = 0
         self.train_recs: list[TrainLine] = []

@@ -107,7 +107,8 @@ def read_run(directory: Path) -> CheckedRun:
         return CheckedRun(log, train, test, log.problems + found + record_problems(config, train, test),
                           unchecked=why)
     plan = check_config(log, data)
-    checked = check_records(log, RunConfig(config.spec), data, plan, reward_of(config.spec).bind(data.task))
+    run = RunConfig(config.spec)
+    checked = check_records(log, run, data, plan, reward_of(run).bind(data.task))
     problems = list(checked.repairs)
     if not problems and (checked.rewrite_train or checked.rewrite_test):
         problems.append("the record files hold lines a resume leaves out")

@@ -43,7 +43,7 @@ import dataclasses
 import logging
 import threading
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from ..config import RunConfig, given
 from ..errors import DamagedRecords
@@ -51,14 +51,16 @@ from ..method.agents import is_learner
 from ..method.calls import ModelCall, declared_calls
 from ..method.rewards import Reward
 from ..records import TRAIN, RunLog
-from ..records.lines import as_json_text, refused_line
+from ..records.lines import Kept, as_json_text, refused_line
 from ..records.log import FIX_CONFIG
 from ..records.plan import Plan
 from ..records.schema import TestLine, TrainLine, UsageRecord
-from ..records.typed import expected, fits, is_number
+from ..records.typed import expected
 from .assemble import MemoryRecords, assemble
 from .data import RunData
 from .replay import ContextsOnRecord, OnRecord, Unverifiable
+
+L = TypeVar("L", TrainLine, TestLine)
 
 
 @dataclass
@@ -77,10 +79,6 @@ class Checked:
     @property
     def changed(self) -> bool:
         return bool(self.repairs or self.rewrite_train or self.rewrite_test)
-
-
-def is_seconds(value: object) -> bool:
-    return is_number(value) and float(value) >= 0
 
 
 # -- config.json against the data and the arguments -------------------------------------------------
@@ -142,16 +140,16 @@ def _witnessed(recorded: dict[str, Any], rebuilt: dict[str, Any], witnesses: tup
                            f"contradict{'s' if len(present) == 1 else ''} (edited, or of another run)")
 
 
-def _consistent(recorded: dict[str, Any], rebuilt: dict[str, Any], reward_calls: list[ModelCall],
-                learner: bool) -> None:
+def _consistent(kept: Kept[TrainLine], line: TrainLine, reward_calls: list[ModelCall], learner: bool) -> None:
     """The fields of one training line against each other, through the rebuilt line (built from
     its recorded model outputs): the prediction against what is computed from it (its accuracy,
     and the feedback and reward of a rule; a reward a model gives follows its verdict, not the
     prediction), each verdict of a reward's call against its reward and feedback; an LLM's
     context and metrics against the strategy's draw. Unverifiable for a contradiction."""
+    recorded, rebuilt = kept.raw, line.as_json()
     if not learner:  # a learner's every field is its own: rebuilt
         _same_decision(recorded, rebuilt)
-        if rebuilt["prediction"] == recorded.get("prediction"):
+        if line.prediction == kept.line.prediction and "prediction" not in kept.wrong:
             _witnessed(recorded, rebuilt, ("accuracy",) if reward_calls else ("accuracy", "feedback", "reward"),
                        "prediction")
     for call in reward_calls:
@@ -204,37 +202,38 @@ def _check_records(log: RunLog, config: RunConfig, data: RunData, plan: Plan, re
     zero_shot = plan.mode == "zero_shot"
     steps = (1 if 0 in lines.test else 0) if zero_shot else len(lines.train)
     for t in range(steps):
-        number, record = lines.train[t] if not zero_shot else (0, {})
+        kept = None if zero_shot else lines.train[t]
         entry = lines.test.get(t)
         for answering in (model, strategy) if isinstance(strategy, ContextsOnRecord) else (model,):
-            answering.step(record, entry[1] if entry is not None else None, data)
+            answering.step(kept, entry, data)
         try:
-            if not zero_shot and not is_seconds(record.get("time_s")):  # its example is its step's (read_log)
-                raise Unverifiable(f"has time_s {record.get('time_s')!r}, not a number of seconds")
             loop.step(t)
-            if not zero_shot:
-                rebuilt = _as_recorded(capture.train[-1], record)
-                _consistent(record, rebuilt.as_json(), reward_calls, is_learner(config.spec.agent))
+            if kept is not None:  # its example is its step's (read_log)
+                rebuilt = _as_recorded(capture.train[-1], kept)
+                _consistent(kept, rebuilt, reward_calls, is_learner(config.shape.agent))
         except Unverifiable as exc:
+            number = kept.number if kept is not None else 0
             if t < steps - 1:
                 raise DamagedRecords(refused_line(path, number, f"(step {t}) {exc}")) from None
             out.repairs.append(f"train.jsonl line {number} (step {t} {exc}; its step is recomputed)")
             out.rewrite_train = out.rewrite_test = True  # its test line, if any, goes with it
             break
-        if not zero_shot:
-            _take(out, "train", f"training step {t}'s", record, rebuilt)
+        if kept is not None:
+            _take(out, "train", f"training step {t}'s", kept.raw, rebuilt)
         if t in plan.test_steps and entry is not None:
             _take_test(out, t, entry, capture.test[-1], model)
     return out
 
 
-def _as_recorded(line: Any, record: dict[str, Any]) -> Any:
-    """The rebuilt ``line`` with what only the run could measure taken from ``record``: the
-    API's ``usage`` (where recorded; an object of its counts, else Unverifiable) and ``time_s``."""
-    usage = record.get("usage")
-    if "usage" in record and not fits(usage, UsageRecord):
-        raise Unverifiable(f"has the usage {usage!r}, not {expected(UsageRecord)}")
-    return dataclasses.replace(line, time_s=record.get("time_s"), usage=usage)
+def _as_recorded(line: L, kept: Kept[Any]) -> L:
+    """The rebuilt ``line`` with what only the run could measure taken from the ``kept`` one: its
+    ``time_s`` (a number of seconds) and the API's ``usage`` (where recorded); Unverifiable where
+    either is not of its kind."""
+    if "time_s" in kept.wrong or kept.line.time_s < 0:
+        raise Unverifiable(f"has time_s {kept.value('time_s')!r}, not a number of seconds")
+    if "usage" in kept.wrong:
+        raise Unverifiable(f"has the usage {kept.value('usage')!r}, not {expected(UsageRecord)}")
+    return dataclasses.replace(line, time_s=kept.line.time_s, usage=kept.line.usage)
 
 
 def _take(out: Checked, which: str, what: str, recorded: dict[str, Any], rebuilt: Any) -> None:
@@ -246,21 +245,19 @@ def _take(out: Checked, which: str, what: str, recorded: dict[str, Any], rebuilt
     getattr(out, which).append(rebuilt)
 
 
-def _take_test(out: Checked, t: int, entry: tuple[int, dict[str, Any]], line: TestLine, model: OnRecord) -> None:
-    """Step ``t``'s recorded test line (``entry``: line number, record) against the rebuilt
-    ``line``: taken (repaired), or dropped to be recomputed when what the model said is unusable."""
-    number, recorded = entry
+def _take_test(out: Checked, t: int, entry: Kept[TestLine], line: TestLine, model: OnRecord) -> None:
+    """Step ``t``'s recorded test line (``entry``) against the rebuilt ``line``: taken (repaired),
+    or dropped to be recomputed when what the model said is unusable."""
     rebuilt: Optional[TestLine] = None
     try:
-        rebuilt = _as_recorded(line, recorded)
-        assert rebuilt is not None
-        _witnessed(recorded, rebuilt.as_json(), ("accuracy", "per_class_accuracy", "reward"), "predictions")
-        _same_decision(recorded, rebuilt.as_json())
+        rebuilt = _as_recorded(line, entry)
+        _witnessed(entry.raw, rebuilt.as_json(), ("accuracy", "per_class_accuracy", "reward"), "predictions")
+        _same_decision(entry.raw, rebuilt.as_json())
     except Unverifiable:
         model.test_ok = False
-    if rebuilt is None or not model.test_ok or not is_seconds(recorded.get("time_s")):
-        out.repairs.append(f"test.jsonl line {number} (step {t}: predictions, contexts, usage or time_s unusable; "
-                           f"recomputed)")
+    if rebuilt is None or not model.test_ok:
+        out.repairs.append(f"test.jsonl line {entry.number} (step {t}: predictions, contexts, usage or time_s "
+                           f"unusable; recomputed)")
         out.rewrite_test = True
         return
-    _take(out, "test", f"test step {t}'s", recorded, rebuilt)
+    _take(out, "test", f"test step {t}'s", entry.raw, rebuilt)

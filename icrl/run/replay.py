@@ -5,13 +5,18 @@ and draw every retrieval context from what the records say, checking that it is 
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall
-from ..records.lines import as_json_text
+from ..records.lines import Kept, as_json_text
+from ..records.schema import TestLine, TrainLine
 from ..records.typed import is_int
 from .data import RunData
+
+TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainLine))
+PREDICTION, REASONING, REASONING_TOKENS = "prediction", "reasoning", "reasoning_tokens"  # the model's fields
 
 
 class Unverifiable(Exception):
@@ -26,17 +31,28 @@ class OnRecord:
     what another part's call answered (a guide, a verdict: its declared field). None of it can
     be checked against a model; each must be of the right kind."""
 
-    def __init__(self, labels):
+    def __init__(self, labels: Sequence[str]):
         self.labels = list(labels)
-        self.record: dict = {}
-        self.test, self.test_reasoning, self.test_ok = None, None, True
+        self.record: Optional[Kept[TrainLine]] = None
+        self.test: Optional[list[str]] = None
+        self.test_line: Optional[Kept[TestLine]] = None
+        self.test_ok = True
 
-    def step(self, record: dict, test_entry: Optional[dict], data: RunData) -> None:
-        """Answer step ``record``'s calls (and its test line's, ``test_entry``, when it has one)."""
-        self.record, self.test, self.test_ok, self.test_reasoning = record, None, True, None
-        if test_entry is not None:
-            self.test = _test_predictions(test_entry, data)
-            self.test_reasoning = (test_entry.get("reasoning"), test_entry.get("reasoning_tokens"))
+    def step(self, record: Optional[Kept[TrainLine]], test_line: Optional[Kept[TestLine]], data: RunData) -> None:
+        """Answer the calls of step ``record`` (None: a zero-shot run's) and of its test line."""
+        self.record, self.test_line, self.test, self.test_ok = record, test_line, None, True
+        if test_line is not None:
+            self.test = _test_predictions(test_line, data)
+
+    def recorded(self, name: str) -> Any:
+        """What the step's training line holds in field ``name``; Unverifiable where it is not of
+        its type (a declared call's answer: its field in ``answers``)."""
+        kept = self.record
+        if kept is None:
+            raise Unverifiable("is no training line")
+        if name in kept.wrong:
+            raise Unverifiable(f"has the {name} {kept.wrong[name]!r}, not of its type")
+        return getattr(kept.line, name) if name in TRAIN_FIELDS else kept.line.answers.get(name)
 
     def model(self, call: ModelCall) -> "_Answering":
         return _Answering(self, call)
@@ -60,7 +76,7 @@ class _Answering:
 
         on, call = self.on, self.call
         if call == ANSWER:
-            text, tokens = on.record.get("reasoning"), on.record.get("reasoning_tokens")
+            text, tokens = on.recorded(REASONING), on.recorded(REASONING_TOKENS)
             if not isinstance(text, str) or not is_int(tokens) or tokens < 0:
                 raise Unverifiable(f"has the reasoning {text!r} of {tokens!r} tokens, not a text and a count")
             if tokens > max_tokens:
@@ -68,14 +84,14 @@ class _Answering:
                                     f"(--reasoning)")
             return [Generated(text, tokens)]
         if call == TEST_ANSWER:
-            texts, tokens = on.test_reasoning or (None, None)
-            if not (isinstance(texts, list) and isinstance(tokens, list) and len(texts) == len(tokens) == len(prompts)
-                    and all(isinstance(t, str) for t in texts)
-                    and all(is_int(n) and 0 <= n <= max_tokens for n in tokens)):
+            kept = on.test_line
+            texts, tokens = (kept.line.reasoning, kept.line.reasoning_tokens) if kept is not None else (None, None)
+            if kept is None or {REASONING, REASONING_TOKENS} & set(kept.wrong) or texts is None or tokens is None \
+                    or not len(texts) == len(tokens) == len(prompts) or not all(0 <= n <= max_tokens for n in tokens):
                 on.test_ok = False
                 return [Generated("", 0) for _ in prompts]
             return [Generated(t, n) for t, n in zip(texts, tokens)]
-        written = on.record.get(call.field)
+        written = on.recorded(call.field or "")
         if not isinstance(written, str):
             raise Unverifiable(f"has the {call.field} {written!r}, and its {call.kind} was written at this step")
         return [Generated(written, 0)]
@@ -87,7 +103,7 @@ class _Answering:
                 on.test_ok = False
                 return [on.labels[0]] * len(prompts)
             return list(on.test)
-        answer = on.record.get("prediction" if call == ANSWER else call.field)
+        answer = on.recorded(PREDICTION if call == ANSWER else call.field or "")
         if answer not in labels:
             what = "a label of the task" if call == ANSWER else f"one of {', '.join(labels)}"
             raise Unverifiable(f"has the {'prediction' if call == ANSWER else call.field} {answer!r}, which is not "
@@ -120,12 +136,14 @@ class ContextsOnRecord:
         self.training = False  # the step's training context is still to be drawn (it comes first)
         self._metrics: dict = {}
 
-    def step(self, record: dict, test_entry: Optional[dict], data: RunData) -> None:
-        """The contexts of step ``record`` (and of its test line, ``test_entry``)."""
-        self.train, self.train_metrics, self.training = record.get("context"), record.get("metrics"), True
-        if test_entry is not None:
-            contexts = test_entry.get("contexts")
-            self.test = list(contexts) if isinstance(contexts, list) and len(contexts) == len(data.test) else []
+    def step(self, record: Optional[Kept[TrainLine]], test_line: Optional[Kept[TestLine]], data: RunData) -> None:
+        """The contexts of step ``record`` (and of its test line)."""
+        self.training = True
+        self.train = record.value("context") if record is not None else None
+        self.train_metrics = record.value("metrics") if record is not None else None
+        if test_line is not None:
+            contexts = None if "contexts" in test_line.wrong else test_line.line.contexts
+            self.test = list(contexts) if contexts is not None and len(contexts) == len(data.test) else []
 
     def _episodes(self, history, ids) -> Optional[list]:
         by_step = {e.step: e for e in history}
@@ -176,10 +194,9 @@ class ContextsOnRecord:
         self.strategy.observe_reward(reward, context)
 
 
-def _test_predictions(record: dict, data: RunData) -> Optional[list]:
-    predictions = record.get("predictions")
-    labels = set(data.task.labels)
-    if isinstance(predictions, list) and len(predictions) == len(data.test) and \
-            all(isinstance(p, str) and p in labels for p in predictions):
-        return predictions
-    return None
+def _test_predictions(kept: Kept[TestLine], data: RunData) -> Optional[list[str]]:
+    """A test line's predictions, where they are one label per test example."""
+    predictions, labels = kept.line.predictions, set(data.task.labels)
+    if "predictions" in kept.wrong or len(predictions) != len(data.test) or any(p not in labels for p in predictions):
+        return None
+    return predictions

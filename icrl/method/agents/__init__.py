@@ -23,7 +23,7 @@ from ..registry import Param, Registry
 from .features import FEATURES, featurize  # noqa: F401
 from .learners import EpsilonGreedy, Learner, LearnerPolicy, LinUCB, Supervised
 from .llm import LLMPolicy
-from .policy import Decision, Policy  # noqa: F401
+from .policy import AgentSetting, Decision, Policy  # noqa: F401
 
 # An agent's class: the LLM's policy, or a learner that LearnerPolicy runs. Both declare name,
 # title, params (their own parameters) and summary.
@@ -42,14 +42,14 @@ def is_learner(agent) -> bool:
     return agent not in (None, "llm")
 
 
-def make_policy(spec, data, *, backend=None, strategy=None, mode: str = "icrl", debug_k: int = 0,
+def make_policy(setting: AgentSetting, data, *, backend=None, strategy=None, mode: str = "icrl", debug_k: int = 0,
                 tester=None) -> Policy:
-    """The agent of a run: ``spec`` its RunSpec, ``data`` its RunData; an LLM's ``backend`` (its
+    """The agent of a run: ``setting`` its agent's, ``data`` its RunData; an LLM's ``backend`` (its
     training calls), ``tester`` (its test calls; default: ``backend``), ``strategy`` (None for
     zero-shot) and ``mode``."""
-    if is_learner(spec.agent):
-        return LearnerPolicy.of_run(learner_class(spec.agent), spec, data)
-    return LLMPolicy(backend, data.task, strategy, mode, spec, data.exemplar_pairs, debug_k, tester)
+    if is_learner(setting.agent):
+        return LearnerPolicy.of_run(learner_class(setting.agent), setting, data)
+    return LLMPolicy(backend, data.task, strategy, mode, setting, data.exemplar_pairs, debug_k, tester)
 
 
 def learner_class(name: str) -> type[Learner]:
@@ -91,19 +91,19 @@ def agent_folder(args: dict) -> str:
     return f"agent+{args['agent']}+{args.get('features', FEATURES.default)}"
 
 
-def validate(spec) -> None:
+def validate(setting: AgentSetting) -> None:
     """Each agent's own parameters are valid, and a learner's go with that learner (one line
     otherwise; the LLM's are refused for learners by their role, only="llm")."""
     for param in LLMPolicy.params:
-        problem = param.problem(getattr(spec, param.name))
+        problem = param.problem(setting.values.get(param.name, param.default))
         if problem:
             raise UsageError(problem)
     for cls in AGENTS:
         if not is_learner(cls.name):
             continue
         for param in cls.params:
-            value = getattr(spec, param.name)
-            if value != param.default and spec.agent != cls.name:
+            value = setting.values.get(param.name, param.default)
+            if value != param.default and setting.agent != cls.name:
                 raise UsageError(f"{param.flag} is {cls.title}'s: use it with --agent {cls.name}")
             problem = param.problem(value)
             if problem:

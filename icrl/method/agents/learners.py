@@ -29,7 +29,7 @@ import numpy as np
 from ..episode import StepRecord
 from ..registry import Param, finite_non_negative
 from .features import featurize
-from .policy import Decision, Policy
+from .policy import AgentSetting, Decision, Policy
 
 BANDIT_ALPHA = Param("bandit_alpha", 1.0, "--agent linucb: the exploration bonus alpha", check=finite_non_negative,
                      folder="alpha", label="alpha={}", only="learner")
@@ -82,9 +82,9 @@ class Learner:
         self.last_metrics: dict = {}
 
     @classmethod
-    def of(cls, n_arms: int, dim: int, spec) -> "Learner":
-        """The learner of a run (``spec``: its RunSpec, whose values of ``params`` it takes) with
-        ``n_arms`` arms over ``dim`` features; each learner says how."""
+    def of(cls, n_arms: int, dim: int, setting: AgentSetting) -> "Learner":
+        """The learner of a run (``setting``: its agent's, whose values of ``params`` it takes)
+        with ``n_arms`` arms over ``dim`` features; each learner says how."""
         raise NotImplementedError
 
     def rng(self, step: int) -> np.random.Generator:
@@ -112,8 +112,8 @@ class LinUCB(Learner):
         self.alpha = alpha
 
     @classmethod
-    def of(cls, n_arms: int, dim: int, spec) -> "LinUCB":
-        return cls(n_arms, dim, spec.seed, alpha=spec.bandit_alpha)
+    def of(cls, n_arms: int, dim: int, setting: AgentSetting) -> "LinUCB":
+        return cls(n_arms, dim, setting.seed, alpha=float(setting.values.get(BANDIT_ALPHA.name, BANDIT_ALPHA.default)))
 
     def act(self, x, step):
         self.last_metrics = {}
@@ -131,8 +131,9 @@ class EpsilonGreedy(Learner):
         self.epsilon = epsilon
 
     @classmethod
-    def of(cls, n_arms: int, dim: int, spec) -> "EpsilonGreedy":
-        return cls(n_arms, dim, spec.seed, epsilon=spec.bandit_epsilon)
+    def of(cls, n_arms: int, dim: int, setting: AgentSetting) -> "EpsilonGreedy":
+        epsilon = setting.values.get(BANDIT_EPSILON.name, BANDIT_EPSILON.default)
+        return cls(n_arms, dim, setting.seed, epsilon=float(epsilon))
 
     def act(self, x, step):
         rng = self.rng(step)
@@ -156,8 +157,8 @@ class Supervised(Learner):
         self.last_metrics = {}
 
     @classmethod
-    def of(cls, n_arms: int, dim: int, spec) -> "Supervised":
-        return cls(n_arms, dim, spec.seed)
+    def of(cls, n_arms: int, dim: int, setting: AgentSetting) -> "Supervised":
+        return cls(n_arms, dim, setting.seed)
 
     def act(self, x, step):
         return _argmax(x @ self.A_inv @ self.B, self.rng(step))
@@ -173,28 +174,28 @@ class Supervised(Learner):
 
 class LearnerPolicy(Policy):
     """A learner on one run's stream: ``labels`` are its arms, ``learner_class`` one of the above
-    (``--agent``), built with ``spec``; the features of the training stream and test items
+    (``--agent``), built with ``setting``; the features of the training stream and test items
     (``features``: a pair of matrices) are computed once."""
 
-    def __init__(self, learner_class: type[Learner], spec, labels: Sequence[str], features: tuple):
-        self.learner_class, self.spec, self.labels = learner_class, spec, list(labels)
+    def __init__(self, learner_class: type[Learner], setting: AgentSetting, labels: Sequence[str], features: tuple):
+        self.learner_class, self.setting, self.labels = learner_class, setting, list(labels)
         self.index = {label: i for i, label in enumerate(self.labels)}
         self.X_train, self.X_test = features
-        self.learner = learner_class.of(len(self.labels), self.X_train.shape[1], spec)
+        self.learner = learner_class.of(len(self.labels), self.X_train.shape[1], setting)
 
     @classmethod
-    def of_run(cls, learner_class: type[Learner], spec, data) -> "LearnerPolicy":
+    def of_run(cls, learner_class: type[Learner], setting: AgentSetting, data) -> "LearnerPolicy":
         """The policy of a run (``icrl.run.data.RunData``): features of its training stream and test items,
         fitted on the task's training inputs."""
         task = data.task
-        features = featurize(spec.features, [task.prompt(e) for e in task.train], [task.prompt(e) for e in data.train],
-                             [task.prompt(e) for e in data.test])
-        return cls(learner_class, spec, task.labels, features)
+        features = featurize(setting.features, [task.prompt(e) for e in task.train],
+                             [task.prompt(e) for e in data.train], [task.prompt(e) for e in data.test])
+        return cls(learner_class, setting, task.labels, features)
 
     def replayed(self, records: Sequence[StepRecord]) -> "LearnerPolicy":
         """A new policy (its features reused) that learned from ``records`` only: this one as it
         was after them."""
-        policy = LearnerPolicy(self.learner_class, self.spec, self.labels, (self.X_train, self.X_test))
+        policy = LearnerPolicy(self.learner_class, self.setting, self.labels, (self.X_train, self.X_test))
         policy.replay(records, [])
         return policy
 

@@ -35,10 +35,9 @@ from typing import Sequence
 
 import numpy as np
 
-from ..exploration import Exploration
 from ..prompts import Prompter
 from ..registry import Param
-from .policy import Decision, Policy
+from .policy import AgentSetting, Decision, Policy
 
 REASONING = Param("reasoning", None, "think before each answer (ours): at every call the model first writes up to "
                   "this many tokens freely (a thinking template's thinking mode; else an instruction to think, then "
@@ -64,15 +63,15 @@ class LLMPolicy(Policy):
     params: tuple[Param, ...] = (REASONING,)
     summary = "an LLM with a context strategy (the paper)"
 
-    def __init__(self, backend, task, strategy, mode: str, spec, exemplars: Sequence = (), debug_k: int = 0,
-                 tester=None):
+    def __init__(self, backend, task, strategy, mode: str, setting: AgentSetting, exemplars: Sequence = (),
+                 debug_k: int = 0, tester=None):
         self.backend, self.task, self.strategy, self.mode = backend, task, strategy, mode
         self.tester = backend if tester is None else tester
-        self.seed, self.temperature = spec.seed, spec.temperature
-        self.prompter = Prompter(task, mode, spec.icrl_omit_feedback, tuple(exemplars), spec.reasoning is not None)
-        self.explore = Exploration.of(spec)
+        self.seed, self.temperature = setting.seed, setting.temperature
+        self.reasoning = setting.reasoning  # --reasoning: the token budget, or None
+        self.prompter = Prompter(task, mode, setting.omit_feedback, tuple(exemplars), self.reasoning is not None)
+        self.explore = setting.exploration
         self.debug_k = debug_k
-        self.reasoning = spec.reasoning  # --reasoning: the token budget, or None
         self.model_calls = 0
         self.visible_from = 0  # --prob_reset: the first step whose episode a context may hold
 

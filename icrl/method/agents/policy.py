@@ -15,9 +15,32 @@ step lost to a kill (recomputed with the policy as it was then).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from ..episode import Episode, StepRecord
+from ..exploration import Exploration
+
+
+@dataclass(frozen=True)
+class AgentSetting:
+    """What a run's agent is built from: ``agent`` (--agent), ``seed`` (--seed), ``temperature``,
+    ``omit_feedback`` (--icrl_omit_feedback), ``features`` (--features: a learner's inputs),
+    ``values`` (the agents' own parameters by name: --reasoning, a learner's) and
+    ``exploration`` (the exploration flags the LLM's policy acts on)."""
+
+    agent: str = "llm"
+    seed: int = 0
+    temperature: float = 1.0
+    omit_feedback: bool = False
+    features: str = "tfidf"
+    values: Mapping[str, Any] = field(default_factory=dict)
+    exploration: Exploration = field(default_factory=Exploration)
+
+    @property
+    def reasoning(self) -> Optional[int]:
+        """--reasoning: the tokens the model may write before each answer (None: off)."""
+        value = self.values.get("reasoning")
+        return value if isinstance(value, int) else None
 
 
 @dataclass

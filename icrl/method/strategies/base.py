@@ -79,6 +79,24 @@ class Setting:
     published_quirks: bool = False
 
 
+@dataclass(frozen=True)
+class StrategyChoice:
+    """What a run's settings choose of its strategy (its context size comes from the run's plan):
+    ``name`` (--context_strategy_name), ``p_keep`` (--context_p_keep), ``values`` (the published
+    settings of the approximate family and the strategies' own parameters, by name) and
+    ``published_quirks`` (--published_quirks)."""
+
+    name: str
+    p_keep: float = 1.0
+    values: Mapping[str, Any] = field(default_factory=dict)
+    published_quirks: bool = False
+
+    def build(self, max_examples: int) -> "Strategy":
+        """The strategy with ``max_examples`` episodes in context."""
+        return make_strategy(self.name, max_examples, self.p_keep, published_quirks=self.published_quirks,
+                             **self.values)
+
+
 # --- base ------------------------------------------------------------------------------
 
 class Strategy:
@@ -255,7 +273,7 @@ def _is_int(value) -> bool:
 
 def make_strategy(name: str, max_examples: int, p_keep: float = 1.0, max_contexts: int = -1,
                   sampling_method: Optional[str] = None, published_quirks: bool = False,
-                  **values) -> Strategy:
+                  **values: Any) -> Strategy:
     """Build the strategy registered as ``name``; bad names/options raise UsageError.
 
     max_contexts and sampling_method are the published settings of the approximate family;

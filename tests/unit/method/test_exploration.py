@@ -260,8 +260,8 @@ def test_ucb_keeps_the_published_re_offer(tmp_path):
     last positive episode, both (the strategy is not rebuilt without the quirk)."""
     from icrl.method.exploration import strategy_of_run
 
-    spec = parse_args(argv(tmp_path, "--icrl", "--context_strategy_name", "approximate_only_positive",
-                           "--max_contexts", "3", "--approximate_context_sampling_method", "uniform",
-                           "--ucb_alpha", "1.0", "--published_quirks")).spec
-    strategy = strategy_of_run(spec, 4)
+    config = parse_args(argv(tmp_path, "--icrl", "--context_strategy_name", "approximate_only_positive",
+                             "--max_contexts", "3", "--approximate_context_sampling_method", "uniform",
+                             "--ucb_alpha", "1.0", "--published_quirks"))
+    strategy = strategy_of_run(config.strategy_choice, 4, config.exploration)
     assert strategy.reoffer and strategy.chooser is not None and strategy.chooser.alpha == 1.0

@@ -36,7 +36,7 @@ def sorted_out(directory, mode="icrl"):
 def test_sound_files_are_kept_as_they_are(tmp_path):
     write(tmp_path, [train_row(s) for s in range(4)], [eval_row(0), eval_row(3)])
     lines = sorted_out(tmp_path)
-    assert [n for n, _ in lines.train] == [1, 2, 3, 4] and sorted(lines.test) == [0, 3]
+    assert [k.number for k in lines.train] == [1, 2, 3, 4] and sorted(lines.test) == [0, 3]
     assert lines.refusal is None and lines.notes == [] and not lines.rewrite_train and not lines.rewrite_test
 
 
@@ -70,7 +70,7 @@ def test_a_training_line_later_steps_depend_on_is_refused_at_that_line(tmp_path,
     lines = sorted_out(tmp_path)
     assert lines.refusal is not None and lines.refusal.number == line and lines.refusal.kind == "line"
     assert said in str(lines.refusal) and str(lines.refusal).startswith(f"train.jsonl line {line} ")
-    assert [r["step"] for _, r in lines.train] == list(range(line - 1))
+    assert [k.line.step for k in lines.train] == list(range(line - 1))
 
 
 def test_a_step_beyond_the_plan_and_a_zero_shot_training_line_are_refusals_of_their_own(tmp_path):
@@ -84,7 +84,7 @@ def test_a_step_beyond_the_plan_and_a_zero_shot_training_line_are_refusals_of_th
 def test_repeated_and_swapped_training_lines_are_dropped_and_sorted(tmp_path):
     write(tmp_path, [train_row(0), train_row(2), train_row(1), train_row(1), train_row(3)], [])
     lines = sorted_out(tmp_path)
-    assert [r["step"] for _, r in lines.train] == [0, 1, 2, 3] and lines.refusal is None
+    assert [k.line.step for k in lines.train] == [0, 1, 2, 3] and lines.refusal is None
     assert lines.notes == ["train.jsonl line 4 is a repeat of line 3: dropped",
                            "train.jsonl's lines out of step order (sorted)"]
 
@@ -93,8 +93,8 @@ def test_test_lines_stand_alone(tmp_path):
     write(tmp_path, [train_row(s) for s in range(3)],
           [eval_row(3), "junk", eval_row(1), eval_row(0, predictions=["a"]), eval_row(0), eval_row(0)])
     lines = sorted_out(tmp_path)
-    assert sorted(lines.test) == [0] and lines.test[0][0] == 5  # step 3 is not completed yet: pending
-    assert [r["step"] for r in lines.pending] == [3] and lines.rewrite_test and not lines.rewrite_train
+    assert sorted(lines.test) == [0] and lines.test[0].number == 5  # step 3 is not completed yet: pending
+    assert [k.line.step for k in lines.pending] == [3] and lines.rewrite_test and not lines.rewrite_train
     assert [note.split(" ", 3)[2] for note in lines.test_notes] == ["2", "3", "4", "6"]
 
 
@@ -105,6 +105,6 @@ def test_the_readers_see_the_steps_a_resume_continues_from(tmp_path):
         **run_config(STEPS, test_answers=["a", "b"]), "train_example_ids": IDS}))
     write(tmp_path, [train_row(1), train_row(0), train_row(2), train_row(3)], [eval_row(0), eval_row(3)])
     state = read_log(tmp_path)
-    assert [r["step"] for r in state.train] == [0, 1, 2, 3] and state.complete and not state.finished
+    assert [k.line.step for k in state.lines.train] == [0, 1, 2, 3] and state.complete and not state.finished
     assert state.damage == "train.jsonl's lines out of step order (sorted)"
-    assert [r["step"] for _, r in sorted_out(tmp_path).train] == [r["step"] for r in state.train]
+    assert [k.number for k in sorted_out(tmp_path).train] == [k.number for k in state.lines.train]

@@ -64,12 +64,12 @@ def test_models_by_option_load_the_named_models_once_each_and_the_acting_one_oth
         loaded.append(name)
         return name
 
-    models = by_option(config.spec, acting, load)
+    models = by_option(config, acting, load)
     assert [models(call) for call in (ANSWER, TEST_ANSWER, GUIDE, VERDICT)] == [acting, acting, "writer-m", "judge-m"]
-    assert calls_of(config.spec) == [GUIDE, VERDICT]  # the strategy's, then the reward's: the loading order
+    assert calls_of(config) == [GUIDE, VERDICT]  # the strategy's, then the reward's: the loading order
     assert {GUIDE, VERDICT} <= set(all_calls())
 
 
 def test_a_run_without_model_calls_of_its_parts_declares_none(tmp_path):
     config = parse_args([*BASE, "--context_strategy_name", "random_unbiased", "--output_dir", str(tmp_path)])
-    assert calls_of(config.spec) == []
+    assert calls_of(config) == []

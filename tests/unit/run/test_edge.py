@@ -77,13 +77,13 @@ def breach(call) -> str:
 
 
 def test_a_built_in_part_is_not_touched():
-    spec = parse_args(["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
-                       "--backend", "fake", "--max_context_examples", "4", "--seed", "1", "--training_seed", "1",
-                       "--test_seed", "1"]).spec
-    assert type(strategy_of(spec, Plan("icrl", 4, 10, ()))) is STRATEGIES.get("random_unbiased").cls
-    assert type(reward_of(spec)) is ExactMatch
+    config = parse_args(["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
+                         "--backend", "fake", "--max_context_examples", "4", "--seed", "1", "--training_seed", "1",
+                         "--test_seed", "1"])
+    assert type(strategy_of(config, Plan("icrl", 4, 10, ()))) is STRATEGIES.get("random_unbiased").cls
+    assert type(reward_of(config)) is ExactMatch
     given = ExactMatch()
-    assert reward_of(spec, given) is given
+    assert reward_of(config, given) is given
     part = Mine()
     assert edge.strategy(lambda: part, None, 3) is part and edge.reward(lambda: given, None) is given
     draw = lambda ctx: "skipped"  # noqa: E731

@@ -277,7 +277,7 @@ def test_the_loop_asks_the_policy_then_the_reward_then_tests_then_learns(tmp_pat
     data, plan, records = experiment.loop.data, experiment.plan, experiment.records
     policy = Scripted(data.task.labels, [data.task.answer(e) for e in data.train])
     records.create(json.loads((experiment.out_dir / "config.json").read_text()))
-    Loop(config, data, plan, policy, experiment.reward, records).run(0)
+    Loop(config.spec.seed, data, plan, policy, experiment.reward, records).run(0)
     assert policy.calls == [("act", 0, 0), ("test", 0), ("learn", 0, 1), ("act", 1, 1), ("learn", 1, 0),
                             ("act", 2, 2), ("test", 2), ("learn", 2, 1), ("act", 3, 3), ("learn", 3, 0),
                             ("act", 4, 4), ("learn", 4, 1), ("act", 5, 5), ("test", 5), ("learn", 5, 0)]

@@ -39,7 +39,7 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Optional, Sequence, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import TYPE_CHECKING, Any, Optional, Sequence, TypeVar
 
 from .backends import BACKEND_CHOICES
 from .backends.embedded import DEFAULT_MODEL
@@ -309,6 +309,9 @@ class RunConfig:
                                    ignored=self.ignored)
 
     # -- each part's own setting: what the composition root (icrl.run.assemble) gives each part --
+    def _values(self, params: Sequence[Any]) -> dict[str, Any]:
+        return {p.name: getattr(self.spec, p.name) for p in params}
+
     @functools.cached_property
     def shape(self) -> RunShape:
         """What kind of run it is (what the parts' checks read besides their own settings)."""
@@ -318,30 +321,26 @@ class RunConfig:
     @functools.cached_property
     def strategy_choice(self) -> Optional[StrategyChoice]:
         """The strategy the run chose (None: none named)."""
-        s = self.spec
-        if s.context_strategy_name is None:
-            return None
-        values = {name: getattr(s, name) for name in ("max_contexts", "approximate_context_sampling_method")}
-        values.update({p.name: getattr(s, p.name) for p in strategy_params()})
-        return StrategyChoice(s.context_strategy_name, s.context_p_keep, values, s.published_tokenization)
+        s, published = self.spec, ("max_contexts", "approximate_context_sampling_method")
+        values = {**{name: getattr(s, name) for name in published}, **self._values(strategy_params())}
+        name = s.context_strategy_name
+        return None if name is None else StrategyChoice(name, s.context_p_keep, values, s.published_tokenization)
 
     @functools.cached_property
     def exploration(self) -> Exploration:
-        s = self.spec
-        return Exploration(s.p_exploration, s.prob_reset, s.ucb_alpha)
+        return Exploration(self.spec.p_exploration, self.spec.prob_reset, self.spec.ucb_alpha)
 
     @functools.cached_property
     def reward_setting(self) -> RewardSetting:
         s = self.spec
-        values = {p.name: getattr(s, p.name) for p in reward_params()[1:]}
+        values = self._values(reward_params()[1:])
         return RewardSetting(s.reward, s.icrl_flip_feedback, s.icrl_flip_feedback_prob, values)
 
     @functools.cached_property
     def agent_setting(self) -> AgentSetting:
-        s = self.spec
-        values = {p.name: getattr(s, p.name) for p in [*llm_params(), *agent_params()]}
-        return AgentSetting(s.agent, s.seed if s.seed is not None else 0, s.temperature, s.icrl_omit_feedback,
-                            s.features, values, self.exploration)
+        s, values = self.spec, self._values([*llm_params(), *agent_params()])
+        return AgentSetting(s.agent, s.seed or 0, s.temperature, s.icrl_omit_feedback, s.features, values,
+                            self.exploration)
 
     @functools.cached_property
     def call_options(self) -> dict[str, Any]:
@@ -383,29 +382,9 @@ LLM_ONLY = tuple(f.name for f in fields(RunSpec) if f.metadata.get("only") == "l
 LEARNER_ONLY = tuple(f.name for f in fields(RunSpec) if f.metadata.get("only") == "learner")
 
 
-def unread_settings(args) -> list:
-    """The strategies' published settings (their ``uses``: --max_contexts,
-    --approximate_context_sampling_method) that the run of ``args`` (config.json "args") does not
-    read: those its strategy does not use, all of them for zero-shot and for learners."""
-    names = list(dict.fromkeys(name for entry in STRATEGIES for name in entry.cls.uses))
-    strategy = args.get("context_strategy_name")
-    if args.get("max_context_examples") == 0 or args.get("agent", "llm") != "llm" or strategy not in STRATEGIES:
-        return names
-    uses = STRATEGIES.get(strategy).cls.uses
-    return [name for name in names if name not in uses]
-
-
-def help_of(name: str) -> str:
-    return FIELDS[name][1].metadata["help"]
-
-
 def flag_of(name: str) -> str:
     """A field's flag as --help shows it first (``--published_quirks`` for published_tokenization)."""
     return FIELDS[name][1].metadata.get("flag") or f"--{name}"
-
-
-def default_of(name: str):
-    return FIELDS[name][1].default
 
 
 T = TypeVar("T")
@@ -418,28 +397,3 @@ def given(value: Optional[T], name: str) -> T:
     if value is None:
         raise UsageError(f"{flag_of(name)} is required")
     return value
-
-
-@functools.lru_cache(maxsize=None)
-def _annotations(part: type) -> dict:
-    """A part's field annotations, resolved once (resolving takes milliseconds per call)."""
-    return get_type_hints(part)
-
-
-def kind_of(name: str) -> type:
-    """The type a field's flag parses (its annotation, without ``Optional``)."""
-    kind = _annotations(FIELDS[name][0])[name]
-    if get_origin(kind) is Union:
-        kind = next(a for a in get_args(kind) if a is not type(None))
-    return kind
-
-
-def choices_of(name: str) -> Optional[list]:
-    """The values a field's flag takes (None: any value of its type)."""
-    choices = FIELDS[name][1].metadata.get("choices")
-    return list(choices) if choices else None
-
-
-def is_switch(name: str) -> bool:
-    """A true/false field whose flag only turns it on (no ``--no-`` form)."""
-    return bool(FIELDS[name][1].metadata.get("switch"))

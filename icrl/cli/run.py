@@ -16,7 +16,8 @@ from typing import Optional, Sequence
 
 from ..backends import backends_taking
 from ..backends.embedded import DEFAULT_MODEL
-from ..config import FIELDS, RunConfig, choices_of, default_of, flag_of, help_of, is_switch, kind_of
+from ..config import FIELDS, RunConfig, flag_of
+from .flags import choices_of, default_of, help_of, is_switch, kind_of
 from ..errors import UsageError
 from ..infra import plugins
 from ..infra.diskfull import os_error_line

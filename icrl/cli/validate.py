@@ -16,7 +16,10 @@ from pathlib import Path
 from typing import Mapping, Optional
 
 from ..backends import BACKEND_CHOICES, backends_taking, has_local_model, resolve_backend_name, takes_option
-from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, default_of, flag_of, unread_settings
+from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, flag_of
+from ..method.shape import RunShape
+from ..method.strategies.base import unread_settings
+from .flags import default_of
 from ..errors import UsageError
 from ..method import agents, exploration, rewards
 from ..method.agents import is_learner
@@ -76,7 +79,7 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
         warnings.append(f"{flag_name('context_strategy_name', spelled)} {strategy} does nothing for a zero-shot run "
                         f"(--max_context_examples 0, no context): ignored")
     who = "a zero-shot run" if zero_shot else f"--context_strategy_name {strategy}"
-    for name in unread_settings({**values, "context_strategy_name": None if zero_shot else strategy}):
+    for name in unread_settings(RunShape.of_args({**values, "context_strategy_name": None if zero_shot else strategy})):
         if values[name] != default_of(name):  # (a learner, or no strategy at all, is refused by validate)
             owners = [e.base for e in STRATEGIES if name in e.cls.uses]
             warnings.append(f"{flag_name(name, spelled)} {values[name]} does nothing for {who} (only the "

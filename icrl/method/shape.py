@@ -5,7 +5,7 @@ configuration; nothing below icrl.run sees the whole configuration)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Mapping, Optional
 
 
 @dataclass(frozen=True)
@@ -22,3 +22,9 @@ class RunShape:
     @property
     def zero_shot(self) -> bool:
         return self.max_context_examples == 0
+
+    @classmethod
+    def of_args(cls, args: Mapping[str, Any]) -> "RunShape":
+        """The shape of the run of config.json "args" (or of the flags' values by name)."""
+        return cls(args.get("icrl"), args.get("agent", "llm"), args.get("context_strategy_name"),
+                   args.get("max_context_examples"))

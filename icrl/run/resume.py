@@ -10,10 +10,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Optional
 
-from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig, unread_settings
+from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig
+from ..method.shape import RunShape
+from ..method.strategies.base import unread_settings
 from ..errors import UsageError
 from ..infra.masking import scrub
-from ..records import DamagedRecords, RunLog, RunRecords, read_log, write_json_atomic
+from ..records import RunLog, RunRecords, read_log, write_json_atomic
 from ..records.configfile import ConfigFile
 from .data import RunData
 from .environment import environment, say
@@ -53,15 +55,13 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> RunDecision
         return RunDecision("new")  # no completed step: not a run; (re)start it with these arguments
     overwrite = config.options.overwrite
     log = read_log(out_dir)
-    if log.refusal is not None:  # config.json missing, unreadable or damaged: as every reader says
-        if overwrite:
-            return RunDecision("new")
-        raise DamagedRecords(log.refusal)
-    recorded = log.checked_config()
+    if log.refusal is not None and overwrite:  # config.json missing, unreadable or damaged
+        return RunDecision("new")
+    recorded = log.checked_config()  # DamagedRecords as every reader says it
     old = {**ADDED_DEFAULTS, **recorded.args}  # records written before an argument existed
     new = {**ADDED_DEFAULTS, **config.spec.as_record()}  # an optional field at its default is not written
     # train_k is compared through the plan below: a larger one extends the run
-    unread = set(unread_settings(old)) & set(unread_settings(new))  # given or not, the same run
+    unread = set(unread_settings(RunShape.of_args(old))) & set(unread_settings(RunShape.of_args(new)))  # either way
     differing = sorted(k for k in set(old) | set(new) if k not in RUNTIME_NAMES and k not in EXTENDING_NAMES
                        and k not in unread and old.get(k) != new.get(k))
     if overwrite and (differing or not recorded.runtime_args.get("overwrite")):

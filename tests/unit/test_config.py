@@ -8,7 +8,7 @@ import json
 import pytest
 
 from icrl import config
-from icrl.cli import build_parser, parse_args, validate
+from icrl.cli import build_parser, flags, parse_args, validate
 from icrl.config import RunConfig, RunOptions, RunSpec, Secrets
 from icrl.errors import UsageError
 from icrl.method import declared_params
@@ -28,8 +28,8 @@ def test_the_parser_flags_are_the_configuration_fields():
     assert dests == set(config.FIELDS) | {"plugin"}  # --plugin: read before the parser is built, no field
     for action in parser._actions:
         if action.dest in config.FIELDS:
-            assert action.default == config.default_of(action.dest), action.dest
-            assert action.help == config.help_of(action.dest), action.dest
+            assert action.default == flags.default_of(action.dest), action.dest
+            assert action.help == flags.help_of(action.dest), action.dest
 
 
 def test_a_flag_parses_its_fields_type_and_choices():
@@ -56,7 +56,7 @@ def test_a_field_without_a_place_in_help_is_refused(monkeypatch):
 def test_every_field_has_one_part_and_help():
     names = [f.name for part in (RunSpec, RunOptions, Secrets) for f in dataclasses.fields(part)]
     assert len(names) == len(set(names)) == len(config.FIELDS)
-    assert all(config.help_of(n) for n in names)
+    assert all(flags.help_of(n) for n in names)
 
 
 def test_the_configuration_is_frozen_and_hashable():

@@ -223,3 +223,72 @@ def test_tests_mirror_the_package():
         assert (PACKAGE / "backends" / f"{path.stem[len('test_'):]}.py").is_file(), path.name
     for path in sorted((REPO / "tests" / "bench").glob("test_*.py")):  # the bench/ scripts' own tests
         assert (REPO / "bench" / f"{path.stem[len('test_'):]}.py").is_file(), path.name
+
+
+# -- the run's contract, typed (docs/development.md: "The run's contract") ------------------------
+RECORD_SCHEMA = {"icrl/records/schema.py", "icrl/records/configfile.py"}
+CONFIG_SECTIONS = {"format_version", "created", "args", "runtime_args", "resolved", "backend", "environment",
+                   "dataset", "test_set", "train_example_ids", "exemplars", "extended", "plugins"}
+DAMAGE_RAISERS = {"icrl/errors.py", "icrl/records/log.py", "icrl/records/lines.py", "icrl/run/rebuild.py",
+                  "icrl/records/typed.py", "icrl/records/schema.py", "icrl/records/configfile.py"}
+
+
+def _string_key(node):
+    """(what is read, the key) of ``x["key"]`` or ``x.get("key")``; None for anything else."""
+    if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Constant) \
+            and isinstance(node.slice.value, str):
+        return node.value, node.slice.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get" and node.args \
+            and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        return node.func.value, node.args[0].value
+    return None
+
+
+def _below_a_section(node) -> bool:
+    found = _string_key(node)
+    while found is not None:
+        if found[1] in CONFIG_SECTIONS:
+            return True
+        found = _string_key(found[0])
+    return False
+
+
+def string_key_reads() -> tuple[list, list]:
+    """(reads of a record line's field by its name, reads of config.json by a section's name and
+    below), each as "file:line key", outside the schema modules and those that import pandas
+    (there a string key is a results table's column: "test_set", "accuracy")."""
+    import dataclasses
+
+    from icrl.records.schema import TestLine, TrainLine
+
+    fields = ({f.name for f in dataclasses.fields(TrainLine)} | {f.name for f in dataclasses.fields(TestLine)}) - {
+        "answers"}
+    lines, config = [], []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        name = str(path.relative_to(REPO))
+        if name in RECORD_SCHEMA:
+            continue
+        text = path.read_text(encoding="utf-8")
+        if "import pandas" in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            found = _string_key(node)
+            if found is None:
+                continue
+            if found[1] in fields:
+                lines.append(f"{name}:{node.lineno} {found[1]}")
+            if found[1] in CONFIG_SECTIONS or _below_a_section(found[0]):
+                config.append(f"{name}:{node.lineno} {found[1]}")
+    return lines, config
+
+
+def test_the_run_contract_is_typed():
+    """Record lines and config.json are read as their types, not by string keys; damaged records
+    are said by the modules that check them (and those that parse a value against its type)."""
+    lines, config = string_key_reads()
+    assert len(lines) <= 15, f"{len(lines)} string-key reads of line fields: {lines}"
+    assert len(config) <= 40, f"{len(config)} string-key reads of config.json: {config}"
+    raisers = {str(p.relative_to(REPO)) for p in PACKAGE.rglob("*.py")
+               if "DamagedRecords(" in p.read_text(encoding="utf-8")}
+    assert raisers <= DAMAGE_RAISERS, sorted(raisers - DAMAGE_RAISERS)
+    print(f"line-field reads {len(lines)}, config.json reads {len(config)}, damage said in {sorted(raisers)}")

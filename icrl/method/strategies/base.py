@@ -39,6 +39,7 @@ import numpy as np
 from ...errors import UsageError
 from ..episode import Episode, StepRecord
 from ..registry import Param, Registry
+from ..shape import RunShape
 
 
 # --- filters ---------------------------------------------------------------------------
@@ -260,6 +261,17 @@ def strategy_params() -> list[Param]:
         for param in entry.cls.params:
             seen.setdefault(param.name, param)
     return list(seen.values())
+
+
+def unread_settings(run: RunShape) -> list[str]:
+    """The strategies' published settings (their ``uses``: --max_contexts,
+    --approximate_context_sampling_method) that ``run`` does not read: those its strategy does not
+    use, all of them for zero-shot and for learners."""
+    names = list(dict.fromkeys(name for entry in STRATEGIES for name in entry.cls.uses))
+    if run.zero_shot or run.agent != "llm" or run.strategy is None or run.strategy not in STRATEGIES:
+        return names
+    uses = STRATEGIES.get(run.strategy).cls.uses
+    return [name for name in names if name not in uses]
 
 
 def owners_of(param: str) -> list[str]:

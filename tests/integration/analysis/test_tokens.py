@@ -14,7 +14,10 @@ import pytest
 
 from icrl.method.episode import Episode
 from icrl.method.prompts import build_messages
+from helpers import run_config, typed_run
 from icrl.records import find_runs, read_json, read_jsonl
+from icrl.records.configfile import ConfigFile
+from icrl.records.schema import TestLine, TrainLine
 from icrl.tasks import prompt_parts
 from icrl.analysis.counting import Replay, count_records, count_run
 from icrl.analysis.prefixes import PrefixTree, SegmentEncoder, naive_uncached
@@ -189,8 +192,7 @@ def test_counts_equal_independent_count_and_naive_lcp(icrl_runs, smollm2_chat):
 def _all_replayed_prompts(root, chat) -> list[str]:
     texts = []
     for run_dir in find_runs(root):
-        replay = Replay(read_json(run_dir / "config.json"), read_jsonl(run_dir / "train.jsonl"),
-                        read_jsonl(run_dir / "test.jsonl"), chat)
+        replay = Replay(*typed_run(run_dir), chat)
         texts += [replay.render_call(call) for call in replay.calls()]
     # awkward text around the cut points: spaces, newlines, unicode, a special token in a prompt
     texts += [chat.render([{"role": "user", "content": t}], "Intent:") for t in
@@ -382,12 +384,16 @@ class WordChat:
         return " ".join(words + [prefix])
 
 
-def _records(mode: str, train: list, tests: dict, test_prompts: list) -> tuple:
+def _records(mode: str, train: list, tests: dict, test_prompts: list, size: int = 4, **args) -> tuple:
     """The parts of a run's records the counter reads (config.json, training and test lines),
-    written by hand: count_records' arguments."""
-    config = {"args": {"task_name": "trec_coarse", "icrl_omit_feedback": False}, "resolved": {"mode": mode},
-              "exemplars": [], "test_set": {"prompts": test_prompts}}
-    return config, train, [{"step": s, "context": c} for s, c in tests.items()]
+    written by hand: count_records' arguments, typed."""
+    config = run_config(len(train), mode=mode, labels=["X", "Y"], test_answers=["X"] * len(test_prompts), size=size,
+                        args={"task_name": "trec_coarse", **args})
+    config["test_set"]["prompts"] = test_prompts
+    lines = [TrainLine(**{"example_id": r["step"], "context_size": len(r["context"]), "metrics": {}, **r})
+             for r in train]
+    tested = [TestLine(s, 0.0, {}, ["X"] * len(test_prompts), len(c), c) for s, c in tests.items()]
+    return ConfigFile.parse(config, "config.json"), lines, tested
 
 
 def test_processed_tokens_of_a_hand_counted_run():
@@ -449,12 +455,9 @@ def test_processed_tokens_of_a_hand_counted_approximate_run(quirks):
               "accuracy": int(pred == "X"), "context": contexts[t]}
              for t, (prompt, pred) in enumerate([("Query: a b", "X"), ("Query: c d", "Y"), ("Query: e f", "X"),
                                                  ("Query: g h", "X")])]
-    run = _records("icrl", train, {3: contexts[3]}, ["Query: z"])
-    config = run[0]
-    config["args"].update({"context_strategy_name": "approximate_only_positive", "context_p_keep": 1.0,
-                           "max_contexts": 1, "approximate_context_sampling_method": "uniform", "seed": 3,
-                           "published_tokenization": quirks})
-    config["resolved"]["max_context_examples"] = 10
+    run = _records("icrl", train, {3: contexts[3]}, ["Query: z"], size=10,
+                   context_strategy_name="approximate_only_positive", context_p_keep=1.0, max_contexts=1,
+                   approximate_context_sampling_method="uniform", seed=3, published_tokenization=quirks)
     summary, rows = count_records(*run, WordChat())
     assert [r["processed_tokens"] for r in rows if r["kind"] == "train"] == [6, 15, 17, 15]
     assert summary["processed_tokens"] == 53
@@ -514,9 +517,11 @@ def test_query_aware_test_calls_use_each_prompts_own_context():
     with its own (the count read ``context`` and stopped with a KeyError)."""
     from icrl.analysis.counting import iter_calls
 
-    config = {"resolved": {"mode": "icrl"}, "test_set": {"prompts": ["a?", "b?"]}}
-    train = [{"step": 0, "prompt": "x", "context": []}, {"step": 1, "prompt": "y", "context": [0]}]
-    test = [{"step": 1, "contexts": [[0], []]}]
+    config, train, _ = _records("icrl", [{"step": 0, "prompt": "x", "prediction": "X", "feedback": 1, "answer": "X",
+                                          "accuracy": 1, "context": []},
+                                         {"step": 1, "prompt": "y", "prediction": "X", "feedback": 1, "answer": "X",
+                                          "accuracy": 1, "context": [0]}], {}, ["a?", "b?"])
+    test = [TestLine(1, 0.0, {}, ["X", "X"], [1, 0], contexts=[[0], []])]
     assert list(iter_calls(config, train, test)) == [
         (0, "train", [], "x", 0), (1, "train", [0], "y", 0), (1, "test", [0], "a?", 0), (1, "test", [], "b?", 1)]
 
@@ -529,6 +534,7 @@ def test_no_published_rebuild_for_flags_the_published_code_never_ran(flag):
 
     args = {"context_strategy_name": "approximate_only_positive", "context_p_keep": 0.5, "max_contexts": 2,
             "approximate_context_sampling_method": "uniform", "seed": 1}
-    config = {"args": {**args, **flag}, "resolved": {"mode": "icrl", "max_context_examples": 4}}
-    assert published_contexts(config, []) is None
-    assert published_contexts({**config, "args": args}, []) == []
+    flagged, _, _ = _records("icrl", [], {}, ["a?"], **args, **flag)
+    plain, _, _ = _records("icrl", [], {}, ["a?"], **args)
+    assert published_contexts(flagged, []) is None
+    assert published_contexts(plain, []) == []

@@ -29,10 +29,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, TypedDict, Union
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from .results import Results
 
 # The suite (the icrl_bench preset runs it): its tasks and seeds.
 BENCH_TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine")  # nlu: its raw file is often unavailable
@@ -48,8 +51,8 @@ class TaskResult:
     """One task's part of a score: mean final test accuracy per role, seeds and items."""
 
     task: str
-    accuracy: dict          # role -> mean over seeds
-    seeds: dict             # role -> number of runs
+    accuracy: dict[str, float]  # role -> mean over seeds
+    seeds: dict[str, int]       # role -> number of runs
     items: int
 
     @property
@@ -64,15 +67,15 @@ class TaskResult:
 @dataclass(frozen=True)
 class BenchScore:
     model: str
-    tasks: list                      # TaskResult per task of the suite that has all three roles
-    missing: list                    # "task: role" the suite needs and the data lacks
+    tasks: list[TaskResult]          # per task of the suite that has all three roles
+    missing: list[str]               # "task: role" the suite needs and the data lacks
     score: float
-    score_ci: tuple
+    score_ci: tuple[float, float]
     gain: float
-    gain_ci: tuple
+    gain_ci: tuple[float, float]
     gap: float
-    gap_ci: tuple
-    notes: list = field(default_factory=list)
+    gap_ci: tuple[float, float]
+    notes: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -119,7 +122,7 @@ class BenchScore:
         return text
 
 
-def _signed(value: float, ci: tuple) -> str:
+def _signed(value: float, ci: tuple[float, float]) -> str:
     return f"{value:+.3f} [{ci[0]:+.3f}, {ci[1]:+.3f}]"
 
 
@@ -133,7 +136,18 @@ def outcome_matrix(predictions: pd.DataFrame, run_ids: Sequence[str]) -> np.ndar
     return np.vstack(rows)
 
 
-def bootstrap(tasks: Sequence[dict], replicates: int = REPLICATES, seed: int = SEED) -> dict:
+class Bootstrapped(TypedDict):
+    """``bootstrap``'s point values and 95% intervals."""
+
+    gain: float
+    gap: float
+    score: float
+    gain_ci: tuple[float, float]
+    gap_ci: tuple[float, float]
+    score_ci: tuple[float, float]
+
+
+def bootstrap(tasks: Sequence[dict[str, np.ndarray]], replicates: int = REPLICATES, seed: int = SEED) -> Bootstrapped:
     """Point values and percentile intervals of gain, gap and score.
 
     ``tasks``: per task, role -> a runs x items matrix of outcomes on the same items. Each replicate
@@ -160,7 +174,11 @@ def bootstrap(tasks: Sequence[dict], replicates: int = REPLICATES, seed: int = S
     with np.errstate(divide="ignore", invalid="ignore"):
         scores = np.where(gaps != 0, gains / np.where(gaps != 0, gaps, 1), np.nan)  # a zero gap: no ratio
     tail = (1 - CONFIDENCE) / 2 * 100
-    interval = lambda x: tuple(float(v) for v in np.nanpercentile(x, [tail, 100 - tail]))  # noqa: E731
+
+    def interval(x: np.ndarray) -> tuple[float, float]:
+        low, high = np.nanpercentile(x, [tail, 100 - tail])
+        return float(low), float(high)
+
     gain, gap = float(np.mean(point_gain)), float(np.mean(point_gap))
     return {"gain": gain, "gap": gap, "score": gain / gap if gap != 0 else math.nan,
             "gain_ci": interval(gains), "gap_ci": interval(gaps), "score_ci": interval(scores)}
@@ -175,8 +193,8 @@ def _chosen(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[runs["config_key"] == key]
 
 
-def bench_scores(results, tasks: Sequence[str] = BENCH_TASKS, replicates: int = REPLICATES,
-                 seed: int = SEED, run_dirs: Optional[Sequence] = None) -> list[BenchScore]:
+def bench_scores(results: Results, tasks: Sequence[str] = BENCH_TASKS, replicates: int = REPLICATES,
+                 seed: int = SEED, run_dirs: Optional[Sequence[Union[str, Path]]] = None) -> list[BenchScore]:
     """The score of every model under ``results`` (only its runs in ``run_dirs`` when given) that
     has, for at least one task of ``tasks``, finished zero-shot, supervised ICL and explorative
     ICRL runs on one shared test set."""
@@ -193,9 +211,9 @@ def bench_scores(results, tasks: Sequence[str] = BENCH_TASKS, replicates: int = 
     predictions = predictions[predictions["run_id"].isin(runs["run_id"])]
     scores = []
     for model, mine in runs.groupby("model", sort=True):
-        parts: list = []
-        matrices: list = []
-        missing: list = []
+        parts: list[TaskResult] = []
+        matrices: list[dict[str, np.ndarray]] = []
+        missing: list[str] = []
         notes: list[str] = []
         for task in tasks:
             here = mine[mine["task"] == task]

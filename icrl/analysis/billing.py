@@ -11,11 +11,16 @@ model without a price in the default price file is said, not guessed; in the use
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import TYPE_CHECKING, Iterable, Mapping, NamedTuple, Optional, Union
 
 from ..backends.prices import Prices, money
 from ..backends.usage import Usage
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    from ..records.schema import TestLine, TrainLine
+    from ..run.readback import CheckedRun
+    from .results import Results
 
 
 class Billed(NamedTuple):
@@ -25,18 +30,19 @@ class Billed(NamedTuple):
     usage: Usage
 
 
-def recorded_usage(run) -> Optional[Usage]:
+def recorded_usage(run: CheckedRun) -> Optional[Usage]:
     """The sum of a run's (``icrl.run.readback.CheckedRun``) recorded usage; None: no line records one."""
-    recorded = [line.usage for line in [*run.train, *run.test] if line.usage is not None]
+    lines: list[Union[TrainLine, TestLine]] = [*run.train, *run.test]
+    recorded = [line.usage for line in lines if line.usage is not None]
     if not recorded:
         return None
     return sum((Usage(**u) for u in recorded), Usage())
 
 
-def billed_runs(results, run_ids, prices: Prices) -> dict:
+def billed_runs(results: Results, run_ids: Iterable[str], prices: Prices) -> dict[str, Billed]:
     """run_id -> Billed for the runs among ``run_ids`` that record usage; UsageError when the
     user's own price file has no price for one of their models."""
-    out = {}
+    out: dict[str, Billed] = {}
     for run_id in run_ids:
         state = results.state(run_id)
         usage = recorded_usage(state)
@@ -50,7 +56,7 @@ def billed_runs(results, run_ids, prices: Prices) -> dict:
     return out
 
 
-def usage_table(billed: dict, labels: dict, prices: Prices) -> str:
+def usage_table(billed: Mapping[str, Billed], labels: Mapping[str, str], prices: Prices) -> str:
     """The table of the billed runs (``labels``: run_id -> its name in the token table)."""
     width = max([12, *(len(labels.get(i, i)) for i in billed)])
     lines = ["usage recorded by the API (prompt tokens include the cached ones; dollars at "

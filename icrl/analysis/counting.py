@@ -55,6 +55,7 @@ from .prefixes import FakeEncoder, PrefixTree, SegmentEncoder
 
 CHUNK = 256  # prompts rendered and encoded together
 KINDS = ("train", "test", "icl_train")
+Counts = tuple[dict[str, Any], list[dict[str, Any]]]  # (summary, per-step rows) of a run
 
 
 # -- the calls of a run -------------------------------------------------------------------------
@@ -108,10 +109,10 @@ class Replay:
         self.preambles = preambles(config, train, self.history)
         self.tests = {line.step: line for line in test}
 
-    def calls(self):
+    def calls(self) -> Iterator[CountedCall]:
         return iter_calls(self.config, self.train, self.test)
 
-    def published_context(self, step: int, kind: str, context: Sequence[int]) -> Optional[list]:
+    def published_context(self, step: int, kind: str, context: Sequence[int]) -> Optional[list[int]]:
         """The context the published counter rebuilds for this call, None when it is ``context``."""
         if kind == "test" or self.published is None or self.published[step] == list(context):
             return None
@@ -135,7 +136,7 @@ class Replay:
     def render_call(self, call: CountedCall) -> str:
         return self.render(call.context, call.prompt, call)
 
-    def extra_calls(self) -> dict:
+    def extra_calls(self) -> dict[str, int]:
         """The calls beside the classifier's that the records show, not rendered here (another
         prompt, maybe another model): ``<field>_calls`` for each call a part declares
         (``icrl.run.assemble.all_calls``)."""
@@ -143,7 +144,7 @@ class Replay:
 
         return {f"{call.field}_calls": sum(1 for r in self.train if call.answered(r)) for call in all_calls()}
 
-    def reasoning_tokens(self) -> dict:
+    def reasoning_tokens(self) -> dict[str, int]:
         """The tokens the model generated before its answers (--reasoning), training and test apart."""
         test = sum(sum(r.reasoning_tokens or []) for r in self.test)
         return {"train_reasoning_tokens": sum(r.reasoning_tokens or 0 for r in self.train),
@@ -205,7 +206,7 @@ class IncrementalMismatch(Exception):
     pass
 
 
-def count_run(run: Union[CheckedRun, Path, str], chat: Any, **options: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def count_run(run: Union[CheckedRun, Path, str], chat: Any, **options: Any) -> Counts:
     """(summary, per-step rows) for one run (``count_records``'s ``options``). ``run``: its
     records as the readers read them (``icrl.run.readback.CheckedRun``), or its folder, read so
     (a run a resume refuses: DamagedRecords in one line)."""
@@ -215,7 +216,7 @@ def count_run(run: Union[CheckedRun, Path, str], chat: Any, **options: Any) -> t
 
 def count_records(config: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLine], chat: Any, *,
                   full_tokenization: bool = False, verify: int = 32,
-                  chunk: int = CHUNK) -> tuple[dict, list[dict]]:
+                  chunk: int = CHUNK) -> Counts:
     """(summary, per-step rows) of a run's config.json and lines; see the module docstring.
 
     ``verify``: besides the first 8 prompts, about this many more spread over the run are
@@ -235,7 +236,8 @@ def count_records(config: ConfigFile, train: Sequence[TrainLine], test: Sequence
     return _count(replay, SegmentEncoder(chat, incremental=False), 0, chunk, start)
 
 
-def _verify(encoder, batch: list, texts: list, ids: list, lo: int, every: int) -> int:
+def _verify(encoder: Union[SegmentEncoder, FakeEncoder], batch: list[CountedCall], texts: list[str],
+            ids: list[np.ndarray], lo: int, every: int) -> int:
     """The first 8 prompts of the run and every ``every``-th after (``lo``: the chunk's first)
     encoded whole and compared with their segment-wise ``ids``; how many were checked
     (IncrementalMismatch on a difference)."""
@@ -249,7 +251,8 @@ def _verify(encoder, batch: list, texts: list, ids: list, lo: int, every: int) -
     return len(check)
 
 
-def _rows(per_step: dict, as_published: bool) -> tuple[list, dict]:
+def _rows(per_step: dict[tuple[int, str], list[int]],
+          as_published: bool) -> tuple[list[dict[str, Any]], dict[str, list[int]]]:
     """(the per-step rows with their running sums, the totals per kind) of the counts per
     (step, kind); ``as_published``: every context is the published one (as-run = processed)."""
     rows, cum_p, cum_u, cum_q = [], 0, 0, 0
@@ -269,13 +272,13 @@ def _rows(per_step: dict, as_published: bool) -> tuple[list, dict]:
     return rows, totals
 
 
-def _count(replay: Replay, encoder: Union[SegmentEncoder, FakeEncoder], verify: int, chunk: int, start: float):
+def _count(replay: Replay, encoder: Union[SegmentEncoder, FakeEncoder], verify: int, chunk: int, start: float) -> Counts:
     calls = list(replay.calls())
     n = len(calls)
     every = max(1, n // verify) if verify > 0 else 0
     tree, paper_tree = PrefixTree(), PrefixTree()
     run_tree = PrefixTree() if replay.published is not None else None  # the as-run count, when it can differ
-    per_step: dict = {}
+    per_step: dict[tuple[int, str], list[int]] = {}
     verified = 0
     render_s = encode_s = tree_s = 0.0
     for lo in range(0, n, chunk):

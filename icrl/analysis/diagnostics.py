@@ -29,7 +29,7 @@ import math
 from collections import Counter
 from functools import partial
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import IO, Any, Iterable, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -66,14 +66,14 @@ def mode_of(state: CheckedRun) -> str:
 def step_table(state: CheckedRun) -> pd.DataFrame:
     """One row per training step of a run (see the module docstring); empty for zero-shot."""
     icl = mode_of(state) == "icl"
-    shown: list = []
-    rewards: list = []
-    rows: list = []
+    shown: list[Optional[str]] = []
+    rewards: list[Optional[float]] = []
+    rows: list[dict[str, Any]] = []
     positives = 0
     for record in state.train:
         context = record.context
         labels = [shown[i] for i in context if 0 <= i < len(shown)]
-        context_rewards = [rewards[i] for i in context if 0 <= i < len(rewards) and rewards[i] is not None]
+        context_rewards = [r for r in (rewards[i] for i in context if 0 <= i < len(rewards)) if r is not None]
         prediction = record.prediction
         match = math.nan
         if labels and prediction is not None:
@@ -115,7 +115,7 @@ def window_note(window: int, steps: int) -> str:
     return f"windows of {window} steps"
 
 
-def _entropy(predictions: Sequence, num_labels: int) -> tuple[float, float, float]:
+def _entropy(predictions: Sequence[Optional[str]], num_labels: int) -> tuple[float, float, float]:
     counts = np.array(list(Counter(p for p in predictions if p is not None).values()), dtype=float)
     if not counts.size:
         return math.nan, math.nan, math.nan
@@ -167,7 +167,7 @@ def per_class_table(state: CheckedRun) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["step", "gold_label", "accuracy", "n"])
 
 
-def run_identity(state: CheckedRun, root: Path) -> dict:
+def run_identity(state: CheckedRun, root: Path) -> dict[str, Any]:
     """run_id, model, task, method and label of a run, from its config.json: as the results
     table names it (``icrl.analysis.runs``: a learner's label stands in the model's place)."""
     row = run_row(state, Path(root), DEFAULT_EXPLORATIVE_P_KEEP)
@@ -175,7 +175,7 @@ def run_identity(state: CheckedRun, root: Path) -> dict:
             "label": run_label(row), "seed": row["seed"]}
 
 
-def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[CheckedRun]:
+def load_states(data_dir: Union[str, Path], run_dirs: Optional[Iterable[Union[str, Path]]] = None) -> list[CheckedRun]:
     """The runs under ``data_dir`` (only those in ``run_dirs`` when given), each checked as a
     resume checks it (``icrl.run.readback``: DamagedRecords in one line where a resume refuses)."""
     root = Path(data_dir)
@@ -188,13 +188,14 @@ def load_states(data_dir, run_dirs: Optional[Iterable] = None) -> list[CheckedRu
     return states
 
 
-def failures_table(state: CheckedRun) -> dict:
+def failures_table(state: CheckedRun) -> dict[str, float]:
     """The run's failure metrics (icrl.analysis.failures), and its training steps."""
     return {"steps": len(state.train), **run_failures(state.train, labels_of(state))}
 
 
-def diagnostics(data_dir, window: Optional[int] = None,
-                run_dirs: Optional[Iterable] = None) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def diagnostics(data_dir: Union[str, Path], window: Optional[int] = None,
+                run_dirs: Optional[Iterable[Union[str, Path]]] = None,
+                ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(windows of every ICRL run, per-class test accuracy of every run, failure metrics of every
     ICRL run) under ``data_dir`` (only the runs in ``run_dirs`` when given, e.g.
     ``Results(...).runs["run_dir"]`` after filters)."""
@@ -251,12 +252,12 @@ def draw_diagnostics(windows: pd.DataFrame, path: Path) -> Optional[Path]:
     return path
 
 
-def _write_csv(frame, f) -> None:
+def _write_csv(frame: pd.DataFrame, f: IO[str]) -> None:
     frame.to_csv(f, index=False)
 
 
-def write_diagnostics(data_dir, out_dir, window: Optional[int] = None,
-                      run_dirs: Optional[Iterable] = None) -> list[Path]:
+def write_diagnostics(data_dir: Union[str, Path], out_dir: Union[str, Path], window: Optional[int] = None,
+                      run_dirs: Optional[Iterable[Union[str, Path]]] = None) -> list[Path]:
     """diagnostics.csv, diagnostics_per_class.csv and diagnostics.png for every run under
     ``data_dir`` (or those in ``run_dirs``), written into ``out_dir``; returns the paths
     written (no figure without an ICRL run)."""

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 import numpy as np
 
@@ -74,9 +74,9 @@ def concluded_label(text: Optional[str], labels: Sequence[str]) -> Optional[str]
     return max(mentions, key=lambda m: (m[1], m[1] - m[0]))[2]
 
 
-def step_failures(train: Sequence[TrainLine], labels: Sequence[str]) -> list[dict]:
+def step_failures(train: Sequence[TrainLine], labels: Sequence[str]) -> list[dict[str, Any]]:
     """Per training line: history_frequency_match, reasoning_label, knowing_doing_mismatch."""
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
     rows = []
     for record in train:
         prediction = record.prediction
@@ -92,7 +92,7 @@ def step_failures(train: Sequence[TrainLine], labels: Sequence[str]) -> list[dic
     return rows
 
 
-def _mean(values) -> float:
+def _mean(values: Iterable[float]) -> float:
     values = [v for v in values if not (isinstance(v, float) and math.isnan(v))]
     return float(np.mean(values)) if values else math.nan
 
@@ -111,7 +111,7 @@ def collapse(train: Sequence[TrainLine]) -> tuple[int, float]:
     return window, math.nan
 
 
-def run_failures(train: Sequence[TrainLine], labels: Sequence[str]) -> dict:
+def run_failures(train: Sequence[TrainLine], labels: Sequence[str]) -> dict[str, float]:
     """The per-run failure metrics of FAILURE_COLUMNS (NaN where they do not apply)."""
     steps = step_failures(train, labels)
     predicted = {r.prediction for r in train if r.prediction is not None}

@@ -16,11 +16,20 @@ built, and a name taken by icrl or another plugin is refused then (``icrl.infra.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Optional, TypeVar, Union
 
 from ..method.registry import Registry
 
-FIGURES: Registry = Registry("figure", "--only")
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from .figures_base import Context
+
+# A figure: the drawing context -> a matplotlib figure, or a string saying why it was skipped.
+Draw = Callable[["Context"], Union["Figure", str]]
+D = TypeVar("D", bound=Draw)
+
+FIGURES: Registry[Optional[Draw]] = Registry("figure", "--only")
 
 BUILT_IN = ("main_results", "beyond_paper", "failures", "regret", "train_accuracy", "ablation_p_keep",
             "ablation_context_strategy", "ablation_reward_filter", "ablation_context_length",
@@ -30,9 +39,9 @@ for _name in BUILT_IN:
     FIGURES.register(_name, None)  # drawn by icrl.analysis.figures
 
 
-def register_figure(name: str) -> Callable[[Callable], Callable]:
+def register_figure(name: str) -> Callable[[D], D]:
     """A decorator: the function draws the figure ``name`` (a figure, or a string: why it was skipped)."""
-    def register(draw: Callable) -> Callable:
+    def register(draw: D) -> D:
         FIGURES.register(name, draw)
         return draw
     return register

@@ -50,12 +50,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Callable
 
 from ..errors import UsageError
 from ..records import write_atomic
 from ..run import edge
-from .figure_registry import BUILT_IN, FIGURES as REGISTERED
+from .figure_registry import BUILT_IN, FIGURES as REGISTERED, Draw
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
 from .figures_beyond import fig_beyond_paper
@@ -66,7 +65,7 @@ from .results import Results
 from .runs import DEFAULT_EXPLORATIVE_P_KEEP
 
 
-_OWN: list[tuple[str, Callable]] = [
+_OWN: list[tuple[str, Draw]] = [
     ("main_results", fig_main_results),
     ("beyond_paper", fig_beyond_paper),
     ("failures", fig_failures),
@@ -77,7 +76,7 @@ _OWN: list[tuple[str, Callable]] = [
 assert tuple(name for name, _ in _OWN) == BUILT_IN, "icrl.analysis.figure_registry.BUILT_IN names these figures"
 
 
-def figures() -> list[tuple[str, Callable]]:
+def figures() -> list[tuple[str, Draw]]:
     """(name, draw) of every figure in drawing order: icrl's own, then the plugins' (each
     checked at its edge: ``icrl.run.edge.figure``)."""
     own = dict(_OWN)
@@ -91,11 +90,11 @@ class FigureOptions:
 
     data_dir: str = "data"
     out_dir: str = "plots"
-    filter: tuple = ()
+    filter: tuple[str, ...] = ()
     smooth: int = 50
     explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP
     other_runs: bool = False
-    only: tuple = ()
+    only: tuple[str, ...] = ()
 
 
 def draw(args: FigureOptions) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 import numpy as np
 import pandas as pd
@@ -14,6 +14,9 @@ from .figures_base import (MAX_PANELS, VALUE_MARKERS, Context, _baseline, _chanc
 from ..method.strategies import FILTER_NAMES, STRATEGIES
 from .runs import CONFIG_COLUMNS, METHODS, model_size
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 
 @dataclass
 class Ablation:
@@ -22,11 +25,11 @@ class Ablation:
     column: str           # the ablated column of Results.runs
     what: str             # for the skip note
     keep: Callable[[pd.DataFrame], pd.Series] = lambda runs: runs["mode"] == "icrl"
-    fmt: Callable = lambda v: str(v)
-    order: Callable = lambda v: v
+    fmt: Callable[[Any], str] = lambda v: str(v)  # a value of the column -> its legend entry
+    order: Callable[[Any], Any] = lambda v: v      # a value -> its sort key
 
 
-def _fmt_num(v) -> str:
+def _fmt_num(v: object) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "none"
     return f"{v:g}" if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) else str(v)
@@ -60,7 +63,7 @@ ABLATIONS = [
 ]
 
 
-def _ablation_groups(runs: pd.DataFrame, column: str) -> list[tuple[tuple, pd.DataFrame]]:
+def _ablation_groups(runs: pd.DataFrame, column: str) -> list[tuple[str, pd.DataFrame]]:
     """Groups of runs equal in every configuration column but ``column`` (seeds aside) that
     hold at least two values of it."""
     others = [c for c in CONFIG_COLUMNS if c != column]
@@ -103,7 +106,7 @@ def _describe(group: pd.DataFrame, column: str) -> str:
     return text
 
 
-def fig_ablation(ctx: Context, ab: Ablation):
+def fig_ablation(ctx: Context, ab: Ablation) -> Union[Figure, str]:
     runs = ctx.runs
     if len(runs) and "learner" in runs:  # a learner (icrl.method.agents) has none of the ablated settings
         runs = runs[runs["learner"].isna()]

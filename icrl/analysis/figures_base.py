@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import IO, TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -13,6 +13,16 @@ import pandas as pd
 from ..records import write_atomic
 from .results import Results
 from .runs import model_size
+
+if TYPE_CHECKING:
+    from matplotlib.artist import Artist
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from .paired import PairedVerdict
+    from .verdict import Verdict
+
+Color = Union[str, tuple[float, ...]]  # a name or "#rrggbb", or RGBA from a colormap
 
 COLORS = {  # Okabe-Ito, colour-blind safe; one colour per method in every figure
     "naive": "#E69F00", "naive+": "#56B4E9", "explorative": "#009E73", "approximate": "#D55E00",
@@ -66,7 +76,7 @@ def _smoothed_frame(train: pd.DataFrame, window: int) -> pd.DataFrame:
         lambda s: s.rolling(window, min_periods=window).mean())
     return frame.dropna(subset=["smoothed"])
 
-def _pick_config(runs: pd.DataFrame, m_ref=None) -> tuple[pd.DataFrame, int]:
+def _pick_config(runs: pd.DataFrame, m_ref: Optional[float] = None) -> tuple[pd.DataFrame, int]:
     """Of several configurations (seeds aside), the one with the most completed steps; on a
     tie the panel's usual context length ``m_ref``, temperature 1 (the paper's), the longest
     context, the most seeds, the most approximate contexts. Returns its runs and how many
@@ -75,7 +85,7 @@ def _pick_config(runs: pd.DataFrame, m_ref=None) -> tuple[pd.DataFrame, int]:
     if len(groups) == 1:
         return groups[0][1], 1
 
-    def rank(kv):
+    def rank(kv: tuple[Any, pd.DataFrame]) -> tuple[float, bool, bool, float, int, float]:
         first = kv[1].iloc[0]
         k = first["max_contexts"]
         return (kv[1]["steps"].fillna(0).max(), first["max_context_examples"] == m_ref, first["temperature"] == 1.0,
@@ -84,7 +94,7 @@ def _pick_config(runs: pd.DataFrame, m_ref=None) -> tuple[pd.DataFrame, int]:
     return max(groups, key=rank)[1], len(groups)
 
 
-def _usual_context_length(runs: pd.DataFrame):
+def _usual_context_length(runs: pd.DataFrame) -> Optional[float]:
     """The most common max_context_examples among these runs (the largest on a tie)."""
     counts = runs["max_context_examples"].dropna().value_counts()
     if counts.empty:
@@ -103,7 +113,8 @@ def _short_model(name: str) -> str:
 
 
 # -- drawing helpers ---------------------------------------------------------------------------
-def _figure(nrows: int, ncols: int, panel_w: float = 2.7, panel_h: float = 2.05, legend_h: float = 0.45):
+def _figure(nrows: int, ncols: int, panel_w: float = 2.7, panel_h: float = 2.05,
+            legend_h: float = 0.45) -> tuple[Figure, np.ndarray]:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(panel_w * ncols + 0.5, panel_h * nrows + legend_h), layout="constrained")
@@ -111,8 +122,8 @@ def _figure(nrows: int, ncols: int, panel_w: float = 2.7, panel_h: float = 2.05,
     return fig, axes
 
 
-def _plot_curve(ax, curve: pd.DataFrame, color, label, marker="o", markersize=3.6, zorder=2, layer=None,
-                linestyle="-"):
+def _plot_curve(ax: Axes, curve: pd.DataFrame, color: Color, label: str, marker: Optional[str] = "o",
+                markersize: float = 3.6, zorder: float = 2, layer: Optional[int] = None, linestyle: str = "-") -> None:
     """Mean over seeds, with a band from their minimum to their maximum; markers only on
     curves with few points (test accuracy). ``layer`` j = 0, 1, ...: later layers are drawn
     on top, thinner and with smaller markers, so that equal curves all stay visible."""
@@ -130,15 +141,16 @@ def _plot_curve(ax, curve: pd.DataFrame, color, label, marker="o", markersize=3.
         ax.fill_between(x, curve["min"].to_numpy(), curve["max"].to_numpy(), color=color, alpha=0.15, linewidth=0)
 
 
-def _baseline(ax, value: Optional[float], method: str, label: Optional[str] = None):
+def _baseline(ax: Axes, value: Optional[float], method: str, label: Optional[str] = None) -> None:
     if value is None or not np.isfinite(value):
         return
     ax.axhline(value, color=COLORS[method], linestyle=BASELINE_STYLE[method],
                linewidth=1.0 if method == "chance" else 1.2, label=label or METHOD_NOTES[method], zorder=1)
 
 
-def _legend_below(fig, axes, title=None):
-    handles, labels = {}, []
+def _legend_below(fig: Figure, axes: np.ndarray, title: Optional[str] = None) -> None:
+    handles: dict[str, Artist] = {}
+    labels: list[str] = []
     for ax in np.ravel(axes):
         for h, label in zip(*ax.get_legend_handles_labels()):
             if label not in handles:
@@ -168,7 +180,7 @@ def _legend_below(fig, axes, title=None):
                    ncol=ncol, handlelength=2.4, columnspacing=1.4, title=title)
 
 
-def _integer_steps(fig) -> None:
+def _integer_steps(fig: Figure) -> None:
     """Steps are whole: in a figure whose x axes are steps (one of them labelled so, the bottom
     row's) every x axis gets integer ticks only (a short run's would otherwise read 0.5, 1.5)."""
     from matplotlib.ticker import MaxNLocator
@@ -178,12 +190,12 @@ def _integer_steps(fig) -> None:
             ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
 
 
-def _hide_unused(axes, used: int):
+def _hide_unused(axes: np.ndarray, used: int) -> None:
     for ax in np.ravel(axes)[used:]:
         ax.set_visible(False)
 
 
-def _save(fig, out_dir: Path, name: str) -> list[Path]:
+def _save(fig: Figure, out_dir: Path, name: str) -> list[Path]:
     _integer_steps(fig)
     paths = []
     for ext in ("png", "pdf"):
@@ -192,7 +204,7 @@ def _save(fig, out_dir: Path, name: str) -> list[Path]:
         paths.append(path)
     return paths
 
-def _savefig(fig, ext: str, f) -> None:
+def _savefig(fig: Figure, ext: str, f: IO[bytes]) -> None:
     fig.savefig(f, format=ext)
 
 
@@ -202,9 +214,10 @@ class Context:
     results: Results
     smooth: int
     explorative_p_keep: float
-    notes: list
-    verdicts: list = field(default_factory=list)  # Verdict per model, task and method of main_results
-    captions: dict = field(default_factory=dict)  # id(panel) -> text under its x axis
+    notes: list[str]
+    # Verdict (or PairedVerdict) per model, task and method of main_results
+    verdicts: list[Union[Verdict, PairedVerdict]] = field(default_factory=list)
+    captions: dict[int, str] = field(default_factory=dict)  # id(panel) -> text under its x axis
     other_runs: bool = False  # also draw the paper's methods at settings the published figures leave out
 
     @property
@@ -214,7 +227,7 @@ class Context:
 
 
 
-def _chance(ax, runs: pd.DataFrame):
+def _chance(ax: Axes, runs: pd.DataFrame) -> None:
     labels = runs["num_labels"].dropna().unique() if "num_labels" in runs else []
     if len(labels) == 1 and labels[0] > 0:
         _baseline(ax, 1.0 / labels[0], "chance")

@@ -14,12 +14,18 @@ paper's zero-shot point.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Union
+
 import pandas as pd
 
 from .figures_base import COLORS, MARKERS, METHOD_NOTES, Context, _baseline, _chance, _figure, _grid, _legend_below, \
     _mean_curve, _plot_curve, _short_model, _usual_context_length
 from .figures_methods import _main_runs, _pick_config, _pooled, _reference_runs, _verdicts, _zero_shot_reference
 from .runs import METHODS
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 # colours of the configurations beyond the paper (the paper's methods and the learners keep theirs)
 PALETTE = ["#882255", "#44AA99", "#999933", "#AA4499", "#332288", "#117733", "#DDCC77", "#661100", "#6699CC",
@@ -41,7 +47,7 @@ def beyond_runs(ctx: Context) -> pd.DataFrame:
     return runs[(~published & ~baseline) | learner]
 
 
-def fig_beyond_paper(ctx: Context):
+def fig_beyond_paper(ctx: Context) -> Union[Figure, str]:
     beyond = beyond_runs(ctx)
     if beyond.empty:
         return "no run beyond the paper's figures (other strategies, exploration flags, rewards, settings, learners)"
@@ -73,7 +79,7 @@ def fig_beyond_paper(ctx: Context):
     return fig
 
 
-def _panel(ctx: Context, ax, model: str, task: str, here: pd.DataFrame, mine: pd.DataFrame) -> str:
+def _panel(ctx: Context, ax: Axes, model: str, task: str, here: pd.DataFrame, mine: pd.DataFrame) -> str:
     """Draw one panel; returns its description (steps and test items)."""
     if mine.empty:
         ax.set_visible(False)
@@ -90,8 +96,8 @@ def _panel(ctx: Context, ax, model: str, task: str, here: pd.DataFrame, mine: pd
     mine = mine[mine["test_set"] == test_set]
     here = here[here["test_set"] == test_set]
     test = ctx.results.test()
-    drawn: dict = {}
-    learners: dict = {}
+    drawn: dict[str, pd.DataFrame] = {}
+    learners: dict[str, pd.DataFrame] = {}
     for i, (_, group) in enumerate(mine.groupby("config_key", sort=True)):
         first = group.iloc[0]
         learner = first["learner"] if "learner" in first and pd.notna(first["learner"]) else None

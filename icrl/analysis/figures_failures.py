@@ -8,10 +8,15 @@ early. The configurations are the runs' labels, as in the other figures.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Union
+
 import numpy as np
 import pandas as pd
 
 from .figures_base import Context, _figure, _legend_below, _short_model
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 BARS = (("greediness", "labels never predicted", "#882255"),
         ("history_frequency_bias", "history frequency bias", "#44AA99"),
@@ -40,7 +45,7 @@ def failure_rows(ctx: Context) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def fig_failures(ctx: Context):
+def fig_failures(ctx: Context) -> Union[Figure, str]:
     rows = failure_rows(ctx)
     if rows.empty:
         return "no ICRL run of a model"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import re
 import textwrap
-from typing import Callable, Optional, Union
+from typing import TYPE_CHECKING, Optional, Protocol, Union
 
 import pandas as pd
 
@@ -17,6 +17,17 @@ from .runs import METHODS, model_params
 from .paired import PairedVerdict, paired_verdict
 from .paired import panel_note as paired_note
 from .verdict import Verdict, panel_note
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+
+class DrawPanel(Protocol):
+    """Draws one method's runs (``chosen``) in a panel: a figure's curve of them."""
+
+    def __call__(self, ax: Axes, chosen: pd.DataFrame, method: str, label: Optional[str] = None,
+                 other: bool = False) -> None: ...
 
 
 def _comparable(ctx: "Context", here: pd.DataFrame, model: str, task: str) -> tuple[pd.DataFrame, str]:
@@ -70,7 +81,7 @@ def _main_runs(ctx: Context) -> pd.DataFrame:
     return runs
 
 
-def _other_label(row) -> str:
+def _other_label(row: pd.Series) -> str:
     """What a run of a paper method at other settings is: its label, with its temperature."""
     label = str(row["label"])
     if "T=" not in label:
@@ -79,8 +90,8 @@ def _other_label(row) -> str:
     return label
 
 
-def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, baselines: bool,
-                 unit_range: bool, verdicts: bool = False) -> Optional[object]:
+def _method_grid(ctx: Context, name: str, draw_panel: DrawPanel, ylabel: str, baselines: bool,
+                 unit_range: bool, verdicts: bool = False) -> Union[Figure, str]:
     """A grid (rows: models, columns: tasks) with one line per paper method; ``baselines``:
     zero-shot and ICL lines (test accuracy only); ``unit_range``: an accuracy axis, with chance;
     ``verdicts``: say in each panel whether each method beat zero-shot."""
@@ -128,11 +139,11 @@ def _method_grid(ctx: Context, name: str, draw_panel: Callable, ylabel: str, bas
     return fig
 
 
-def _draw_methods(ctx: Context, ax, runs: pd.DataFrame, here: pd.DataFrame, model: str, task: str, m_ref,
-                  draw_panel: Callable) -> dict:
+def _draw_methods(ctx: Context, ax: Axes, runs: pd.DataFrame, here: pd.DataFrame, model: str, task: str,
+                  m_ref: Optional[float], draw_panel: DrawPanel) -> dict[str, pd.DataFrame]:
     """Draw each paper method's chosen configuration on ``ax`` (and, with --other_runs, the other
     settings and the learners); label -> the runs drawn."""
-    drawn: dict = {}
+    drawn: dict[str, pd.DataFrame] = {}
     for method in METHODS:
         chosen = here[(here["method"] == method) & (here["paper_method"] == method)]
         if chosen.empty:
@@ -155,8 +166,8 @@ def _draw_methods(ctx: Context, ax, runs: pd.DataFrame, here: pd.DataFrame, mode
     return drawn
 
 
-def _draw_baselines(ctx: Context, ax, here: pd.DataFrame, model: str, task: str, m_ref, drawn: dict,
-                    verdicts: bool) -> None:
+def _draw_baselines(ctx: Context, ax: Axes, here: pd.DataFrame, model: str, task: str, m_ref: Optional[float],
+                    drawn: dict[str, pd.DataFrame], verdicts: bool) -> None:
     """The zero-shot and ICL lines of a panel; ``verdicts``: whether each drawn method beat zero-shot."""
     zero_ref = _zero_shot_reference(ctx, here, m_ref)
     _baseline(ax, zero_ref[0] if zero_ref else None, "zero-shot")
@@ -175,7 +186,7 @@ def _draw_baselines(ctx: Context, ax, here: pd.DataFrame, model: str, task: str,
                   *_reference_runs(here, zero, len(zero_acc) > 0, m_ref))
 
 
-def _learners(ctx: Context, runs: pd.DataFrame, here: pd.DataFrame, task: str) -> list:
+def _learners(ctx: Context, runs: pd.DataFrame, here: pd.DataFrame, task: str) -> list[tuple[str, pd.DataFrame]]:
     """(label, runs) of the learners that are not LLMs (icrl.method.agents) on ``task``, drawn in every
     model's panel of that task (they use no model) when ``ctx.other_runs``, on the panel's test set
     and length; without it, a note says they were left out."""
@@ -197,7 +208,7 @@ def _learners(ctx: Context, runs: pd.DataFrame, here: pd.DataFrame, task: str) -
     return list(learners.groupby("model", sort=True))
 
 
-def _zero_shot_reference(ctx: Context, here: pd.DataFrame, m_ref) -> Optional[tuple[float, int]]:
+def _zero_shot_reference(ctx: Context, here: pd.DataFrame, m_ref: Optional[float]) -> Optional[tuple[float, int]]:
     """The paper's zero-shot point: the step-0 test accuracy of the naive ICRL run (ICRL system
     prompt, no episode yet), averaged over seeds, and its test items pooled over seeds; None
     without a naive run tested at step 0."""
@@ -230,7 +241,7 @@ CAPTION_CHARS = 50
 
 
 def _reference_runs(here: pd.DataFrame, zero: pd.DataFrame, has_zero: bool,
-                    m_ref) -> tuple[pd.DataFrame, Union[int, str]]:
+                    m_ref: Optional[float]) -> tuple[pd.DataFrame, Union[int, str]]:
     """The runs and step of the verdicts' reference, for the paired test: the zero-shot runs'
     last test, else the naive runs' step 0 (before any episode)."""
     if has_zero:
@@ -239,9 +250,10 @@ def _reference_runs(here: pd.DataFrame, zero: pd.DataFrame, has_zero: bool,
     return (_pick_config(naive, m_ref)[0] if len(naive) else naive), 0
 
 
-def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, reference_name: str,
+def _verdicts(ctx: Context, ax: Axes, model: str, task: str, drawn: dict[str, pd.DataFrame],
+              reference: Optional[tuple[float, int]], reference_name: str,
               reference_runs: Optional[pd.DataFrame] = None, reference_step: Union[int, str] = "last",
-              learners: Optional[dict] = None):
+              learners: Optional[dict[str, pd.DataFrame]] = None) -> None:
     """Whether each drawn method's final test accuracy beat zero-shot: in the panel and in
     ``ctx.verdicts`` (printed at the end). Paired (McNemar on the shared test items) when the
     reference runs tested the same items, else Wilson intervals. ``learners``: drawn learners
@@ -263,8 +275,9 @@ def _verdicts(ctx: Context, ax, model: str, task: str, drawn: dict, reference, r
             for line in lines + [f"({_note(here)})"])
 
 
-def _judge(ctx: Context, model: str, params: float, task: str, method: str, chosen: pd.DataFrame, reference,
-           reference_name: str, reference_runs, reference_step, lines: list, here: list) -> None:
+def _judge(ctx: Context, model: str, params: float, task: str, method: str, chosen: pd.DataFrame,
+           reference: tuple[float, int], reference_name: str, reference_runs: Optional[pd.DataFrame],
+           reference_step: Union[int, str], lines: list[str], here: list[Union[Verdict, PairedVerdict]]) -> None:
     """The verdict of one drawn configuration (appended to ``lines`` and ``here``, and to
     ``ctx.verdicts`` unless another figure gave it)."""
     given = {(v.model, v.task, v.method) for v in ctx.verdicts}
@@ -289,7 +302,7 @@ def _judge(ctx: Context, model: str, params: float, task: str, method: str, chos
     lines.append(verdict.short())
 
 
-def _note(verdicts: list) -> str:
+def _note(verdicts: list[Union[Verdict, PairedVerdict]]) -> str:
     paired = all(isinstance(v, PairedVerdict) for v in verdicts)
     return paired_note(verdicts) if paired else panel_note(verdicts)
 
@@ -299,10 +312,10 @@ def _layer(method: str, other: bool) -> int:
     return (METHODS.index(method) if method in METHODS else len(METHODS)) + 4 * other
 
 
-def fig_main_results(ctx: Context):
+def fig_main_results(ctx: Context) -> Union[Figure, str]:
     test = ctx.results.test()
 
-    def panel(ax, chosen, method, label=None, other=False):
+    def panel(ax: Axes, chosen: pd.DataFrame, method: str, label: Optional[str] = None, other: bool = False) -> None:
         _plot_curve(ax, _mean_curve(test, chosen["run_id"], "accuracy"), COLORS[method], label or METHOD_NOTES[method],
                     marker=MARKERS[method], layer=_layer(method, other),
                     linestyle="--" if other else "-")
@@ -311,10 +324,10 @@ def fig_main_results(ctx: Context):
                         verdicts=True)
 
 
-def fig_regret(ctx: Context):
+def fig_regret(ctx: Context) -> Union[Figure, str]:
     regret = _regret_frame(ctx.results.train())
 
-    def panel(ax, chosen, method, label=None, other=False):
+    def panel(ax: Axes, chosen: pd.DataFrame, method: str, label: Optional[str] = None, other: bool = False) -> None:
         _plot_curve(ax, _mean_curve(regret, chosen["run_id"], "regret"), COLORS[method], label or METHOD_NOTES[method],
                     marker=MARKERS[method], layer=_layer(method, other),
                     linestyle="--" if other else "-")
@@ -322,10 +335,10 @@ def fig_regret(ctx: Context):
     return _method_grid(ctx, "regret", panel, "Regret (wrong predictions)", baselines=False, unit_range=False)
 
 
-def fig_train_accuracy(ctx: Context):
+def fig_train_accuracy(ctx: Context) -> Union[Figure, str]:
     smoothed = _smoothed_frame(ctx.results.train(), ctx.smooth)
 
-    def panel(ax, chosen, method, label=None, other=False):
+    def panel(ax: Axes, chosen: pd.DataFrame, method: str, label: Optional[str] = None, other: bool = False) -> None:
         _plot_curve(ax, _mean_curve(smoothed, chosen["run_id"], "smoothed"), COLORS[method],
                     label or METHOD_NOTES[method],
                     marker=MARKERS[method], layer=_layer(method, other),

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterable, Optional, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -26,7 +26,14 @@ from .stats import (PAIRED_TEST, PairedComparison, accuracy_summary, compare_pai
 from .verdict import SMALL_MODEL, Worded
 
 
-def compare_runs(results, run_a: str, run_b: str, step: int | str = "last") -> PairedComparison:
+class RunTable(Protocol):
+    """What ``compare_runs`` reads of its results (``icrl.analysis.results.Results``, which
+    imports this module): the table of runs, one row per run id."""
+
+    runs: pd.DataFrame
+
+
+def compare_runs(results: RunTable, run_a: str, run_b: str, step: int | str = "last") -> PairedComparison:
     """Paired comparison of two runs of ``results`` (run ids, as in ``results.runs.index``)
     on the test items they share, at ``step`` (an int or "last"); a zero-shot run is compared
     at its only test step, whatever ``step`` says."""
@@ -43,8 +50,8 @@ def compare_runs(results, run_a: str, run_b: str, step: int | str = "last") -> P
 def pair_runs(runs_a: pd.DataFrame, runs_b: pd.DataFrame) -> list[tuple[str, str]]:
     """Pairs (run_dir of A, run_dir of B) on the same test set: each run of A with one run of B
     of its ``test_set`` (the same seeds preferred), each B run used once."""
-    pairs: list = []
-    used: set = set()
+    pairs: list[tuple[str, str]] = []
+    used: set[str] = set()
     for _, a in runs_a.iterrows():
         same = runs_b[(runs_b["test_set"] == a["test_set"]) & ~runs_b["run_dir"].isin(used)]
         if same.empty:
@@ -110,7 +117,7 @@ def _items(n: int) -> str:
     return f"{n} item" if n == 1 else f"{n} items"
 
 
-def panel_note(verdicts: list) -> str:
+def panel_note(verdicts: Sequence[Worded]) -> str:
     """The line under ``PairedVerdict.short`` lines: which test, and the small-model advice."""
     note = f"final test accuracy vs zero-shot on the same items: {PAIRED_TEST} test, paired bootstrap 95% interval"
     if any(v.outcome != "above" and v.model_params < SMALL_MODEL for v in verdicts):
@@ -133,7 +140,7 @@ def paired_verdict(model: str, task: str, method: str, runs: pd.DataFrame, refer
                          model_params)
 
 
-def seed_columns(metric: str, values, items=None) -> dict:
+def seed_columns(metric: str, values: Iterable[float], items: Optional[float] = None) -> dict[str, float]:
     """``<metric>_mean``, ``_ci_low``, ``_ci_high`` (95% over seeds) and ``_n`` for one
     configuration's values of ``metric`` (a row of ``Results.aggregate``). An accuracy (a metric
     named ``*accuracy``) over ``items`` test items has ``stats.accuracy_summary``'s interval,
@@ -142,9 +149,11 @@ def seed_columns(metric: str, values, items=None) -> dict:
     return {f"{metric}_mean": s.mean, f"{metric}_ci_low": s.low, f"{metric}_ci_high": s.high, f"{metric}_n": s.n}
 
 
-def detectable_difference(accuracy, test_k) -> float:
+def detectable_difference(accuracy: Optional[float], test_k: Optional[float]) -> float:
     """The smallest gain over ``accuracy`` that another run on ``test_k`` items detects with
     80% power at the 5% level (NaN when unknown): how fine a comparison a configuration allows."""
+    if accuracy is None or test_k is None:
+        return math.nan
     try:
         accuracy, test_k = float(accuracy), int(test_k)
     except (TypeError, ValueError):

@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import re
 from array import array
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from ..backends.chat import ChatTokenizer
+    from ..backends.fake import FakeChat
 
 
 # -- tokenization -------------------------------------------------------------------------------
@@ -35,10 +39,10 @@ class SegmentEncoder:
     no added token that matches as-is): then every prompt is encoded whole.
     """
 
-    def __init__(self, chat, incremental: bool = True):
+    def __init__(self, chat: ChatTokenizer, incremental: bool = True) -> None:
         self.chat = chat
         self.tokenizer = chat.tokenizer
-        cut = []
+        cut: list[str] = []
         if getattr(self.tokenizer, "is_fast", False):
             for token in self.tokenizer.added_tokens_decoder.values():
                 # A cut before the token is safe unless the token takes in text before it
@@ -90,7 +94,7 @@ class SegmentEncoder:
         return len(self._cache)
 
 
-def _template_sample(chat) -> Optional[str]:
+def _template_sample(chat: ChatTokenizer) -> Optional[str]:
     """A short conversation in the model's chat template (None if it cannot be rendered)."""
     role = "system" if chat.supports_system_role else "user"
     messages = [{"role": role, "content": "s"}, *([{"role": "user", "content": "u"}] if role == "system" else []),
@@ -109,8 +113,8 @@ class PrefixTree:
     A node is a dict {first token of an edge: [edge tokens (numpy int32), child node]}.
     """
 
-    def __init__(self):
-        self.root: dict = {}
+    def __init__(self) -> None:
+        self.root: dict[int, list[Any]] = {}  # a node: first token -> [edge tokens, child node]
         self.nodes = 1
 
     def insert(self, tokens: np.ndarray) -> int:
@@ -159,12 +163,12 @@ class FakeEncoder:
 
     incremental = False
 
-    def __init__(self, chat):
+    def __init__(self, chat: FakeChat) -> None:
         self.chat = chat
-        self.ids: dict = {}
+        self.ids: dict[str, int] = {}
         self.cached_segments = 0
 
-    def encode(self, texts):
+    def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
         return [np.asarray([self.ids.setdefault(t, len(self.ids)) for t in self.chat.tokens(text)], dtype=np.int32)
                 for text in texts]
 

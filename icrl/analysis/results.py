@@ -40,7 +40,7 @@ only in an unused argument group together.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import numpy as np
 import pandas as pd
@@ -53,11 +53,15 @@ from .failures import FAILURE_COLUMNS, run_failures
 from .runs import (ARG_COLUMNS, BASELINES, CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, INTEGER_COLUMNS, METHODS,
                    SEED_COLUMNS, _fmt, apply_filters, parse_filters, run_label, run_row)
 
+if TYPE_CHECKING:
+    from .stats import PairedComparison
+
 
 class Results:
     """Every run under ``data_dir`` (optionally filtered), as pandas frames."""
 
-    def __init__(self, data_dir, filters: Sequence[str] = (), explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP):
+    def __init__(self, data_dir: Union[str, Path], filters: Sequence[str] = (),
+                 explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP) -> None:
         self.root = Path(data_dir)
         if not self.root.is_dir():
             raise UsageError(f"--data_dir {str(self.root)!r} is not a directory")
@@ -107,7 +111,7 @@ class Results:
         of the run's test set; see :meth:`predictions` for them next to the gold answers)."""
         if self._test is None:
             frame = self._per_step(TEST, ["step", "accuracy", "context_size"])
-            extra: dict = {"per_class_accuracy": [], "predictions": []}
+            extra: dict[str, list[Any]] = {"per_class_accuracy": [], "predictions": []}
             for run_id in self.runs["run_id"]:
                 for record in self._states[run_id].test:
                     extra["per_class_accuracy"].append(record.per_class_accuracy)
@@ -185,7 +189,7 @@ class Results:
         out["_order"] = out["method"].map(order)
         return out.sort_values(["model", "task", "_order", "label"]).drop(columns="_order").reset_index(drop=True)
 
-    def compare(self, run_a: str, run_b: str, step="last"):
+    def compare(self, run_a: str, run_b: str, step: Union[int, str] = "last") -> PairedComparison:
         """Paired comparison of two runs (ids as in ``runs.index``) on their shared test items
         at ``step``: McNemar's exact test and a paired bootstrap interval of the accuracy
         difference (icrl.analysis.paired.compare_runs); ``.line()`` says it in one line."""
@@ -193,7 +197,7 @@ class Results:
 
         return compare_runs(self, run_a, run_b, step)
 
-    def _per_step(self, filename: str, fields: list) -> pd.DataFrame:
+    def _per_step(self, filename: str, fields: list[str]) -> pd.DataFrame:
         """One row per record of ``filename`` in every run, with ``fields`` as floats."""
         frames = []
         for run_id in self.runs["run_id"]:
@@ -211,7 +215,7 @@ class Results:
             self._failure_table = pd.DataFrame([self._failures(i) for i in ids], index=ids, columns=FAILURE_COLUMNS)
         return self._failure_table
 
-    def _failures(self, run_id) -> dict:
+    def _failures(self, run_id: str) -> dict[str, float]:
         """A run's failure metrics (icrl.analysis.failures; NaN for runs without ICRL training steps)."""
         state = self._states[run_id]
         if state.mode != "icrl" or not state.train:
@@ -238,7 +242,7 @@ class Results:
             columns="_order").reset_index(drop=True)
 
 
-def _concat(frames: list, columns: list) -> pd.DataFrame:
+def _concat(frames: list[pd.DataFrame], columns: list[str]) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame(columns=columns)
     out = pd.concat(frames, ignore_index=True)

@@ -10,7 +10,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -74,7 +74,7 @@ def method_of(mode: str, strategy: str, p_keep: float, explorative_p_keep: float
     return ""
 
 
-def paper_method_of(row, explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP) -> str:
+def paper_method_of(row: Mapping[str, Any], explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP) -> str:
     """The method the published figures file a run under, or "" (their rules, lil-lab/icrl
     src/plot/plotting.py: plot_main_results and plot_main_results_with_phi_and_approximate).
 
@@ -103,7 +103,7 @@ def paper_method_of(row, explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP)
     return ""
 
 
-def run_label(row) -> str:
+def run_label(row: Mapping[str, Any]) -> str:
     """A short human name for one run: method (or strategy) and the settings that matter."""
     if row["mode"] == "zero_shot":
         return "zero-shot"
@@ -131,12 +131,12 @@ def run_label(row) -> str:
     return f"{name} ({', '.join(parts)})" if parts else name
 
 
-def beyond_the_paper(row) -> list[str]:
+def beyond_the_paper(row: Mapping[str, Any]) -> list[str]:
     """The label parts of the declared settings beyond the paper a run uses (our exploration
     flags, a reward other than exact match, a strategy's own parameters); empty for none."""
     parts = []
     for param in LABELLED:
-        value = row.get(param.column)
+        value: Any = row.get(param.column) if param.column else None  # LABELLED: parameters with a column
         part = param.label_of(value.item() if hasattr(value, "item") else value)
         if part:
             parts.append(part)
@@ -162,7 +162,7 @@ def distinct_labels(runs: pd.DataFrame, within: Sequence[str] = ("model", "task"
     return labels
 
 
-def _fmt(value) -> str:
+def _fmt(value: object) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     if isinstance(value, float) and value.is_integer():
@@ -173,7 +173,7 @@ def _fmt(value) -> str:
 NOT_THE_MODEL = ("fake",)  # the backend whose answers are not the named model's
 
 
-def model_label(model, backend) -> str:
+def model_label(model: str, backend: Optional[str]) -> str:
     """The model as tables, verdicts, the report and figures name it: with the backend when that
     is not the model ("smollm2-135m (fake)"), the model's name alone otherwise."""
     if backend in NOT_THE_MODEL and model != backend:
@@ -299,7 +299,7 @@ def run_row(state: CheckedRun, root: Path, explorative_p_keep: float) -> dict[st
     return row
 
 
-def test_set_name(ids) -> Optional[str]:
+def test_set_name(ids: list[int]) -> Optional[str]:
     """Which test set a run used, from its recorded test example ids (as a set: the whole split
     in two orders is one test set): "<n> items <hash>". Runs are comparable on the same one."""
     if not isinstance(ids, list):

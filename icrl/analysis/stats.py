@@ -25,9 +25,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize, special, stats
 
 from ..errors import UsageError
@@ -50,7 +51,7 @@ class McNemar:
         return self.only_a + self.only_b
 
 
-def _binary(values, name: str) -> np.ndarray:
+def _binary(values: ArrayLike, name: str) -> np.ndarray:
     array = np.asarray(values)
     if array.ndim != 1:
         raise ValueError(f"{name} must be one outcome per item (1-D), got shape {array.shape}")
@@ -59,7 +60,7 @@ def _binary(values, name: str) -> np.ndarray:
     return array.astype(float)
 
 
-def _pair(correct_a, correct_b) -> tuple[np.ndarray, np.ndarray]:
+def _pair(correct_a: ArrayLike, correct_b: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     a, b = _binary(correct_a, "correct_a"), _binary(correct_b, "correct_b")
     if a.shape != b.shape:
         raise ValueError(f"paired outcomes need the same items: {a.size} and {b.size} outcomes")
@@ -68,7 +69,7 @@ def _pair(correct_a, correct_b) -> tuple[np.ndarray, np.ndarray]:
     return a, b
 
 
-def mcnemar_exact(correct_a, correct_b) -> McNemar:
+def mcnemar_exact(correct_a: ArrayLike, correct_b: ArrayLike) -> McNemar:
     """McNemar's exact test on per-item outcomes (1 right, 0 wrong) of two runs on the same items.
 
     The p-value is the two-sided binomial test of ``only_a`` successes in ``only_a + only_b``
@@ -92,11 +93,13 @@ class Interval:
         return f"{f.format(self.estimate)} [{f.format(self.low)}, {f.format(self.high)}]"
 
 
-def _difference(a, b, axis=-1):
+def _difference(a: np.ndarray, b: np.ndarray, axis: int = -1) -> Union[float, np.ndarray]:
+    # a number for one set of outcomes (numpy's float64 is a float), an array for scipy's batches of resamples
     return np.mean(a, axis=axis) - np.mean(b, axis=axis)
 
 
-def paired_bootstrap(correct_a, correct_b, confidence: float = CONFIDENCE, n_resamples: int = BOOTSTRAP_RESAMPLES,
+def paired_bootstrap(correct_a: ArrayLike, correct_b: ArrayLike, confidence: float = CONFIDENCE,
+                     n_resamples: int = BOOTSTRAP_RESAMPLES,
                      seed: int = BOOTSTRAP_SEED) -> Interval:
     """Accuracy of A minus accuracy of B with a paired percentile bootstrap interval.
 
@@ -140,14 +143,15 @@ def format_p(p: float) -> str:
     return f"p={p:.2g}" if p >= 1e-4 else "p<0.0001"
 
 
-def compare_paired(correct_a, correct_b, alpha: float = 0.05, seed: int = BOOTSTRAP_SEED) -> PairedComparison:
+def compare_paired(correct_a: ArrayLike, correct_b: ArrayLike, alpha: float = 0.05,
+                   seed: int = BOOTSTRAP_SEED) -> PairedComparison:
     """Both paired statistics for two runs' per-item outcomes on the same items."""
     a, b = _pair(correct_a, correct_b)
     return PairedComparison(float(a.mean()), float(b.mean()), int(a.size), paired_bootstrap(a, b, seed=seed),
                             mcnemar_exact(a, b), alpha)
 
 
-def item_outcomes(run_dir, step: int | str = "last") -> dict:
+def item_outcomes(run_dir: Union[str, Path], step: int | str = "last") -> dict[str, int]:
     """{test example id: 1 right / 0 wrong} of one run at a test step (an int or "last"),
     from its records (test.jsonl predictions against config.json's test answers)."""
     state = read_run(Path(run_dir))  # DamagedRecords (one line) where a resume refuses the run
@@ -162,7 +166,7 @@ def item_outcomes(run_dir, step: int | str = "last") -> dict:
     return {str(i): int(p == a) for i, p, a in zip(ids, predictions, answers)}
 
 
-def paired_outcomes(run_a, run_b, step: int | str = "last",
+def paired_outcomes(run_a: Union[str, Path], run_b: Union[str, Path], step: int | str = "last",
                     step_b: int | str | None = None) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """(outcomes of A, outcomes of B, item ids) on the test items both runs share, matched by
     id, at ``step`` (of B: ``step_b`` when given, e.g. 0 for the naive run's zero-shot point)."""
@@ -213,12 +217,12 @@ def seed_summary(values: Sequence[float], confidence: float = CONFIDENCE, items:
     return SeedSummary(mean, float(low), float(high), n)
 
 
-def accuracy_summary(values: Sequence[float], items) -> SeedSummary:
+def accuracy_summary(values: Sequence[float], items: Optional[float]) -> SeedSummary:
     """``seed_summary`` of accuracies over ``items`` test items each (a number, or None/NaN when
     the records do not say: then mean and n with no interval, never one that could leave [0, 1])."""
     try:
-        count = int(items)
-    except (TypeError, ValueError):
+        count = int(items) if items is not None else 0
+    except (TypeError, ValueError):  # NaN, or a missing value of a table's (pd.NA)
         count = 0
     if count >= 1:
         return seed_summary(values, items=count)

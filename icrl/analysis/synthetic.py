@@ -9,6 +9,7 @@ the tests of the figures and the viewer.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 
@@ -16,11 +17,16 @@ from ..method.episode import Episode
 from ..records.schema import TestLine, TrainLine
 from ..records.summary import per_class_accuracy
 
+if TYPE_CHECKING:
+    from ..method.strategies.base import Strategy
+    from ..tasks import Example, Task
 
-def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiased_only_positive",
-                   p_keep: float = 0.1, max_examples: int = 40, max_contexts: int = 8,
-                   sampling_method: str = "uniform", test_every: int = 500, test_k: int = 500,
-                   model_name: str = "smollm2-135m", p_correct=0.6, seed: int = 100, **extra_args) -> Path:
+
+def synthesize_run(out_dir: Union[str, Path], task: Task, *, steps: int,
+                   strategy: str = "random_unbiased_only_positive", p_keep: float = 0.1, max_examples: int = 40,
+                   max_contexts: int = 8, sampling_method: str = "uniform", test_every: int = 500, test_k: int = 500,
+                   model_name: str = "smollm2-135m", p_correct: Union[float, Callable[[int], float]] = 0.6,
+                   seed: int = 100, **extra_args: Any) -> Path:
     """Write the records of a finished ICRL run (``icrl=False`` in ``extra_args``: a supervised
     ICL run) without a model, in the experiment's format.
 
@@ -69,7 +75,8 @@ def synthesize_run(out_dir, task, *, steps: int, strategy: str = "random_unbiase
     return records.directory
 
 
-def _play(task, train, test_examples, tests: set, strat, icrl: bool, chance, rng,
+def _play(task: Task, train: Sequence[Example], test_examples: Sequence[Example], tests: set[int], strat: Strategy,
+          icrl: bool, chance: Callable[[int], float], rng: np.random.Generator,
           seed: int) -> tuple[list[TrainLine], list[TestLine]]:
     """The run's train and test lines: each step's context from ``strat``, a prediction right with
     probability ``chance(step)`` (none in a supervised ICL run), a test at each step of ``tests``."""
@@ -79,8 +86,12 @@ def _play(task, train, test_examples, tests: set, strat, icrl: bool, chance, rng
     test_lines: list[TestLine] = []
     for t, example in enumerate(train):
         context = strat.select(history, np.random.default_rng(seed + t))
-        ids = [e.step for e in context]
+        ids = [e.step for e in context if e.step is not None]
+        if len(ids) != len(context):
+            raise ValueError(f"step {t}: the strategy chose an episode without a step")
         answer = task.answer(example)
+        prediction: Optional[str]
+        accuracy: Optional[int]
         if icrl:
             prediction = answer if rng.random() < chance(t) else task.labels[int(rng.integers(len(task.labels)))]
             accuracy = int(prediction == answer)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..records import CONFIG, TEST, TRAIN, DamagedRecords, read_json, write_csv_atomic, write_json_atomic
 from ..records.schema import TokenCountKey, TokenCountSummary
@@ -27,9 +27,9 @@ CSV_COLUMNS = ["step", "kind", "calls", "prompt_tokens", "uncached_tokens", "pro
                "cumulative_prompt_tokens", "cumulative_uncached_tokens", "cumulative_processed_tokens"]
 
 
-def records_stamp(run_dir: Path) -> dict:
+def records_stamp(run_dir: Path) -> dict[str, object]:
     """Size and modification time of the record files: a count is valid while they are unchanged."""
-    stamp: dict[str, Optional[list[int]]] = {}
+    stamp: dict[str, object] = {}  # file name -> [size, mtime_ns], or None when there is none
     for name in (CONFIG, TRAIN, TEST):
         try:
             st = os.stat(Path(run_dir) / name)
@@ -39,12 +39,12 @@ def records_stamp(run_dir: Path) -> dict:
     return stamp
 
 
-def cache_key(run_dir: Path, tokenizer_name: str, fingerprint: str, full_tokenization: bool) -> dict:
+def cache_key(run_dir: Path, tokenizer_name: str, fingerprint: str, full_tokenization: bool) -> TokenCountKey:
     return {"version": COUNTER_VERSION, "tokenizer": {"name": tokenizer_name, "fingerprint": fingerprint},
             "full_tokenization": full_tokenization, "records": records_stamp(run_dir)}
 
 
-def read_counts(run_dir: Path) -> Optional[dict]:
+def read_counts(run_dir: Path) -> Optional[dict[str, Any]]:
     """token_counts.json of a run, every field the schema names checked (the summary's
     ``<call>_calls`` counts too), of the records as they are now; None otherwise (see the module
     docstring)."""
@@ -66,7 +66,7 @@ def read_counts(run_dir: Path) -> Optional[dict]:
     return data
 
 
-def counted(run_dir: Path, key: dict) -> Optional[dict]:
+def counted(run_dir: Path, key: TokenCountKey) -> Optional[dict[str, Any]]:
     """The cached summary of a run when its key matches (and its CSV is there), else None."""
     data = read_counts(run_dir)
     if data is None or not (Path(run_dir) / TOKEN_COUNTS_CSV).is_file():
@@ -78,12 +78,12 @@ def counted(run_dir: Path, key: dict) -> Optional[dict]:
     return data["summary"] if same and (cached["full_tokenization"] or not key["full_tokenization"]) else None
 
 
-def write_counts(run_dir: Path, key: dict, summary: dict, rows: list[dict]) -> None:
+def write_counts(run_dir: Path, key: TokenCountKey, summary: dict[str, Any], rows: list[dict[str, Any]]) -> None:
     write_csv_atomic(Path(run_dir) / TOKEN_COUNTS_CSV, CSV_COLUMNS, rows)
     write_json_atomic(Path(run_dir) / TOKEN_COUNTS_JSON, {"key": key, "summary": summary})
 
 
-def count_columns(run_dir: Path) -> dict:
+def count_columns(run_dir: Path) -> dict[str, Any]:
     """A run's results columns from its token counts (processed, prompt and uncached tokens, the
     tokenizer), None each where it has no current count."""
     data = read_counts(run_dir)

@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import numpy as np
 
@@ -26,6 +26,12 @@ from .results import Results
 from .runs import BASELINES, METHODS, distinct_labels
 from .token_cache import cache_key, counted, write_counts
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ..backends.chat import ChatTokenizer
+    from .billing import Billed
+
 
 # -- tokenizers and the per-run cache -----------------------------------------------------------
 _FINGERPRINT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
@@ -35,10 +41,10 @@ _FINGERPRINT_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens
 class TokenizerCache:
     """Loads each model's tokenizer once, and fingerprints its files without loading it."""
 
-    def __init__(self, override: Optional[str] = None):
+    def __init__(self, override: Optional[str] = None) -> None:
         self.override = override
-        self._chat: dict = {}
-        self._fingerprint: dict = {}
+        self._chat: dict[str, ChatTokenizer] = {}
+        self._fingerprint: dict[str, str] = {}
 
     def name_for(self, model_name: str) -> str:
         return self.override or model_name
@@ -59,7 +65,7 @@ class TokenizerCache:
             self._fingerprint[name] = h.hexdigest()[:16]
         return self._fingerprint[name]
 
-    def chat(self, name: str):
+    def chat(self, name: str) -> ChatTokenizer:
         if name not in self._chat:
             from ..backends.chat import ChatTokenizer, load_hf_tokenizer
 
@@ -68,7 +74,8 @@ class TokenizerCache:
         return self._chat[name]
 
 
-def select_runs(results: Results, models, tasks, strategies):
+def select_runs(results: Results, models: Sequence[str], tasks: Sequence[str],
+                strategies: Sequence[str]) -> pd.DataFrame:
     runs = results.runs
     runs = runs[runs["finished"].astype(bool)] if len(runs) else runs
     if models:
@@ -85,9 +92,9 @@ class CountOptions:
     """What run_count_tokens.py counts (its flags, ``icrl.cli.tokens``)."""
 
     data_dir: str = "data"
-    model: tuple = ()
-    task: tuple = ()
-    strategy: tuple = ()
+    model: tuple[str, ...] = ()
+    task: tuple[str, ...] = ()
+    strategy: tuple[str, ...] = ()
     tokenizer: Optional[str] = None
     csv: Optional[str] = None
     force: bool = False
@@ -106,7 +113,7 @@ def _check_csv(csv: str) -> None:
         raise UsageError(f"--csv {csv!r}: the folder {str(folder)!r} does not exist or is not writable")
 
 
-def _row(run, label: str, summary: dict, tokenizer: str) -> dict:
+def _row(run: pd.Series, label: str, summary: dict[str, Any], tokenizer: str) -> dict[str, Any]:
     """One run's row of the table, from its counts (``summary``)."""
     return {"model": run["model"], "task": run["task"], "run": label, "method": run["method"],
             "strategy": run["strategy"], "mode": run["mode"], "steps": summary["steps"],
@@ -164,8 +171,8 @@ def count_tokens(args: CountOptions) -> int:
     return 0
 
 
-def _count_runs(args: CountOptions, results: Results, runs, labels: dict,
-                billed: dict) -> tuple[list, int, float, int]:
+def _count_runs(args: CountOptions, results: Results, runs: pd.DataFrame, labels: Mapping[str, str],
+                billed: Mapping[str, Billed]) -> tuple[list[dict[str, Any]], int, float, int]:
     """Each run's row, counted now (from its records as ``results`` read them) or read from its
     cache: (rows, runs counted now, seconds and prompt tokens of those). A run on a hosted API
     whose model has no local tokenizer is left out of the table with a note (its recorded usage
@@ -198,7 +205,7 @@ def _count_runs(args: CountOptions, results: Results, runs, labels: dict,
     return rows, counted_now, total_s, total_tokens
 
 
-def _call_columns() -> dict:
+def _call_columns() -> dict[str, str]:
     """The column of each call beside the classifier's (``<field>_calls``, as the counter names
     it) and how the table names its calls: from the declarations (``icrl.run.assemble.all_calls``)."""
     from ..run.assemble import all_calls
@@ -210,7 +217,7 @@ def _call_columns() -> dict:
 LIKE = ["model", "task", "steps", "test_set"]
 
 
-def _add_ratios(table):
+def _add_ratios(table: pd.DataFrame) -> pd.DataFrame:
     """cached_pct (of every call sent), and processed tokens relative to the explorative run(s) of
     the same model, task, number of steps and test set (their mean over seeds); NaN where there is
     none."""
@@ -239,13 +246,13 @@ HEADER = ("processed tokens: the paper's figure, as the published run_count_toke
           "reasoning column counts the tokens generated before the answers (training and test)")
 
 
-def _fmt_count(value) -> str:
+def _fmt_count(value: Any) -> str:  # a cell of an Int64 column: a count, or NA
     import pandas as pd
 
     return "-" if pd.isna(value) else f"{int(value):,}"
 
 
-def format_table(table) -> str:
+def format_table(table: pd.DataFrame) -> str:
     """The grouped table: one block per model and task, with the explorative/approximate ratio."""
     lines = [HEADER, ""]
     for (model, task), group in table.groupby(["model", "task"], sort=False):

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Sequence
 
 Z95 = 1.959963984540054  # two-sided 95%
 SMALL_MODEL = 1e9  # parameters: below this the paper's in-context learning is not expected
@@ -122,7 +122,7 @@ class Verdict(Worded):
         return f"{self.method} {self.interval()} vs {self.interval(reference=True)}: {verdict}"
 
 
-def panel_note(verdicts: list) -> str:
+def panel_note(verdicts: Sequence[Worded]) -> str:
     """What the numbers of ``Verdict.short`` are, and for a small model that did not beat
     zero-shot, that the effect needs a larger one."""
     note = "final test accuracy vs zero-shot, 95% Wilson intervals"

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, SupportsFloat, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -34,11 +34,25 @@ from ..analysis.runs import BASELINES, METHODS, model_params
 from ..analysis.stats import accuracy_summary, compare_paired, format_p
 from ..viewer.data import curves as diagnostic_curves
 
+if TYPE_CHECKING:
+    from ..analysis.benchmark import BenchScore
+    from ..analysis.results import Results
+
 DIAGNOSTICS = ("accuracy", "reward_rate", "entropy_norm", "frequency_bias", "history_frequency_bias")
 ORDER = {m: i for i, m in enumerate(METHODS + ("",) + BASELINES)}
+Curves = Callable[[str], dict[str, Any]]  # run id -> its viewer's diagnostic curves ({} without any)
 
 
-def _number(value, digits: int = 4) -> Optional[float]:
+class References(TypedDict):
+    """A panel's references among the finished runs (``_references``)."""
+
+    zero: pd.DataFrame                            # the zero-shot runs
+    paper: dict[str, tuple[str, pd.DataFrame]]    # paper method -> (config_key, its runs)
+
+
+def _number(value: Optional[SupportsFloat], digits: int = 4) -> Optional[float]:
+    if value is None:
+        return None
     try:
         value = float(value)
     except (TypeError, ValueError):
@@ -46,7 +60,7 @@ def _number(value, digits: int = 4) -> Optional[float]:
     return None if math.isnan(value) or math.isinf(value) else round(value, digits)
 
 
-def _summary(values, items) -> dict:
+def _summary(values: Iterable[float], items: Optional[float]) -> dict[str, Optional[float]]:
     s = accuracy_summary(list(values), items)  # accuracies: an interval inside [0, 1]
     return {"mean": _number(s.mean), "low": _number(s.low), "high": _number(s.high), "n": s.n}
 
@@ -54,13 +68,13 @@ def _summary(values, items) -> dict:
 class Outcomes:
     """Each run's per-item outcomes at its last test step, read once: {example id: 1 / 0}."""
 
-    def __init__(self, results):
-        self.by_run: dict = defaultdict(dict)
+    def __init__(self, results: Results) -> None:
+        self.by_run: defaultdict[str, dict[str, int]] = defaultdict(dict)
         last = results.predictions(step="last")
         for run_id, example_id, correct in zip(last["run_id"], last["example_id"], last["correct"]):
             self.by_run[run_id][str(example_id)] = int(bool(correct))
 
-    def compare(self, runs_a: pd.DataFrame, runs_b: pd.DataFrame) -> Optional[dict]:
+    def compare(self, runs_a: pd.DataFrame, runs_b: pd.DataFrame) -> Optional[dict[str, Any]]:
         """A against B on the items each pair of runs on one test set shares, pooled over the pairs
         (``icrl.analysis.paired.pair_runs``: same seeds preferred); None when no run pairs up."""
         a_all, b_all, pairs = [], [], 0
@@ -81,7 +95,7 @@ class Outcomes:
                 "outcome": c.outcome}
 
 
-def _curve(test: pd.DataFrame, run_ids) -> dict:
+def _curve(test: pd.DataFrame, run_ids: Iterable[str]) -> dict[str, list[Optional[float]]]:
     """Test accuracy per step: mean, min and max over the runs."""
     mine = test[test["run_id"].isin(list(run_ids))].dropna(subset=["accuracy"])
     if mine.empty:
@@ -91,10 +105,10 @@ def _curve(test: pd.DataFrame, run_ids) -> dict:
             "min": [_number(v) for v in by_step.min()], "max": [_number(v) for v in by_step.max()]}
 
 
-def _diagnostics(curves_of, run_ids) -> dict:
+def _diagnostics(curves_of: Curves, run_ids: Iterable[str]) -> dict[str, Any]:
     """The diagnostic curves of the runs (the viewer's: diagnostics.png's windows), mean over the
     runs per window; empty for runs without training predictions (zero-shot, supervised ICL)."""
-    by_step: dict = defaultdict(lambda: defaultdict(list))
+    by_step: defaultdict[int, defaultdict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     window, note = 0, ""
     for run_id in run_ids:
         curve = curves_of(run_id)
@@ -109,13 +123,14 @@ def _diagnostics(curves_of, run_ids) -> dict:
     if not by_step:
         return {}
     steps = sorted(by_step)
-    out = {"step": steps, "window": window, "window_note": note}
+    out: dict[str, Any] = {"step": steps, "window": window, "window_note": note}
     for name in DIAGNOSTICS:
         out[name] = [_number(np.mean(by_step[s][name])) if by_step[s][name] else None for s in steps]
     return out
 
 
-def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[dict] = None) -> dict:
+def report_data(results: Results, viewer_links: Optional[dict[str, str]] = None,
+                curves: Optional[dict[str, dict[str, Any]]] = None) -> dict[str, Any]:
     """Everything the report page shows for ``results`` (an icrl.analysis.results.Results);
     ``viewer_links``: run id -> the href of its episode viewer page (relative to the report);
     ``curves``: run id -> its viewer's diagnostic curves, where already computed."""
@@ -123,13 +138,13 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
     viewer_links = viewer_links or {}
     curves = dict(curves or {})
 
-    def curves_of(run_id):
+    def curves_of(run_id: str) -> dict[str, Any]:
         if run_id not in curves:
             curves[run_id] = diagnostic_curves(results.state(run_id))
         return curves[run_id]
 
-    data: dict = {"source": str(results.root), "notes": list(results.notes), "configs": [], "panels": [],
-            "leaderboard": [], "counts": {"runs": int(len(runs))}}
+    data: dict[str, Any] = {"source": str(results.root), "notes": list(results.notes), "configs": [], "panels": [],
+                            "leaderboard": [], "counts": {"runs": int(len(runs))}}
     if runs.empty:
         data["counts"].update(configs=0, models=0, tasks=0)
         return data
@@ -145,7 +160,8 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
         refs = reference.get((str(first["model"]), str(first["task"])), {"zero": finished.iloc[:0], "paper": {}})
         data["configs"].append(_config(index, key, group, refs, test, outcomes, viewer_links, curves_of))
     for (model, task), configs in _by_panel(data["configs"]).items():
-        zero = reference.get((model, task), {}).get("zero")
+        panel_refs = reference.get((model, task))
+        zero = panel_refs["zero"] if panel_refs is not None else None
         zero_acc = zero["final_test_accuracy"].dropna() if zero is not None and len(zero) else pd.Series(dtype=float)
         chance = next((c["chance"] for c in configs if c["chance"] is not None), None)
         data["panels"].append({"model": model, "task": task, "configs": [c["id"] for c in configs],
@@ -158,12 +174,12 @@ def report_data(results, viewer_links: Optional[dict] = None, curves: Optional[d
     return data
 
 
-def _references(finished) -> dict:
+def _references(finished: pd.DataFrame) -> dict[tuple[str, str], References]:
     """(model, task) -> its references among the finished runs: the zero-shot runs, and per
     paper method the configuration with the most runs (then the longest)."""
-    reference = {}
+    reference: dict[tuple[str, str], References] = {}
     for (model, task), here in finished.groupby(["model", "task"], sort=False):
-        paper = {}
+        paper: dict[str, tuple[str, pd.DataFrame]] = {}
         for method in METHODS:
             mine = here[here["method"] == method]
             if len(mine):
@@ -174,12 +190,13 @@ def _references(finished) -> dict:
     return reference
 
 
-def _config(index, key, group, refs, test, outcomes, viewer_links, curves_of) -> dict:
+def _config(index: int, key: str, group: pd.DataFrame, refs: References, test: pd.DataFrame, outcomes: Outcomes,
+            viewer_links: Mapping[str, str], curves_of: Curves) -> dict[str, Any]:
     """One configuration's entry: its runs, curve, diagnostics and verdicts against ``refs``."""
     first = group.iloc[0]
     model, task = str(first["model"]), str(first["task"])
     done = group[group["finished"].astype(bool)]
-    config = {
+    config: dict[str, Any] = {
         "id": index, "model": model, "task": task, "method": str(first["method"] or first["strategy"]),
         "label": str(first["label"]), "mode": str(first["mode"]),
         "steps": _number(first["total_steps"], 0), "test_items": _number(first["num_test"], 0),
@@ -208,14 +225,14 @@ def _config(index, key, group, refs, test, outcomes, viewer_links, curves_of) ->
     return config
 
 
-def _by_panel(configs: list) -> dict:
-    panels: dict = {}
+def _by_panel(configs: list[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    panels: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for config in configs:
         panels.setdefault((config["model"], config["task"]), []).append(config)
     return panels
 
 
-def _score_row(score, rank: int) -> dict:
+def _score_row(score: BenchScore, rank: int) -> dict[str, Any]:
     """One leaderboard row: a model without a score (``no_score``) has no rank and no score, only
     why not, with its gain and gap."""
     scored = not score.no_score

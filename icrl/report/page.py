@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 from functools import partial
 from pathlib import Path
-from typing import Sequence
+from typing import IO, TYPE_CHECKING, Any, Sequence, Union
 
 from ..errors import UsageError
 from ..records import write_atomic
 from ..viewer.page import asset, fill_page
+
+if TYPE_CHECKING:
+    from ..analysis.results import Results
 
 VIEWERS = "viewers"  # the folder beside the report that holds each run's viewer page
 
@@ -48,25 +51,26 @@ configuration; the dashed line is the zero-shot runs' mean final test accuracy, 
 """
 
 
-def render_report(data: dict, title: str) -> str:
+def render_report(data: dict[str, Any], title: str) -> str:
     """The page for ``report_data``'s output (no NaN in it: every missing number is null)."""
     return fill_page(TEMPLATE, title, data, asset(__package__, "report.css"), asset(__package__, "report.js"),
                      allow_nan=False)
 
 
-def _write_page(data: dict, title: str, f) -> None:
+def _write_page(data: dict[str, Any], title: str, f: IO[str]) -> None:
     from ..viewer.page import render_page
 
     f.write(render_page(data, title))
 
 
-def write_viewers(results, out: Path) -> tuple[dict, dict]:
+def write_viewers(results: Results, out: Path) -> tuple[dict[str, str], dict[str, dict[str, Any]]]:
     """Each run's episode viewer at ``<report folder>/viewers/<run id>/viewer.html``, from the
     records ``results`` read. Returns (run id -> its href relative to the report, run id -> its
     diagnostic curves, which the report shows too)."""
     from ..viewer.data import StringTable, run_payload
 
-    links, curves = {}, {}
+    links: dict[str, str] = {}
+    curves: dict[str, dict[str, Any]] = {}
     for run_id, run_dir in zip(results.runs["run_id"], results.runs["run_dir"]):
         strings = StringTable()
         payload = run_payload(results.state(run_id), results.root, strings)
@@ -80,7 +84,8 @@ def write_viewers(results, out: Path) -> tuple[dict, dict]:
     return links, curves
 
 
-def write_report(data_dir, out_file, filters: Sequence[str] = (), viewers: bool = True) -> tuple[Path, dict]:
+def write_report(data_dir: Union[str, Path], out_file: Union[str, Path], filters: Sequence[str] = (),
+                 viewers: bool = True) -> tuple[Path, dict[str, Any]]:
     """Write the report of the runs under ``data_dir`` (``filters`` as run_draw_plots.py's
     --filter) to ``out_file``, atomically, with each run's viewer page unless ``viewers`` is False.
     Returns (path, data)."""

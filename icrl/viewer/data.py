@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
 from ..analysis.diagnostics import (default_window, labels_of, load_states, mode_of, run_identity, step_table,
                                    window_note, window_table)
 from ..analysis.failures import run_failures
+from ..records.schema import TrainLine
 from ..run.readback import CheckedRun
 from ..records.typed import fits
 
@@ -28,11 +29,11 @@ DIAGNOSTIC_CURVES = ("reward_rate", "accuracy", "entropy_norm", "coverage", "fre
 class StringTable:
     """Each distinct string once; ``index`` gives its position."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.strings: list[str] = []
         self._index: dict[str, int] = {}
 
-    def index(self, text) -> int:
+    def index(self, text: Optional[str]) -> int:
         text = "" if text is None else str(text)
         found = self._index.get(text)
         if found is None:
@@ -53,7 +54,7 @@ def _varint(value: int) -> str:
     return out + DIGITS[value]
 
 
-def encode_context(ids) -> str:
+def encode_context(ids: Iterable[int]) -> str:
     """A context's episode steps as a short string (decoded by ``decode_context`` and the page).
 
     Ascending steps (every strategy's context is in chronological order) are gaps from the
@@ -111,13 +112,13 @@ def decode_context(text: str) -> list[int]:
     return ids
 
 
-def _number(value, digits: int = 4) -> Optional[float]:
+def _number(value: Optional[float], digits: int = 4) -> Optional[float]:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return None
     return round(float(value), digits)
 
 
-def run_payload(state: CheckedRun, root: Path, strings: StringTable) -> dict:
+def run_payload(state: CheckedRun, root: Path, strings: StringTable) -> dict[str, Any]:
     """One run: identity, train steps, test steps, test set and diagnostic curves."""
     config = state.config
     ident = run_identity(state, root)
@@ -153,7 +154,7 @@ def run_payload(state: CheckedRun, root: Path, strings: StringTable) -> dict:
     return payload
 
 
-def beyond_the_paper(train, strings: StringTable) -> dict:
+def beyond_the_paper(train: Sequence[TrainLine], strings: StringTable) -> dict[str, list[Any]]:
     """The training fields of the methods beyond the paper, where a run has them (index -1 or
     None for a step without): the reasoning before each answer and its tokens (--reasoning),
     the answer of each declared model call under its kind (``icrl.run.assemble.all_calls``; a
@@ -161,7 +162,7 @@ def beyond_the_paper(train, strings: StringTable) -> dict:
     reward's verdict), and the episodes curated retrieval stopped retrieving at a step."""
     from ..run.assemble import all_calls
 
-    out: dict[str, list] = {}
+    out: dict[str, list[Any]] = {}
     if any(r.reasoning is not None for r in train):
         out["reasoning"] = [-1 if r.reasoning is None else strings.index(r.reasoning) for r in train]
         out["reasoning_tokens"] = [r.reasoning_tokens for r in train]
@@ -175,7 +176,7 @@ def beyond_the_paper(train, strings: StringTable) -> dict:
     return out
 
 
-def shown_preambles(state: CheckedRun, strings: StringTable) -> dict:
+def shown_preambles(state: CheckedRun, strings: StringTable) -> dict[str, list[list[int]]]:
     """``preamble``: the text the run's strategy put in each step's prompt before the episodes
     (a summary: ``icrl.analysis.counting.preambles``, rebuilt exactly from the records), as
     ``encode_preambles`` writes it; {} for a strategy without one, and for one whose text is the
@@ -190,7 +191,7 @@ def shown_preambles(state: CheckedRun, strings: StringTable) -> dict:
     return {"preamble": encode_preambles(texts, strings)} if texts is not None else {}
 
 
-def encode_preambles(texts, strings: StringTable) -> list:
+def encode_preambles(texts: Iterable[str], strings: StringTable) -> list[list[int]]:
     """Each step's text as the lines that differ from the step before's: [its number of lines,
     then (line number, the line's index in ``strings``) for each line changed]; a summary changes
     a line or two a step. Decoded by ``decode_preambles`` and the page."""
@@ -204,7 +205,7 @@ def encode_preambles(texts, strings: StringTable) -> list:
     return out
 
 
-def decode_preambles(encoded, strings: Sequence[str]) -> list[str]:
+def decode_preambles(encoded: Iterable[Sequence[int]], strings: Sequence[str]) -> list[str]:
     """The inverse of ``encode_preambles``."""
     out: list[str] = []
     lines: list[str] = []
@@ -216,19 +217,19 @@ def decode_preambles(encoded, strings: Sequence[str]) -> list[str]:
     return out
 
 
-def _pruned(line) -> list:
+def _pruned(line: TrainLine) -> list[int]:
     """The episodes curated retrieval stopped retrieving at a training step (its metrics, which
     the schema leaves open: anything but a list of steps is none)."""
     pruned = line.metrics.get("pruned")
-    return pruned if fits(pruned, List[int]) else []
+    return pruned if isinstance(pruned, list) and fits(pruned, List[int]) else []
 
 
-def _feedback(value) -> float:
+def _feedback(value: float) -> float:
     value = float(value)
     return int(value) if value.is_integer() else value
 
 
-def curves(state: CheckedRun) -> dict:
+def curves(state: CheckedRun) -> dict[str, Any]:
     """Diagnostic curves over windows of steps (empty without training predictions): the
     windows of diagnostics.csv and diagnostics.png (``default_window``), so that the viewer and
     the figure show the same points for the same run."""
@@ -244,7 +245,7 @@ def curves(state: CheckedRun) -> dict:
     return out
 
 
-def viewer_data(data_dir) -> dict:
+def viewer_data(data_dir: Union[str, Path]) -> dict[str, Any]:
     """Everything the page shows for the runs under ``data_dir`` (a run folder or any parent)."""
     root = Path(data_dir)
     states = load_states(root)

@@ -7,6 +7,7 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
+from typing import Any, Union
 
 from ..errors import UsageError
 from .data import viewer_data
@@ -44,7 +45,7 @@ def asset(package: str, name: str) -> str:
     return resources.files(package).joinpath(name).read_text(encoding="utf-8")
 
 
-def fill_page(template: str, title: str, data: dict, css: str, js: str, allow_nan: bool = True) -> str:
+def fill_page(template: str, title: str, data: dict[str, Any], css: str, js: str, allow_nan: bool = True) -> str:
     """A self-contained page: ``template`` with the title, the style, the shared DOM helper
     (dom.js) before ``js``, and ``data`` as JSON with every ``<`` escaped, so that no string in
     the records can end the script element."""
@@ -52,12 +53,12 @@ def fill_page(template: str, title: str, data: dict, css: str, js: str, allow_na
     return template.format(title=html.escape(title), css=css, js=asset(__package__, "dom.js") + js, data=payload)
 
 
-def render_page(data: dict, title: str = "ICRL episode viewer") -> str:
+def render_page(data: dict[str, Any], title: str = "ICRL episode viewer") -> str:
     """The page for ``viewer_data``'s output."""
     return fill_page(TEMPLATE, title, data, asset(__package__, "viewer.css"), asset(__package__, "viewer.js"))
 
 
-def write_page(data_dir, out_file) -> tuple[Path, dict]:
+def write_page(data_dir: Union[str, Path], out_file: Union[str, Path]) -> tuple[Path, dict[str, Any]]:
     """Write the viewer for the runs under ``data_dir`` to ``out_file`` (atomically: a killed
     write leaves the old file or none). Returns (path, data). A file that cannot be written
     raises UsageError."""

@@ -37,7 +37,7 @@ from scipy import special
 
 from ..errors import UsageError
 from ..records import find_runs, write_atomic
-from ..run.plugins import check as check_plugins
+from ..run.plugins import check_loaded
 from ..run.readback import CheckedRun, read_run
 
 from .failures import FAILURE_COLUMNS, run_failures, step_failures
@@ -59,13 +59,10 @@ def labels_of(state: CheckedRun) -> list[str]:
     return state.config.labels
 
 
-def mode_of(state: CheckedRun) -> str:
-    return state.mode
-
 
 def step_table(state: CheckedRun) -> pd.DataFrame:
     """One row per training step of a run (see the module docstring); empty for zero-shot."""
-    icl = mode_of(state) == "icl"
+    icl = state.mode == "icl"
     shown: list[Optional[str]] = []
     rewards: list[Optional[float]] = []
     rows: list[dict[str, Any]] = []
@@ -184,7 +181,7 @@ def load_states(data_dir: Union[str, Path], run_dirs: Optional[Iterable[Union[st
     keep = None if run_dirs is None else {Path(d).resolve() for d in run_dirs}
     states = [read_run(d) for d in find_runs(root) if keep is None or d.resolve() in keep]
     for state in states:  # made with a plugin: it is loaded, unchanged
-        check_plugins(state.config, state.directory)
+        check_loaded(state.config, state.directory)
     return states
 
 
@@ -203,7 +200,7 @@ def diagnostics(data_dir: Union[str, Path], window: Optional[int] = None,
     windows, classes, failures = [], [], []
     for state in load_states(root, run_dirs):
         ident = run_identity(state, root)
-        if mode_of(state) == "icrl" and state.train:
+        if state.mode == "icrl" and state.train:
             frame = window_table(state, window)
             windows.append(frame.assign(**ident)[list(ident) + WINDOW_COLUMNS])
             failures.append({**ident, **failures_table(state)})

@@ -15,7 +15,7 @@ from .figures_base import (COLORS, MARKERS, METHOD_NOTES, Context, _baseline, _c
                            _usual_context_length)
 from .runs import METHODS, model_params
 from .paired import PairedVerdict, paired_verdict
-from .paired import panel_note as paired_note
+from .paired import paired_panel_note
 from .verdict import Verdict, panel_note
 
 if TYPE_CHECKING:
@@ -304,7 +304,7 @@ def _judge(ctx: Context, model: str, params: float, task: str, method: str, chos
 
 def _note(verdicts: list[Union[Verdict, PairedVerdict]]) -> str:
     paired = all(isinstance(v, PairedVerdict) for v in verdicts)
-    return paired_note(verdicts) if paired else panel_note(verdicts)
+    return paired_panel_note(verdicts) if paired else panel_note(verdicts)
 
 
 def _layer(method: str, other: bool) -> int:

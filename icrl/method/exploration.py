@@ -114,7 +114,7 @@ def exploration_params() -> list[Param]:
     return [method.param for method in EXPLORATIONS]
 
 
-def validate(exploration: "Exploration", run: RunShape) -> None:
+def check_exploration(exploration: "Exploration", run: RunShape) -> None:
     """One-line errors for the exploration flags of a run (icrl.cli.validate)."""
     on = [method for method in EXPLORATIONS if exploration.value(method) is not None]
     for method in on:

@@ -239,7 +239,7 @@ def reward_params() -> list[Param]:
     return list(seen.values())
 
 
-def validate(setting: RewardSetting, run: RunShape) -> None:
+def check_reward(setting: RewardSetting, run: RunShape) -> None:
     """One-line errors for the reward of a run (icrl.cli.validate): a registered reward, ICRL for
     any but exact match, its own parameters valid, no other reward's parameter set."""
     chosen = REWARDS.get(setting.name)

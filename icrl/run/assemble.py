@@ -17,8 +17,8 @@ differ only in what they plug in:
     the token counter (counting.py)  no model: the strategy, the Prompter     (reads the files)
 
 ``plan_of`` gives the plan from a context size (each caller resolves that size its own way:
-from the window, config.json or the size cache), ``strategy_of`` the strategy alone,
-``reward_of`` the reward alone (a plugin's strategy and reward are checked at their edge:
+from the window, config.json or the size cache), ``build_strategy`` the strategy alone,
+``build_reward`` the reward alone (a plugin's strategy and reward are checked at their edge:
 ``icrl.run.edge``), ``strategy_of_record`` and ``prompter_of_record`` a finished run's strategy
 and wording from its config.json (the token counter), ``calls_of`` the calls a run will make
 before anything is built (to load their models first),
@@ -86,7 +86,7 @@ def plan_of(config: RunConfig, data: RunData, size: Optional[int]) -> Plan:
     return Plan.of(bool(s.icrl), size, len(data.train), s.test_every)
 
 
-def strategy_of(config: RunConfig, plan: Plan) -> Optional[Strategy]:
+def build_strategy(config: RunConfig, plan: Plan) -> Optional[Strategy]:
     """The run's context strategy for ``plan`` (None for zero-shot and for a learner)."""
     size, choice = plan.max_examples, config.strategy_choice
     if plan.mode == "zero_shot" or is_learner(config.shape.agent) or size is None or choice is None:
@@ -96,7 +96,7 @@ def strategy_of(config: RunConfig, plan: Plan) -> Optional[Strategy]:
     return built
 
 
-def reward_of(config: RunConfig, given: Optional[Reward] = None) -> Reward:
+def build_reward(config: RunConfig, given: Optional[Reward] = None) -> Reward:
     """The run's reward: ``given``, or the one --reward names; a plugin's is checked at its edge."""
     setting = config.reward_setting
     built: Reward = edge.reward(lambda: reward_of_run(setting) if given is None else given, REWARDS.owner(setting.name))
@@ -114,7 +114,7 @@ def strategy_of_record(record: ConfigFile, *, published: bool = False) -> tuple[
     config = RunConfig(spec)
     if spec.context_strategy_name not in STRATEGIES:
         return config, None
-    return config, strategy_of(config, record.plan())
+    return config, build_strategy(config, record.plan())
 
 
 def prompter_of_record(record: ConfigFile) -> Prompter:
@@ -160,13 +160,13 @@ def assemble(config, data, plan: Plan, models: Models, records, *, reward=None, 
     """The parts of the run ``config`` on ``data`` with ``plan`` (module docstring). ``reward``:
     the reward to bind and give its models (default: the run's own, built here); ``contexts``:
     wraps the strategy (the records check's, for a query-aware strategy)."""
-    strategy = strategy_of(config, plan)
+    strategy = build_strategy(config, plan)
     for call in declared_calls(strategy):
         if strategy is not None:
             strategy.attach(call, models(call))
     if contexts is not None and strategy is not None:
         strategy = contexts(strategy)
-    reward = reward_of(config, reward).bind(data.task)
+    reward = build_reward(config, reward).bind(data.task)
     for call in declared_calls(reward):
         reward.attach(call, models(call))
     agent = config.agent_setting

@@ -11,7 +11,7 @@ from ..config import RunConfig, given
 from ..errors import UsageError
 from ..records.configfile import ConfigFile
 from ..tasks import Task, load_task
-from .environment import say
+from .environment import tell
 
 
 @dataclass
@@ -70,7 +70,7 @@ def load_data(config: RunConfig, say_warnings: bool = True, task: Optional[Task]
                         f"testing on {len(test)}")
     if say_warnings:
         for warning in warnings:
-            say(warning)
+            tell(warning)
         warnings = []
     return RunData(task, train, test, exemplars, warnings)
 

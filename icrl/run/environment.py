@@ -116,7 +116,7 @@ def console_logging(verbose: bool) -> None:
     logger.addHandler(handler)
 
 
-def say(message: str) -> None:
+def tell(message: str) -> None:
     """A line for the user on the console, also in the run's log."""
     print(message, file=sys.stderr, flush=True)
     log.info(message)

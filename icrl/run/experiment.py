@@ -20,8 +20,8 @@ from ..records.log import record_problems
 from ..method.rewards import Reward
 from .data import check_same_data, load_data
 from .directory import RunDirectory
-from .environment import attach_log_file, detach_log_file, load_backend_of, say
-from .assemble import assemble, by_option, calls_of, plan_of, reward_of
+from .environment import attach_log_file, detach_log_file, load_backend_of, tell
+from .assemble import assemble, build_reward, by_option, calls_of, plan_of
 from .loop import Loop
 from .observers import LogFailure, Observer, ProgressBar, Wandb
 from ..records.plan import Plan
@@ -45,7 +45,7 @@ class Experiment:
         s = config.spec
         self.config, self.backend, self.observers = config, backend, list(observers)
         self.notes = list(notes)  # said once the run goes on, and logged (e.g. the settings it ignores)
-        self.reward = reward_of(config, reward)  # a plugin's: checked at its edge (icrl.run.edge)
+        self.reward = build_reward(config, reward)  # a plugin's: checked at its edge (icrl.run.edge)
         self.out_dir = experiment_dir(config.options.output_dir, s.as_record())
         self.records = RunRecords(self.out_dir)
         self.directory = RunDirectory(self.records, config.options.output_dir)
@@ -193,7 +193,7 @@ class Experiment:
     def _say_start(self, plan: Plan) -> None:
         log.info("arguments: %s", json.dumps(self.config.spec.as_record()))
         for note in self.notes:
-            say(note)
+            tell(note)
         log.info("mode %s, %s context episodes, %d steps, test steps %s",
                  plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
 
@@ -204,7 +204,7 @@ class Experiment:
         train, test = (checked.train, checked.test) if checked is not None else log.typed()[:2]
         summary = self.records.refresh_results(train, test, resolved.steps, resolved.mode)
         for note in self.notes:
-            say(note)
+            tell(note)
         print(f"already finished: {self.out_dir}")
         return summary
 

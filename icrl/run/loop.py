@@ -29,7 +29,7 @@ from ..method.agents import Decision, Policy
 from ..method.episode import Episode
 from ..records.schema import TestLine, TrainLine, train_line_fields
 from ..records.summary import per_class_accuracy
-from .environment import say
+from .environment import tell
 from .observers import Observer
 
 log = logging.getLogger("icrl")
@@ -64,7 +64,7 @@ class Loop:
         train_recs, test_recs = list(checked.train), list(checked.test)
         if checked.repairs:
             notes = checked.repairs
-            say(f"records of {out_dir} need repair ({'; '.join(notes[:3])}"
+            tell(f"records of {out_dir} need repair ({'; '.join(notes[:3])}"
                 f"{f' and {len(notes) - 3} more' if len(notes) > 3 else ''}); repairing them")
             for note in notes:
                 log.info("repaired: %s", note)
@@ -84,10 +84,10 @@ class Loop:
         start = len(train_recs) if not self.zero_shot else len(test_recs)
         self.steps_done = start
         if resuming:
-            say(f"resuming {out_dir} at step {start} of {self.plan.steps}")
+            tell(f"resuming {out_dir} at step {start} of {self.plan.steps}")
         missing = [t for t in self.plan.test_steps if t < start and t not in {r.step for r in test_recs}]
         if missing and not self.zero_shot:
-            say(f"recomputing test steps {missing}, missing from {out_dir / 'test.jsonl'}")
+            tell(f"recomputing test steps {missing}, missing from {out_dir / 'test.jsonl'}")
             for t in missing:
                 test_recs.append(self.test_step(t, self.policy.recall(t, train_recs, history), report=False))
             test_recs.sort(key=lambda r: r.step)

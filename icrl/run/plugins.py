@@ -63,6 +63,6 @@ def missing_under(root) -> list:
     return sorted(m for m in missing if isinstance(m, str))
 
 
-def check(recorded: ConfigFile, out_dir: Path) -> None:
+def check_loaded(recorded: ConfigFile, out_dir: Path) -> None:
     """A recorded run's plugins are loaded and unchanged (else a one-line UsageError)."""
     plugins.check_recorded([(p.module, p.sha256) for p in recorded.plugins or []], out_dir)

@@ -31,7 +31,7 @@ from ..records.configfile import ConfigFile
 from ..records.log import record_problems
 from ..records.schema import TestLine, TrainLine
 from ..tasks import Task, data_at_hand, load_task
-from .assemble import reward_of
+from .assemble import build_reward
 from .data import RunData, check_same_data, load_data
 from .rebuild import check_config, check_records
 
@@ -108,5 +108,5 @@ def read_run(directory: Path) -> CheckedRun:
                           unchecked=why)
     plan = check_config(log, data)
     run = RunConfig(config.spec)
-    checked = check_records(log, run, data, plan, reward_of(run).bind(data.task))
+    checked = check_records(log, run, data, plan, build_reward(run).bind(data.task))
     return CheckedRun(log, checked.train, checked.test, list(checked.repairs), checked=True)

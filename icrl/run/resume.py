@@ -18,7 +18,7 @@ from ..infra.masking import scrub
 from ..records import RunLog, RunRecords, read_log, write_json_atomic
 from ..records.configfile import ConfigFile
 from .data import RunData
-from .environment import environment, say
+from .environment import environment, tell
 from . import plugins
 from ..records.plan import Plan, plan_steps
 
@@ -66,7 +66,7 @@ def decide(config: RunConfig, out_dir: Path, records: RunRecords) -> RunDecision
                        and k not in unread and old.get(k) != new.get(k))
     if overwrite and (differing or not recorded.runtime_args.get("overwrite")):
         return RunDecision("new")  # replace it (a run that --overwrite itself started is resumed instead)
-    plugins.check(recorded, out_dir)  # made with a plugin: it is loaded, unchanged
+    plugins.check_loaded(recorded, out_dir)  # made with a plugin: it is loaded, unchanged
     if differing:
         details = "; ".join(f"--{k}: {old.get(k)!r} there, {new.get(k)!r} now" for k in differing)
         raise UsageError(f"{out_dir} holds a run with other arguments ({details}); "
@@ -137,7 +137,7 @@ def extend(config: RunConfig, out_dir: Path, records: RunRecords, log: RunLog, p
     grown["train_example_ids"] = ids
     write_json_atomic(out_dir / "config.json", grown)
     records.refresh_results_from_disk()
-    say(f"extending {out_dir} from {before} to {plan.steps} steps (--train_k {train_k})")
+    tell(f"extending {out_dir} from {before} to {plan.steps} steps (--train_k {train_k})")
     return plan
 
 

@@ -15,7 +15,7 @@ from typing import Any, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
 
-from ..analysis.diagnostics import (default_window, labels_of, load_states, mode_of, run_identity, step_table,
+from ..analysis.diagnostics import (default_window, labels_of, load_states, run_identity, step_table,
                                    window_note, window_table)
 from ..analysis.failures import run_failures
 from ..records.schema import TrainLine
@@ -122,7 +122,7 @@ def run_payload(state: CheckedRun, root: Path, strings: StringTable) -> dict[str
     """One run: identity, train steps, test steps, test set and diagnostic curves."""
     config = state.config
     ident = run_identity(state, root)
-    mode = mode_of(state)
+    mode = state.mode
     labels = [strings.index(x) for x in config.labels]
     train = state.train
     payload = {
@@ -136,7 +136,7 @@ def run_payload(state: CheckedRun, root: Path, strings: StringTable) -> dict[str
                   "reward": [-1 if r.feedback is None else _feedback(r.feedback) for r in train],
                   "correct": [-1 if r.accuracy is None else int(r.accuracy) for r in train],
                   "context": [encode_context(r.context) for r in train],
-                  **beyond_the_paper(train, strings), **shown_preambles(state, strings)},
+                  **beyond_paper_fields(train, strings), **shown_preambles(state, strings)},
     }
     payload["test_set"] = {"prompt": [strings.index(p) for p in config.test_set.prompts],
                            "answer": [strings.index(a) for a in config.test_set.answers]}
@@ -154,7 +154,7 @@ def run_payload(state: CheckedRun, root: Path, strings: StringTable) -> dict[str
     return payload
 
 
-def beyond_the_paper(train: Sequence[TrainLine], strings: StringTable) -> dict[str, list[Any]]:
+def beyond_paper_fields(train: Sequence[TrainLine], strings: StringTable) -> dict[str, list[Any]]:
     """The training fields of the methods beyond the paper, where a run has them (index -1 or
     None for a step without): the reasoning before each answer and its tokens (--reasoning),
     the answer of each declared model call under its kind (``icrl.run.assemble.all_calls``; a
@@ -233,7 +233,7 @@ def curves(state: CheckedRun) -> dict[str, Any]:
     """Diagnostic curves over windows of steps (empty without training predictions): the
     windows of diagnostics.csv and diagnostics.png (``default_window``), so that the viewer and
     the figure show the same points for the same run."""
-    if mode_of(state) != "icrl" or not state.train:
+    if state.mode != "icrl" or not state.train:
         return {}
     steps = step_table(state)
     windows = window_table(state, default_window(len(steps)), steps=steps)

@@ -91,7 +91,7 @@ def agent_folder(args: dict) -> str:
     return f"agent+{args['agent']}+{args.get('features', FEATURES.default)}"
 
 
-def validate(setting: AgentSetting) -> None:
+def check_agent(setting: AgentSetting) -> None:
     """Each agent's own parameters are valid, and a learner's go with that learner (one line
     otherwise; the LLM's are refused for learners by their role, only="llm")."""
     for param in LLMPolicy.params:

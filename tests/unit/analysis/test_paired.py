@@ -67,7 +67,7 @@ def test_paired_verdict_pools_seeds_and_falls_back(data):
     assert verdict.comparison.accuracy_a == pytest.approx(a.mean())
     assert verdict.outcome == "above" and verdict.advice is None
     assert "on the same 120 test items, 2 run pairs pooled" in verdict.line()
-    assert "McNemar exact" in paired.panel_note([verdict]) and "beat zero-shot" in verdict.short()
+    assert "McNemar exact" in paired.paired_panel_note([verdict]) and "beat zero-shot" in verdict.short()
     at_zero = paired.paired_verdict("m", "toy", "explorative", explorative, naive, "naive ICRL at step 0",
                                     reference_step=0)
     first = np.concatenate([np.array([p == a for p, a in zip(read_jsonl(data / r / "test.jsonl")[0]["predictions"],

@@ -22,7 +22,7 @@ from icrl.method.prompts import feedback_message
 from icrl.method.rewards import ExactMatch, Reward
 from icrl.method.strategies.base import STRATEGIES, Strategy
 from icrl.run import edge
-from icrl.run.assemble import reward_of, strategy_of
+from icrl.run.assemble import build_reward, build_strategy
 from icrl.records.plan import Plan
 
 MINE = plugins.Plugin("mine", "/x/mine.py", "a" * 64)
@@ -80,10 +80,10 @@ def test_a_built_in_part_is_not_touched():
     config = parse_args(["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl",
                          "--backend", "fake", "--max_context_examples", "4", "--seed", "1", "--training_seed", "1",
                          "--test_seed", "1"])
-    assert type(strategy_of(config, Plan("icrl", 4, 10, ()))) is STRATEGIES.get("random_unbiased").cls
-    assert type(reward_of(config)) is ExactMatch
+    assert type(build_strategy(config, Plan("icrl", 4, 10, ()))) is STRATEGIES.get("random_unbiased").cls
+    assert type(build_reward(config)) is ExactMatch
     given = ExactMatch()
-    assert reward_of(config, given) is given
+    assert build_reward(config, given) is given
     part = Mine()
     assert edge.strategy(lambda: part, None, 3) is part and edge.reward(lambda: given, None) is given
     draw = lambda ctx: "skipped"  # noqa: E731

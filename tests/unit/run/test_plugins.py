@@ -34,12 +34,12 @@ def test_resume_needs_the_recorded_plugins(monkeypatch, tmp_path):
     from helpers import run_config
     from icrl.records.configfile import ConfigFile
 
-    plugins.check(ConfigFile.parse(run_config(2), "config.json"), tmp_path)  # made without plugins
+    plugins.check_loaded(ConfigFile.parse(run_config(2), "config.json"), tmp_path)  # made without plugins
     made_with = ConfigFile.parse({**run_config(2), "plugins": [MINE.record()]}, "config.json")
     with pytest.raises(UsageError, match="made with plugin mine, which is not loaded"):
-        plugins.check(made_with, tmp_path)
+        plugins.check_loaded(made_with, tmp_path)
     monkeypatch.setattr(loader, "_loaded", {MINE.source: MINE})
-    plugins.check(made_with, tmp_path)
+    plugins.check_loaded(made_with, tmp_path)
 
 
 def test_the_plugins_of_recorded_runs_that_are_not_loaded(monkeypatch, tmp_path):

@@ -29,16 +29,16 @@ def test_each_declared_calls_answers_reach_the_page_under_its_kind():
     """A guide (written text) is sent by its index in the string table, a verdict as it is; a
     run without a call's answers has no entry for it."""
     from icrl.records.schema import TrainLine
-    from icrl.viewer.data import StringTable, beyond_the_paper
+    from icrl.viewer.data import StringTable, beyond_paper_fields
 
     def line(step, **answers):
         return TrainLine(step, step, "Q", "a", 1, "a", 1, 0, [], {}, answers=answers)
 
     strings = StringTable()
-    got = beyond_the_paper([line(0, judge="yes"), line(1, reflection="be brief", judge="no")], strings)
+    got = beyond_paper_fields([line(0, judge="yes"), line(1, reflection="be brief", judge="no")], strings)
     assert got == {"verdict": ["yes", "no"], "guide": [-1, strings.index("be brief")]}
     assert strings.strings[got["guide"][1]] == "be brief"
-    assert beyond_the_paper([line(0)], StringTable()) == {}
+    assert beyond_paper_fields([line(0)], StringTable()) == {}
 
 
 def test_a_summary_runs_steps_carry_the_summary_each_prompt_showed(tmp_path, monkeypatch):

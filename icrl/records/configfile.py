@@ -153,10 +153,6 @@ class ConfigFile:
     def labels(self) -> list[str]:
         return self.dataset.labels
 
-    @property
-    def plugin_modules(self) -> list[str]:
-        return [p.module for p in self.plugins or []]
-
     def plan(self) -> Plan:
         r = self.resolved
         return Plan(r.mode, r.max_context_examples, r.steps, tuple(r.test_steps))

@@ -1,4 +1,4 @@
-"""run_experiment.py --backend gemini against the protocol stand-in (tests/gemini_server.py):
+"""run_experiment.py --backend gemini against the protocol stand-in (icrl/standin/gemini_server.py):
 the paper's command at small sizes, a run killed mid-way and resumed to the records of an
 uninterrupted one, and bad input in one line (exit 2) with the key never shown or written."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemini_server import KEY, MODEL, GeminiServer
+from icrl.standin.gemini_server import KEY, MODEL, GeminiServer
 from helpers import REPO, SUBPROCESS_ENV, TOY_TASK, run_records
 
 pytest.importorskip("google.genai")

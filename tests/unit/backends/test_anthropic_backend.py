@@ -1,4 +1,4 @@
-"""The anthropic backend on the real SDK against the Messages API stand-in (tests/fake_anthropic_server.py,
+"""The anthropic backend on the real SDK against the Messages API stand-in (icrl/standin/anthropic_server.py,
 127.0.0.1, no network): the requests' shape, the usage with cached tokens, retries, and one line
 for each way the API or the user can go wrong, the key never shown."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fake_anthropic_server import KEY, MODEL, FakeAnthropicServer
+from icrl.standin.anthropic_server import KEY, MODEL, FakeAnthropicServer
 from helpers import TOY_TASK
 
 from icrl.backends import load_backend

@@ -1,5 +1,5 @@
 """The gemini backend through the real google-genai SDK against the protocol stand-in
-(tests/gemini_server.py, 127.0.0.1): the request on the wire, retries, the window, token counts,
+(icrl/standin/gemini_server.py, 127.0.0.1): the request on the wire, retries, the window, token counts,
 usage, and one line for each thing that cannot go on."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from gemini_server import HARMS, KEY, MODEL, GeminiServer
+from icrl.standin.gemini_server import HARMS, KEY, MODEL, GeminiServer
 
 from icrl.backends import gemini_backend as gb
 from icrl.backends import load_backend

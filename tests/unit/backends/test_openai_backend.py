@@ -399,7 +399,7 @@ def test_a_silent_server_is_given_up_on_and_a_busy_one_is_not():
 
 
 def test_a_silent_server_fails_in_one_line_at_its_bound_not_the_timeout_times_the_tries(tmp_path, capsys, monkeypatch):
-    from fake_openai_server import SilentServer
+    from icrl.standin.openai_server import SilentServer
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with SilentServer() as server:

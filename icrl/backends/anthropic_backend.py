@@ -26,10 +26,11 @@ import os
 from typing import Any, Optional
 
 from ..errors import UsageError
-from ..infra.masking import register, register_args, strip_userinfo
+from ..infra.masking import register_args, strip_userinfo
 from .anthropic_requests import (MODES, count_request, encode_prompt, generation_request, message_request, parse_text,
                                  parse_tool, text_of, usage_of)
 from .in_flight import PredictAsOneCall, all_in_flight
+from .keys import find_key, missing_key, refused_key
 from .watched_loop import WatchedLoop
 from .server_watch import SilenceWatch, answers, bad_response
 from .usage import Usage
@@ -39,7 +40,8 @@ log = logging.getLogger(__name__)
 DEFAULT_URL = "https://api.anthropic.com"
 INSTALL_HINT = ("the anthropic backend needs the anthropic package: pip install -e .[anthropic] (or pip install "
                 "anthropic)")
-KEY_HINT = "set ANTHROPIC_API_KEY or pass --api_key"
+KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
+ADVICE = f"is --base_url the Anthropic API ({DEFAULT_URL}, or a proxy of it)?"
 
 
 def import_anthropic():
@@ -69,17 +71,16 @@ class AnthropicBackend(PredictAsOneCall):
             raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
         self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_URL).rstrip("/")
         self.url = str(strip_userinfo(self.base_url))  # shown and recorded: never a user:password@
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         register_args({"api_key": api_key, "base_url": self.base_url})
-        register(os.environ.get("ANTHROPIC_API_KEY"))
-        if not key:
-            raise UsageError(f"no Anthropic API key: {KEY_HINT}")
+        self._key = find_key(api_key, KEY_VARIABLES)  # masked wherever it could be shown or written
+        if not self._key:
+            raise missing_key("Anthropic", self._key)
         self.model_name, self.api_model = model_name, api_model or model_name
         self.api_mode = "chat" if api_mode == "auto" else api_mode
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self._max_model_len = max_model_len
         self._anthropic = anthropic
-        self._client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=key, timeout=timeout,
+        self._client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=self._key.value, timeout=timeout,
                                                 max_retries=max_retries)
         self._watched = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries,
                                                            probe=lambda: answers(f"{self.url}/v1")))
@@ -218,8 +219,7 @@ class AnthropicBackend(PredictAsOneCall):
                               f"{self.max_retries} retries; check --base_url and the network, then rerun the same "
                               f"command to resume (finished steps are saved)")
         if status == 401:
-            return UsageError(f"the Anthropic API at {self.url} refused the API key (HTTP 401): {KEY_HINT} with a "
-                              f"valid key")
+            return refused_key("Anthropic", self.url, self._key, 401)
         if status == 403:
             return UsageError(f"the Anthropic API at {self.url} does not let this key use {self.api_model!r} (HTTP "
                               f"403: {detail})")
@@ -242,7 +242,7 @@ class AnthropicBackend(PredictAsOneCall):
         except UsageError:
             raise
         except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a message
-            raise bad_response(self.url, "Anthropic messages", exc) from None
+            raise bad_response(self.url, "Anthropic messages", exc, ADVICE) from None
         if not content:
             raise UsageError(f"the Anthropic API at {self.url} answered with no content (stop reason "
                              f"{getattr(response, 'stop_reason', None)!r}): nothing to read a label from")

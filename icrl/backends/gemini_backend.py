@@ -31,9 +31,10 @@ import os
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from ..infra.masking import register, scrub, strip_userinfo
+from ..infra.masking import scrub, strip_userinfo
 from . import gemini_requests as req
 from .in_flight import PredictAsOneCall, all_in_flight
+from .keys import find_key, missing_key, refused_key
 from .server_watch import DEAD_S, PROBE_TIMEOUT_S, SilenceWatch, answers
 from .usage import Usage
 from .watched_loop import WatchedLoop
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 INSTALL_HINT = ("the gemini backend needs the google-genai package: pip install -e .[gemini] "
                 "(or pip install google-genai)")
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "API_KEY")
+URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"  # the SDK's own, read when --base_url is not given
 DEFAULT_URL = "https://generativelanguage.googleapis.com"
 API_VERSIONS = ("v1beta", "v1alpha", "v1")
 CACHE_MIN_TOKENS = 1024  # the smallest context cache the API takes (Gemini 2.x Flash; a refusal raises it)
@@ -88,13 +90,12 @@ class GeminiBackend(PredictAsOneCall):
         genai, self._errors, types = import_genai()
         if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
             raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
-        key = api_key or next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
-        if not key:
-            raise UsageError(f"the gemini backend needs an API key: set {', '.join(KEY_VARIABLES[:-1])} or "
-                             f"{KEY_VARIABLES[-1]}, or pass --api_key")
-        register(key)  # masked wherever it could be shown or written
+        self._key = find_key(api_key, KEY_VARIABLES)  # masked wherever it could be shown or written
+        if not self._key:
+            raise missing_key("Gemini", self._key)
+        key = self._key.value
         self.model_name, self.api_model = model_name, api_model or model_name
-        self.endpoint, self.api_version = split_version(base_url or DEFAULT_URL)
+        self.endpoint, self.api_version = split_version(base_url or os.environ.get(URL_VARIABLE) or DEFAULT_URL)
         self.url = strip_userinfo(f"{self.endpoint}/{self.api_version}") or self.endpoint  # shown and recorded
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self.cache_min_tokens = cache_min_tokens  # 0: no context caches
@@ -186,8 +187,7 @@ class GeminiBackend(PredictAsOneCall):
         code, status = getattr(exc, "code", None), str(getattr(exc, "status", "") or "")
         message = scrub((str(getattr(exc, "message", "") or "").splitlines() or [""])[0][:160])
         if code in (401, 403) or "API_KEY" in str(getattr(exc, "details", "")) or "API key" in message:
-            return UsageError(f"the Gemini API at {self.url} refused the API key (HTTP {code}): set GEMINI_API_KEY "
-                              f"(or pass --api_key) to a valid key")
+            return refused_key("Gemini", self.url, self._key, code)
         if code == 404:
             return UsageError(f"the Gemini API at {self.url} does not know the model {self.api_model!r} (HTTP 404): "
                               f"check --model_name (or --api_model), e.g. gemini-1.5-flash-8b")

@@ -172,12 +172,15 @@ def stuck_server(url: str, timeout: float, models_answer: Optional[bool]) -> Usa
                       f"finished steps are saved: rerun the same command to resume")
 
 
-def bad_response(url: str, kind: str, exc: BaseException) -> UsageError:
-    """One line for a response that is not a valid completion (garbage, invalid JSON, no choices)."""
+OPENAI_ADVICE = "is --base_url an OpenAI-compatible server (it usually ends in /v1)?"
+
+
+def bad_response(url: str, kind: str, exc: BaseException, advice: str = OPENAI_ADVICE) -> UsageError:
+    """One line for a response that is not a valid completion (garbage, invalid JSON, no choices),
+    with the backend's own ``advice`` (default: the OpenAI-compatible server's)."""
     detail = (str(exc).splitlines() or [""])[0][:120]
     return UsageError(f"the server at {url} sent something that is not a valid {kind} response "
-                      f"({type(exc).__name__}: {detail}); is --base_url an OpenAI-compatible server (it usually "
-                      f"ends in /v1)?")
+                      f"({type(exc).__name__}: {detail}); {advice}")
 
 
 def server_error(base_url: str, exc: BaseException, retries: int) -> UsageError:

@@ -99,7 +99,8 @@ def test_429_and_500_are_retried_with_backoff_and_the_labels_still_come():
 
 @pytest.mark.parametrize("cue, words", [
     ("500", ["HTTP 500", "after 0 retries", "rerun the same command"]),
-    ("malformed", ["not a valid Anthropic messages response"]),
+    ("malformed", ["not a valid Anthropic messages response", "is --base_url the Anthropic API "
+                                                                 "(https://api.anthropic.com, or a proxy of it)?"]),
     ("nonlabel", ["'not-a-label'", "not one of the 4 labels", "--api_mode completions"]),
     ("empty", ["no content"]),
 ])
@@ -111,6 +112,7 @@ def test_a_misbehaving_api_is_one_line(cue, words):
         b.close()
     message = str(info.value)
     assert "\n" not in message and server.base_url in message and all(w in message for w in words), message
+    assert "OpenAI" not in message and "/v1)" not in message  # its own advice, not the OpenAI-compatible server's
 
 
 def test_a_hanging_request_is_one_line_after_the_timeout_not_a_wait_for_ever():

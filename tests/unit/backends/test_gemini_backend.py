@@ -198,7 +198,7 @@ def test_an_unknown_model_is_said_at_load():
 
 
 def test_the_key_comes_from_the_environment_in_order(monkeypatch):
-    with pytest.raises(UsageError, match="needs an API key: set GEMINI_API_KEY, GOOGLE_API_KEY or API_KEY"):
+    with pytest.raises(UsageError, match="^no Gemini API key: set GEMINI_API_KEY, GOOGLE_API_KEY or API_KEY, or pass"):
         load_backend(MODEL, "gemini")
     monkeypatch.setenv("API_KEY", KEY)  # the published variable
     with GeminiServer() as server:

@@ -11,3 +11,18 @@ class UsageError(ValueError):
 class CannotWrite(OSError):
     """A file could not be written (``filename``: the path the user knows, never a temporary
     file's); the tools say it in one line (``icrl.infra.diskfull.os_error_line``)."""
+
+
+class ServiceFailure(UsageError):
+    """A model service that failed where a run could have started (no answer, a request refused
+    for good): ``line`` says what happened and ``todo`` what to do. A run says between them
+    whether steps were saved (``said``), which only it knows; anywhere else the message is the
+    two alone."""
+
+    def __init__(self, line: str, todo: str = "rerun the same command to resume"):
+        self.line, self.todo = line, todo
+        super().__init__(f"{line}; {todo}")
+
+    def said(self, steps_done: int) -> str:
+        """The line as a run says it: ``...; no step ran: ...`` or ``...; finished steps are saved: ...``."""
+        return f"{self.line}; {'finished steps are saved' if steps_done else 'no step ran'}: {self.todo}"

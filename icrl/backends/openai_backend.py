@@ -38,7 +38,7 @@ from .chat import ChatTokenizer, load_chat_tokenizer
 from .in_flight import PredictAsOneCall, all_in_flight
 from .keys import find_key, missing_key, refused_key
 from .watched_loop import WatchedLoop
-from .server_watch import SilenceWatch, bad_response, server_error
+from .server_watch import FIRST_ANSWER_S, MODEL_LIST, NETWORK, RESTART, SilenceWatch, bad_response, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
                               generation_request, parse_chat, parse_completion, shared_text_prefix)
 from .openai_usage import ServerCounts
@@ -74,12 +74,13 @@ class OpenAIBackend(PredictAsOneCall):
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
                  timeout: float = 600.0, max_retries: int = 5, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
-                 warm_shared_prefix: bool = True):
+                 warm_shared_prefix: bool = True, first_answer_timeout: float = FIRST_ANSWER_S):
         openai = import_openai()
         if api_mode not in API_MODES:
             raise UsageError(f"--api_mode must be one of {', '.join(API_MODES)}, got {api_mode!r}")
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
+            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
+                             "--max_retries >= 0")
         self.model_name = model_name
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
         self.api_model = api_model or model_name
@@ -93,8 +94,14 @@ class OpenAIBackend(PredictAsOneCall):
         self._key = find_key(api_key, KEY_VARIABLES)
         if not self._key and self.hosted:
             raise missing_key("OpenAI", self._key)
+        watch = SilenceWatch(self.url, timeout, max_retries, first_s=first_answer_timeout,
+                             advice=NETWORK if self.hosted else RESTART)
+        self._watched = WatchedLoop(self.url, watch)
+        self._loop, self._watch, self._run = self._watched.loop, self._watched.watch, self._watched.run
         self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._key.value or "EMPTY",
-                                          timeout=timeout, max_retries=max_retries)
+                                          timeout=timeout, max_retries=max_retries,
+                                          http_client=openai.DefaultAsyncHttpxClient(
+                                              event_hooks={"response": [watch.on_response]}))
         # The local chat template and tokenizer: needed to render completions, used to count
         # tokens and find the window in both modes; a hosted model may have none.
         self.chat: Optional[ChatTokenizer]
@@ -108,8 +115,6 @@ class OpenAIBackend(PredictAsOneCall):
             self.chat = None
             log.info("no local tokenizer for %r (%s): chat mode", model_name, exc)
         self._max_model_len = max_model_len
-        self._watched = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries))
-        self._loop, self._watch, self._run = self._watched.loop, self._watched.watch, self._watched.run
         self.counts = ServerCounts()
         self.stats = self.counts.stats
         self.check_server()
@@ -255,7 +260,7 @@ class OpenAIBackend(PredictAsOneCall):
         """The server answers and serves `api_model` (else one line naming the URL)."""
         openai = self._openai
         try:
-            served = self._run(self._models())
+            served = self._run(self._models(), MODEL_LIST)
         except openai.APIConnectionError as exc:
             todo = "check the network, or --base_url" if self.hosted else "start it (e.g. vllm serve) or fix --base_url"
             raise UsageError(f"no server answers at {self.url} ({type(exc).__name__}: {exc}); {todo}") from None

@@ -17,7 +17,7 @@ from typing import Optional, Sequence
 from ..backends import backends_taking
 from ..backends.embedded import DEFAULT_MODEL
 from ..config import FIELDS, RunConfig, choices_of, default_of, flag_of, help_of, is_switch, kind_of
-from ..errors import UsageError
+from ..errors import ServiceFailure, UsageError
 from ..infra import plugins
 from ..infra.diskfull import os_error_line
 from ..infra.masking import register_args, scrub
@@ -56,7 +56,8 @@ RUN_FLAGS = ("backend", "data_dir", "output_dir", "overwrite", "batch_size", "de
 VLLM_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
               "gpu_memory_utilization", "enforce_eager")
 LATE_RUN_FLAGS = ("rope_scaling",)  # shown last in the run's group (it came after the vLLM options)
-API_FLAGS = ("base_url", "api_key", "api_model", "api_mode", "max_concurrency", "timeout", "max_retries")
+API_FLAGS = ("base_url", "api_key", "api_model", "api_mode", "max_concurrency", "timeout", "max_retries",
+             "first_answer_timeout")
 
 
 def _how(name: str) -> dict:
@@ -229,7 +230,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check()  # a stop that arrived inside an import
         summary = experiment.run()
     except UsageError as exc:
-        print(f"error: {scrub(str(exc) + (missing_plugins(argv, str(exc)) if experiment is None else ''))}",
+        steps = experiment.steps_done if experiment is not None else 0
+        said = exc.said(steps) if isinstance(exc, ServiceFailure) else str(exc)  # whether a step was saved
+        print(f"error: {scrub(said + (missing_plugins(argv, str(exc)) if experiment is None else ''))}",
               file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted, Exception) as exc:

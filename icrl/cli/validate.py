@@ -92,7 +92,7 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
 # How a backend runs, read by it alone (the size search and the prompts read the tokenizer's
 # settings whatever the backend; --api_model and --api_mode name the run's folder; secrets are
 # never shown).
-BACKEND_ONLY = ("max_concurrency", "timeout", "max_retries", "batch_size",
+BACKEND_ONLY = ("max_concurrency", "timeout", "max_retries", "first_answer_timeout", "batch_size",
                 "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
                 "gpu_memory_utilization", "enforce_eager")
 
@@ -193,6 +193,9 @@ def validate_backend_flags(config: RunConfig) -> None:
     if o.max_concurrency < 1 or not 0 < o.timeout < math.inf or o.max_retries < 0:
         raise UsageError(f"--max_concurrency must be >= 1, --timeout a finite number of seconds above 0 and "
                          f"--max_retries >= 0; got {o.max_concurrency}, {o.timeout} and {o.max_retries}")
+    if not 0 < o.first_answer_timeout < math.inf:
+        raise UsageError(f"--first_answer_timeout must be a finite number of seconds above 0, got "
+                         f"{o.first_answer_timeout}")
     from ..backends.vllm_backend import engine_args  # pure functions; vLLM itself is not imported
 
     engine_args(s.model_name, tensor_parallel_size=o.tensor_parallel_size,

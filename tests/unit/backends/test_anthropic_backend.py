@@ -238,9 +238,19 @@ def test_an_answer_outside_the_labels_mid_run_is_one_line_and_keeps_the_finished
     out = capsys.readouterr().err
     err = [line for line in out.splitlines() if line.startswith("error: ")]
     assert code == 2 and len(err) == 1 and "not one of the 4 labels" in err[0], err
+    assert "; finished steps are saved: rerun the same command, or try --api_mode completions" in err[0], err
     assert KEY not in out
     (train,) = list((tmp_path / "out").rglob("train.jsonl"))
     assert len(train.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("cue, said", [("nonlabel", "not one of the 4 labels"), ("500", "failed (HTTP 500")])
+def test_a_failure_before_any_step_says_no_step_ran_not_that_steps_are_saved(tmp_path, capsys, cue, said):
+    with FakeAnthropicServer(LABELS, fail_all=cue) as server:
+        assert run(tmp_path, server, "--api_key", KEY) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(err) == 1 and said in err[0] and "; no step ran: rerun the same command" in err[0], err
+    assert "saved" not in err[0] and not list((tmp_path / "out").rglob("*.jsonl"))
 
 
 def test_a_run_without_a_context_size_or_a_window_is_one_line_naming_the_flag(tmp_path, capsys):

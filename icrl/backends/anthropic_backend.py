@@ -96,6 +96,11 @@ class AnthropicBackend(PredictAsOneCall):
         self._said: set = set()  # the temperatures said not to be sent
         self.check_model()
 
+    @classmethod
+    def auto_mode(cls, model_name: str) -> Optional[str]:
+        """What --api_mode auto is before the backend loads: chat, always."""
+        return "chat"
+
     # -- protocol ----------------------------------------------------------------------------
     @property
     def max_model_len(self) -> int:

@@ -121,6 +121,15 @@ class OpenAIBackend(PredictAsOneCall):
         self.constraint = "structured_outputs"
         self.api_mode = api_mode if api_mode != "auto" else ("chat" if self.chat is None else self._probe())
 
+    @classmethod
+    def auto_mode(cls, model_name: str) -> Optional[str]:
+        """What --api_mode auto is for ``model_name`` before the backend loads: chat when no tokenizer
+        of it can be here (``chat.tokenizer_here``: nothing is loaded or asked of the Hub); None when
+        one can, and the server's answer to a constrained completion decides."""
+        from .chat import tokenizer_here
+
+        return "chat" if tokenizer_here(model_name) is False else None
+
     # -- protocol ----------------------------------------------------------------------------
     @property
     def hosted(self) -> bool:

@@ -14,7 +14,7 @@ import math
 import sys
 from typing import Optional, Sequence
 
-from ..backends import backends_taking
+from ..backends import backend_class, backends_taking
 from ..backends.embedded import DEFAULT_MODEL
 from ..config import FIELDS, RunConfig, choices_of, default_of, flag_of, help_of, is_switch, kind_of
 from ..errors import ServiceFailure, UsageError
@@ -150,6 +150,7 @@ def parse_args(argv: Optional[Sequence[str]], weights: bool = True) -> RunConfig
     del values["plugin"]  # loaded before the parser was built (icrl.infra.plugins)
     register_args(values)  # its secrets are masked wherever they would be written or shown
     check_flags(values)
+    one_spelling(values)
     spelled = spelled_flags(parser, words)
     ignored = ignored_settings(values, spelled)
     if values["max_context_examples"] == 0:
@@ -159,6 +160,19 @@ def parse_args(argv: Optional[Sequence[str]], weights: bool = True) -> RunConfig
     config = RunConfig.from_values(values, demo=not argv)
     validate(config, spelled, weights)
     return dataclasses.replace(config, ignored=ignored)
+
+
+def one_spelling(values: dict) -> None:
+    """Spellings of one computation name one run (its folder and config.json's args): --api_model
+    the same as --model_name is no --api_model, and an --api_mode that auto is before the backend
+    loads (the backend class's ``auto_mode``: --backend anthropic's chat; openai's chat for a model
+    without a tokenizer here) is auto. Runs named without them stay where they are."""
+    if values["api_model"] == values["model_name"]:
+        values["api_model"] = None
+    if values["api_mode"] != "auto" and not is_learner(values["agent"]):  # a backend that takes it (check_flags)
+        auto_mode = getattr(backend_class(values["backend"]), "auto_mode", None)
+        if auto_mode is not None and auto_mode(values["model_name"]) == values["api_mode"]:
+            values["api_mode"] = "auto"
 
 
 def spelled_flags(parser: argparse.ArgumentParser, words: Sequence[str]) -> dict:

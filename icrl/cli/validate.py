@@ -26,6 +26,7 @@ from ..run.assemble import calls_of
 from ..tasks import parse_task_name
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "half", "float")
+API_ONLY = ("api_mode", "api_model")  # settings of what a run computes that only the API backends read
 MAX_WINDOW = 1 << 24  # 16M tokens: above any model's window; a bigger number is a typo
 
 
@@ -49,6 +50,12 @@ def check_flags(values: Mapping) -> None:
         raise UsageError(f"--base_url is for --backend {served}, not {values['backend']}; drop it or use one of those")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
+    for name in API_ONLY:  # they name the run's folder: taken silently, they would only rename it
+        if values[name] != default_of(name) and not is_learner(values["agent"]) \
+                and not (values["backend"] != "auto" and _takes(values["backend"], name)):
+            chosen = values["backend"] + (" (a local engine)" if values["backend"] == "auto" else "")
+            raise UsageError(f"{flag_of(name)} {values[name]} is for --backend {_either(backends_taking(name))}, not "
+                             f"{chosen}: it does nothing there; drop it")
 
 
 def _takes(backend: str, option: str) -> bool:

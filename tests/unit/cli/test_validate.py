@@ -45,6 +45,14 @@ CASES = {  # name: (argv, words the message must hold)
                           "--first_answer_timeout must be a finite number of seconds above 0, got 0.0"),
     "infinite_first_answer": (BASE + ["--backend", "gemini", "--first_answer_timeout", "inf"],
                               "--first_answer_timeout must be a finite number of seconds above 0, got inf"),
+    # a flag a backend does not read, that would only rename the run's folder
+    "api_mode_with_gemini": (BASE + ["--backend", "gemini", "--api_mode", "completions"],
+                             "--api_mode completions is for --backend openai or anthropic, not gemini: it does nothing "
+                             "there; drop it"),
+    "api_mode_with_a_local_engine": (BASE + ["--api_mode", "chat"], "--api_mode chat is for --backend openai or "
+                                                                     "anthropic, not auto (a local engine)"),
+    "api_model_with_fake": (BASE + ["--backend", "fake", "--api_model", "x"],
+                            "--api_model x is for --backend openai, anthropic or gemini, not fake"),
 }
 
 

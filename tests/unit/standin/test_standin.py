@@ -28,7 +28,7 @@ def test_a_command_runs_with_the_standins_url_and_key_set(api, capfd):
 def test_it_serves_127_0_0_1_only_the_providers_priced_models():
     with start("anthropic") as server:
         assert server.httpd.server_address[0] == "127.0.0.1"
-        assert server.models == default_models("anthropic") and "claude-sonnet-4" in server.models
+        assert server.models == default_models("anthropic") and "claude-haiku-4-5" in server.models
     assert all(name.startswith("gemini-") for name in default_models("gemini"))
 
 

@@ -76,11 +76,18 @@ class GeminiBackend(PredictAsOneCall):
     local_model = False  # a hosted model: its name is a label (icrl.backends)
 
     @classmethod
-    def offline_chat(cls, model_name: str, **_):
-        """No tokenizer to load here (``icrl.backends.offline_chat``): the API counts tokens, it
-        does not give their ids."""
-        raise UsageError("the Gemini API gives token counts only, not token ids: there is no tokenizer of "
-                         f"{model_name} to load here; estimate with a local model of similar size instead")
+    def offline_chat(cls, model_name: str, **options):
+        """The tokenizer ``icrl.backends.offline_chat`` asks for: a local model's, when --model_name
+        names one (an estimate counted with it and priced as --api_model); a Gemini model has none
+        here (the API counts tokens, it does not give their ids)."""
+        from .chat import load_chat_tokenizer
+
+        try:
+            return load_chat_tokenizer(model_name, **options)
+        except UsageError:
+            raise UsageError("the Gemini API gives token counts only, not token ids: there is no tokenizer of "
+                             f"{model_name} to load here; give a local model of similar size as --model_name and "
+                             f"the Gemini model as --api_model") from None
     supports_system_role = True
     eot_token = ""
     thinks = False

@@ -44,7 +44,6 @@ class RuntimeArgs(TypedDict, total=False):
     max_concurrency: int
     timeout: float
     max_retries: int
-    first_answer_timeout: float  # written only when given (runs before it have none)
 
 
 class Resolved(TypedDict):

@@ -30,7 +30,7 @@ import threading
 import time
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, read_body, send, serving
+from .http import HOST, Quiet, QuietServer, Served, read_body, send
 
 MODEL = "claude-standin-1"
 KEY = "sk-ant-standin-SECRET"
@@ -40,7 +40,7 @@ def _words(value) -> int:
     return len(json.dumps(value, ensure_ascii=False).split())
 
 
-class FakeAnthropicServer:
+class FakeAnthropicServer(Served):
     """``with FakeAnthropicServer(labels) as s: s.base_url`` (http://127.0.0.1:PORT)."""
 
     def __init__(self, labels=(), fail=(), models=(MODEL,), key=KEY, fail_all=None, delay=0.0, window=200000,
@@ -56,14 +56,7 @@ class FakeAnthropicServer:
         self.httpd = QuietServer(_handler(self), port)
         self.port = self.httpd.port
         self.base_url = f"http://{HOST}:{self.port}"
-        serving(self.httpd)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.serve()  # from the start: some tests use it without ``with``
 
     @property
     def messages(self) -> list[dict]:

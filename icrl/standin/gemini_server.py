@@ -32,7 +32,7 @@ import time
 from typing import Optional, Sequence, cast
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, send, serving
+from .http import HOST, Quiet, QuietServer, Served, send
 
 MODEL = "gemini-1.5-flash-8b"
 KEY = "test-gemini-key-0123456789"
@@ -214,8 +214,10 @@ class _GeminiHandler(Quiet):
                          "usageMetadata": usage, "modelVersion": server.models[0]})
 
 
-class GeminiServer:
+class GeminiServer(Served):
     """``with GeminiServer() as s: s.base_url`` (http://127.0.0.1:PORT)."""
+
+    httpd: _State
 
     def __init__(self, mode: str = "ok", failures: Optional[int] = None, window: int = 1_048_576,
                  delay: float = 0.0, cache_floor: int = 0, per_word: int = 1, key: str = KEY,
@@ -224,7 +226,6 @@ class GeminiServer:
                                        cache_floor=cache_floor, per_word=per_word, key=key, models=models))
         self.port = self.httpd.port
         self.base_url = f"http://{HOST}:{self.port}"
-        self.thread: Optional[threading.Thread] = None
 
     @property
     def models(self) -> list:
@@ -250,10 +251,3 @@ class GeminiServer:
     def created(self) -> list:
         return self.httpd.created
 
-    def __enter__(self):
-        self.thread = serving(self.httpd)
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()

@@ -4,7 +4,8 @@
 a client that went away (a killed run) not printed, many requests in flight at once (a backend
 sends up to --max_concurrency together: the default backlog of 5 resets some). ``send(handler,
 status, body, headers)``: a JSON body (or raw bytes, for the cues that send garbage) with its
-length. ``serving(server)`` runs ``serve_forever`` in a daemon thread.
+length. ``serving(server)`` runs ``serve_forever`` in a daemon thread; ``Served``: a stand-in
+whose ``httpd`` serves from ``with`` (or from its start, once ``serve`` is called) to the end of it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,25 @@ def serving(server: ThreadingHTTPServer) -> threading.Thread:
     thread = threading.Thread(target=server.serve_forever, name="icrl-standin", daemon=True)
     thread.start()
     return thread
+
+
+class Served:
+    """``with stand_in: ...``: its ``httpd`` serves (``serve``, once) and is closed at the end."""
+
+    httpd: QuietServer
+    thread: Optional[threading.Thread] = None
+
+    def serve(self) -> None:
+        if self.thread is None:
+            self.thread = serving(self.httpd)
+
+    def __enter__(self):
+        self.serve()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
 
 
 class Quiet(BaseHTTPRequestHandler):

@@ -24,7 +24,7 @@ import time
 from typing import Optional, Sequence
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, read_body, send, serving
+from .http import HOST, Quiet, QuietServer, Served, read_body, send
 
 MODEL = "org/fake-model"
 
@@ -33,7 +33,7 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> tu
     return status, {"error": {"message": message, "type": kind}}
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(Served):
     """``with FakeOpenAIServer() as s: s.base_url`` (http://127.0.0.1:PORT/v1)."""
 
     def __init__(self, mode: str = "ok", error_rate: float = 0.2, seed: int = 0, key: Optional[str] = None,
@@ -46,15 +46,6 @@ class FakeOpenAIServer:
         self.httpd = QuietServer(_handler(self), port)
         self.port = self.httpd.port
         self.base_url = f"http://{HOST}:{self.port}/v1"
-        self.thread: Optional[threading.Thread] = None
-
-    def __enter__(self):
-        self.thread = serving(self.httpd)
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
     def fault(self) -> int:
         """``flaky``: 429 or 500 for a share ``error_rate`` of the requests, else 0 (answer)."""

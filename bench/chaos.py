@@ -11,7 +11,7 @@ A. Ray (``--ray_runs``, 200 by default): ``run_sweep.py --ray`` on the fake back
    the training steps are written, and started again at once with the same command. Its Ray
    processes (workers, agents), orphaned, are watched until they end.
 B. Server (``--server_runs``): ``run_sweep.py --backend openai`` against a local stand-in
-   (tests/fake_openai_server.py), first answering every request, then answering a share
+   (icrl/standin/openai_server.py), first answering every request, then answering a share
    ``--error_rate`` of them with a 429 or a 500 at random (seeded, in the order requests
    arrive); the harness retries them (``--max_retries``, the client's own backoff).
 
@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO / "bench"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from busy import load_text  # noqa: E402
-from fake_openai_server import MODEL, FakeOpenAIServer  # noqa: E402
+from icrl.standin.openai_server import MODEL, FakeOpenAIServer  # noqa: E402
 from helpers import run_records  # noqa: E402
 from prefix_reuse import data_dir  # noqa: E402
 

@@ -41,7 +41,7 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Optional, Sequence, TypeVar
 
-from .backends import BACKEND_CHOICES
+from .backends import BACKEND_CHOICES, FIRST_ANSWER_HELP, FIRST_ANSWER_S
 from .backends.embedded import DEFAULT_MODEL
 from .errors import UsageError
 from .infra import plugins
@@ -206,17 +206,17 @@ class RunOptions:
     enforce_eager: Optional[bool] = flag(
         None, "vLLM without CUDA graphs / compilation (default: on for the CPU build, off on GPUs)", backend=True)
     base_url: Optional[str] = flag(
-        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve) (default: $OPENAI_BASE_URL; "
-              "--backend anthropic: $ANTHROPIC_BASE_URL, else https://api.anthropic.com; --backend gemini: Google's); "
-              "with anthropic or gemini: another endpoint of that API (a proxy, a gateway)",
-        backend=True)
+        None, "OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 (vllm serve), or another endpoint of the API "
+              "(default: $OPENAI_BASE_URL, $ANTHROPIC_BASE_URL, $GOOGLE_GEMINI_BASE_URL, else the API's)", backend=True)
     max_concurrency: int = flag(32, "requests in flight at once", backend=True)
     timeout: float = flag(600.0, "seconds per request", backend=True)
     max_retries: int = flag(5, "retries (with backoff) on 429, 5xx, timeouts", backend=True)
+    first_answer_timeout: float = flag(FIRST_ANSWER_S, FIRST_ANSWER_HELP, backend=True, added=True)
 
     def as_record(self) -> dict:
-        """config.json "runtime_args", sorted by name."""
-        return json.loads(json.dumps(dict(sorted(dataclasses.asdict(self).items()))))
+        """config.json "runtime_args", sorted by name (an ``added`` field only when it is set)."""
+        return json.loads(json.dumps({f.name: getattr(self, f.name) for f in sorted(fields(self), key=lambda f: f.name)
+                                      if not (f.metadata["added"] and getattr(self, f.name) == f.default)}))
 
 
 @dataclass(frozen=True)

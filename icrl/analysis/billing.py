@@ -72,8 +72,10 @@ def usage_table(billed: Mapping[str, Billed], labels: Mapping[str, str], prices:
             unpriced.append(model)
         lines.append(f"{labels.get(run_id, run_id):<{width}}  {model:<28} {u.requests:>9,} {u.prompt_tokens:>13,} "
                      f"{u.cached_prompt_tokens:>13,} {u.output_tokens:>11,} "
-                     f"{money(cost) if cost is not None else 'no price':>11}")
+                     f"{money(cost) if cost is not None else 'no price':>11}"
+                     f"{f' ({price.dated()})' if price is not None else ''}")
     lines.append(f"total {money(total)} for {len(billed) - len(unpriced)} of {len(billed)} runs on hosted APIs")
+    lines += [f"price of {line}" for line in prices.said(model for model, _ in billed.values())]
     for model in sorted(set(unpriced)):
         lines.append(f"not priced: {prices.missing(model)}")
     return "\n".join(lines) + "\n"

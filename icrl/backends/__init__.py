@@ -38,6 +38,11 @@ BACKENDS: dict[str, Union[str, type]] = {  # a class, or "module:Class" imported
     "fake": "icrl.backends.fake:FakeBackend",  # deterministic, no model: tests and benchmarks
 }
 BACKEND_CHOICES = ["auto", *BACKENDS]
+# --first_answer_timeout (the API backends' silence watch, ``server_watch``): its default and help
+FIRST_ANSWER_S = 60.0
+FIRST_ANSWER_HELP = ("seconds a call waits, whatever --timeout says, for the server's first answer (any HTTP answer, "
+                     "an error's too) to a request for a completion (a call of token counts: for a count); none by "
+                     "then is one line (a dead or stuck server); once one was answered, --timeout's bounds apply")
 _OWNERS: dict = {}  # name -> the plugin that registered it (icrl.infra.plugins)
 
 

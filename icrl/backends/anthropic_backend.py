@@ -25,13 +25,15 @@ import logging
 import os
 from typing import Any, Optional
 
-from ..errors import UsageError
-from ..infra.masking import register, register_args, strip_userinfo
+from ..errors import ServiceFailure, UsageError
+from ..infra.masking import register_args, strip_userinfo
 from .anthropic_requests import (MODES, count_request, encode_prompt, generation_request, message_request, parse_text,
                                  parse_tool, text_of, usage_of)
 from .in_flight import PredictAsOneCall, all_in_flight
+from .keys import find_key, missing_key, refused_key
 from .watched_loop import WatchedLoop
-from .server_watch import SilenceWatch, answers, bad_response
+from .server_watch import (COMPLETION, COUNTS, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, SilenceWatch, answers,
+                           bad_response)
 from .usage import Usage
 
 log = logging.getLogger(__name__)
@@ -39,7 +41,8 @@ log = logging.getLogger(__name__)
 DEFAULT_URL = "https://api.anthropic.com"
 INSTALL_HINT = ("the anthropic backend needs the anthropic package: pip install -e .[anthropic] (or pip install "
                 "anthropic)")
-KEY_HINT = "set ANTHROPIC_API_KEY or pass --api_key"
+KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
+ADVICE = f"is --base_url the Anthropic API ({DEFAULT_URL}, or a proxy of it)?"
 
 
 def import_anthropic():
@@ -61,34 +64,42 @@ class AnthropicBackend(PredictAsOneCall):
 
     def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
-                 timeout: float = 600.0, max_retries: int = 5, max_model_len: Optional[int] = None):
+                 timeout: float = 600.0, max_retries: int = 5, max_model_len: Optional[int] = None,
+                 first_answer_timeout: float = FIRST_ANSWER_S):
         anthropic = import_anthropic()
         if api_mode not in ("auto", *MODES):
             raise UsageError(f"--api_mode must be one of auto, {', '.join(MODES)}, got {api_mode!r}")
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
+            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
+                             "--max_retries >= 0")
         self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_URL).rstrip("/")
         self.url = str(strip_userinfo(self.base_url))  # shown and recorded: never a user:password@
-        key = api_key or os.environ.get("ANTHROPIC_API_KEY")
         register_args({"api_key": api_key, "base_url": self.base_url})
-        register(os.environ.get("ANTHROPIC_API_KEY"))
-        if not key:
-            raise UsageError(f"no Anthropic API key: {KEY_HINT}")
+        self._key = find_key(api_key, KEY_VARIABLES)  # masked wherever it could be shown or written
+        if not self._key:
+            raise missing_key("Anthropic", self._key)
         self.model_name, self.api_model = model_name, api_model or model_name
         self.api_mode = "chat" if api_mode == "auto" else api_mode
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self._max_model_len = max_model_len
         self._anthropic = anthropic
-        self._client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=key, timeout=timeout,
-                                                max_retries=max_retries)
-        self._watched = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries,
-                                                           probe=lambda: answers(f"{self.url}/v1")))
+        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: answers(f"{self.url}/v1"),
+                             first_s=first_answer_timeout, advice=NETWORK)
+        self._client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=self._key.value, timeout=timeout,
+                                                max_retries=max_retries, http_client=anthropic.DefaultAsyncHttpxClient(
+                                                    event_hooks={"response": [watch.on_response]}))
+        self._watched = WatchedLoop(self.url, watch)
         self._loop, self._watch, self._run = self._watched.loop, self._watched.watch, self._watched.run
         self._usage = Usage()
         self._counted: dict[str, int] = {}
         self.chat = self  # what the window search reads: render, count_many, max_model_len
         self._said: set = set()  # the temperatures said not to be sent
         self.check_model()
+
+    @classmethod
+    def auto_mode(cls, model_name: str) -> Optional[str]:
+        """What --api_mode auto is before the backend loads: chat, always."""
+        return "chat"
 
     # -- protocol ----------------------------------------------------------------------------
     @property
@@ -160,7 +171,8 @@ class AnthropicBackend(PredictAsOneCall):
                     response = await self._watch.answer(self._client.messages.count_tokens(**body))
                 return int(response.input_tokens)
 
-            self._counted.update(zip(missing, self._guarded(all_in_flight(missing, one, self.max_concurrency))))
+            self._counted.update(zip(missing, self._guarded(all_in_flight(missing, one, self.max_concurrency),
+                                                            COUNTS)))
         return [self._counted[t] for t in texts]
 
     def _say_temperature(self, temperature: float) -> None:
@@ -194,14 +206,14 @@ class AnthropicBackend(PredictAsOneCall):
     def check_model(self) -> None:
         """The API answers, takes the key and knows ``api_model`` (else one line)."""
         client = self._client.with_options(max_retries=min(1, self.max_retries))  # a missing API is said at once
-        info = self._guarded(client.models.retrieve(self.api_model))
+        info = self._guarded(client.models.retrieve(self.api_model), MODEL_DETAILS)
         self.max_input_tokens = getattr(info, "max_input_tokens", None)  # the model's window, when the API says
 
-    def _guarded(self, coroutine):
-        """Run ``coroutine`` on the backend's loop under the silence watch; a failure of the API is
-        one line."""
+    def _guarded(self, coroutine, asking: str = COMPLETION):
+        """Run ``coroutine`` on the backend's loop under the silence watch (``asking``: what it asks
+        for); a failure of the API is one line."""
         try:
-            return self._run(coroutine)
+            return self._run(coroutine, asking)
         except self._anthropic.APIError as exc:
             raise self._fail(exc) from None
 
@@ -214,12 +226,11 @@ class AnthropicBackend(PredictAsOneCall):
         detail = (str(said or getattr(exc, "message", "") or exc).splitlines() or [""])[0][:200]
         status = getattr(exc, "status_code", None)
         if isinstance(exc, anthropic.APIConnectionError):
-            return UsageError(f"no answer from the Anthropic API at {self.url} ({type(exc).__name__}: {detail}) after "
-                              f"{self.max_retries} retries; check --base_url and the network, then rerun the same "
-                              f"command to resume (finished steps are saved)")
+            return ServiceFailure(f"no answer from the Anthropic API at {self.url} ({type(exc).__name__}: {detail}) "
+                                  f"after {self.max_retries} retries", "check --base_url and the network, then rerun "
+                                                                       "the same command")
         if status == 401:
-            return UsageError(f"the Anthropic API at {self.url} refused the API key (HTTP 401): {KEY_HINT} with a "
-                              f"valid key")
+            return refused_key("Anthropic", self.url, self._key, 401)
         if status == 403:
             return UsageError(f"the Anthropic API at {self.url} does not let this key use {self.api_model!r} (HTTP "
                               f"403: {detail})")
@@ -230,8 +241,8 @@ class AnthropicBackend(PredictAsOneCall):
             hint = "; a model that takes no prefill needs --api_mode chat" if self.api_mode == "completions" else ""
             return UsageError(f"the Anthropic API at {self.url} refused the request (HTTP 400: {detail}){hint}")
         what = f"HTTP {status}" if status else type(exc).__name__
-        return UsageError(f"the Anthropic API at {self.url} failed ({what}: {detail}) after {self.max_retries} "
-                          f"retries; finished steps are saved: rerun the same command to resume")
+        return ServiceFailure(f"the Anthropic API at {self.url} failed ({what}: {detail}) after {self.max_retries} "
+                              f"retries", "rerun the same command")
 
     async def _create(self, body: dict):
         """One Messages request; its usage counted; a 200 that is not a message is one line."""
@@ -242,7 +253,7 @@ class AnthropicBackend(PredictAsOneCall):
         except UsageError:
             raise
         except (ValueError, LookupError, AttributeError, TypeError) as exc:  # not a message
-            raise bad_response(self.url, "Anthropic messages", exc) from None
+            raise bad_response(self.url, "Anthropic messages", exc, ADVICE) from None
         if not content:
             raise UsageError(f"the Anthropic API at {self.url} answered with no content (stop reason "
                              f"{getattr(response, 'stop_reason', None)!r}): nothing to read a label from")
@@ -260,9 +271,9 @@ class AnthropicBackend(PredictAsOneCall):
             label, given = parse_tool(response, labels)
         if label is None:
             other = "chat" if self.api_mode == "completions" else "completions"
-            raise UsageError(f"the Anthropic API at {self.url} answered {given[:120]}, which is not one of the "
-                             f"{len(labels)} labels (--api_mode {self.api_mode}); finished steps are saved: rerun "
-                             f"to resume, or try --api_mode {other}")
+            raise ServiceFailure(f"the Anthropic API at {self.url} answered {given[:120]}, which is not one of the "
+                                 f"{len(labels)} labels (--api_mode {self.api_mode})",
+                                 f"rerun the same command, or try --api_mode {other}")
         return label
 
     async def _call(self, prompts, labels, semaphore) -> list[str]:

@@ -62,6 +62,21 @@ def local_model_dir(model_name: str, hf_token: Optional[str] = None, weights: bo
             f"gated models, or give a local directory") from None
 
 
+def tokenizer_here(model_name: str) -> Optional[bool]:
+    """Whether ``local_model_dir`` would find a tokenizer of ``model_name`` without asking the Hub:
+    True (the embedded model, a folder, a copy under ``$ICRL_TOKENIZERS_DIR``, the Hub's cache),
+    False (it cannot: not a Hub id, or the Hub is offline), None (the Hub may have it)."""
+    from ..infra import hub
+
+    if embedded.is_embedded(model_name) or Path(model_name).expanduser().is_dir() or tokenizer_copy(model_name):
+        return True
+    if looks_like_path(model_name) or "/" not in model_name:
+        return False
+    if hub.model_cached(model_name):
+        return True
+    return False if hub.offline() else None
+
+
 def tokenizer_copy(model_name: str) -> Optional[Path]:
     """The tokenizer-only copy of Hub id ``model_name`` under ``$ICRL_TOKENIZERS_DIR``
     (``<org>__<name>``), or None when there is none."""

@@ -30,11 +30,13 @@ import logging
 import os
 from typing import Optional, Sequence
 
-from ..errors import UsageError
-from ..infra.masking import register, scrub, strip_userinfo
+from ..errors import ServiceFailure, UsageError
+from ..infra.masking import scrub, strip_userinfo
 from . import gemini_requests as req
 from .in_flight import PredictAsOneCall, all_in_flight
-from .server_watch import DEAD_S, PROBE_TIMEOUT_S, SilenceWatch, answers
+from .keys import find_key, missing_key, refused_key
+from .server_watch import (COMPLETION, COUNTS, DEAD_S, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, PROBE_TIMEOUT_S,
+                           SilenceWatch, answers)
 from .usage import Usage
 from .watched_loop import WatchedLoop
 
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 INSTALL_HINT = ("the gemini backend needs the google-genai package: pip install -e .[gemini] "
                 "(or pip install google-genai)")
 KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "API_KEY")
+URL_VARIABLE = "GOOGLE_GEMINI_BASE_URL"  # the SDK's own, read when --base_url is not given
 DEFAULT_URL = "https://generativelanguage.googleapis.com"
 API_VERSIONS = ("v1beta", "v1alpha", "v1")
 CACHE_MIN_TOKENS = 1024  # the smallest context cache the API takes (Gemini 2.x Flash; a refusal raises it)
@@ -73,41 +76,52 @@ class GeminiBackend(PredictAsOneCall):
     local_model = False  # a hosted model: its name is a label (icrl.backends)
 
     @classmethod
-    def offline_chat(cls, model_name: str, **_):
-        """No tokenizer to load here (``icrl.backends.offline_chat``): the API counts tokens, it
-        does not give their ids."""
-        raise UsageError("the Gemini API gives token counts only, not token ids: there is no tokenizer of "
-                         f"{model_name} to load here; estimate with a local model of similar size instead")
+    def offline_chat(cls, model_name: str, **options):
+        """The tokenizer ``icrl.backends.offline_chat`` asks for: a local model's, when --model_name
+        names one (an estimate counted with it and priced as --api_model); a Gemini model has none
+        here (the API counts tokens, it does not give their ids)."""
+        from .chat import load_chat_tokenizer
+
+        try:
+            return load_chat_tokenizer(model_name, **options)
+        except UsageError:
+            raise UsageError("the Gemini API gives token counts only, not token ids: there is no tokenizer of "
+                             f"{model_name} to load here; give a local model of similar size as --model_name and "
+                             f"the Gemini model as --api_model") from None
     supports_system_role = True
     eot_token = ""
     thinks = False
 
     def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  api_model: Optional[str] = None, max_concurrency: int = 32, timeout: float = 600.0,
-                 max_retries: int = 5, max_model_len: Optional[int] = None, cache_min_tokens: int = CACHE_MIN_TOKENS):
-        genai, self._errors, types = import_genai()
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
-        key = api_key or next((os.environ[v] for v in KEY_VARIABLES if os.environ.get(v)), None)
-        if not key:
-            raise UsageError(f"the gemini backend needs an API key: set {', '.join(KEY_VARIABLES[:-1])} or "
-                             f"{KEY_VARIABLES[-1]}, or pass --api_key")
-        register(key)  # masked wherever it could be shown or written
+                 max_retries: int = 5, max_model_len: Optional[int] = None, cache_min_tokens: int = CACHE_MIN_TOKENS,
+                 first_answer_timeout: float = FIRST_ANSWER_S):
+        genai, self._errors, self._types = import_genai()
+        types = self._types
+        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
+            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
+                             "--max_retries >= 0")
+        self._key = find_key(api_key, KEY_VARIABLES)  # masked wherever it could be shown or written
+        if not self._key:
+            raise missing_key("Gemini", self._key)
+        key = self._key.value
         self.model_name, self.api_model = model_name, api_model or model_name
-        self.endpoint, self.api_version = split_version(base_url or DEFAULT_URL)
+        self.endpoint, self.api_version = split_version(base_url or os.environ.get(URL_VARIABLE) or DEFAULT_URL)
         self.url = strip_userinfo(f"{self.endpoint}/{self.api_version}") or self.endpoint  # shown and recorded
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self.cache_min_tokens = cache_min_tokens  # 0: no context caches
         import httpx2  # the SDK's own HTTP client: its timeouts are retried (aiohttp's would not be)
 
         retry = types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=1.0, exp_base=2.0, max_delay=60.0)
-        self._client = genai.Client(api_key=key, http_options=types.HttpOptions(
-            base_url=self.endpoint, api_version=self.api_version, timeout=int(timeout * 1000), retry_options=retry,
-            async_client_args={"transport": httpx2.AsyncHTTPTransport()}))
         probe_url, headers = f"{self.endpoint}/{self.api_version}", {"x-goog-api-key": key}
         wait = min(PROBE_TIMEOUT_S, DEAD_S, timeout) / 2  # the watch's own probe's wait
-        self._loop = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries,
-                                                        probe=lambda: answers(probe_url, headers, wait)))
+        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: answers(probe_url, headers, wait),
+                             first_s=first_answer_timeout, advice=NETWORK)
+        self._client = genai.Client(api_key=key, http_options=types.HttpOptions(
+            base_url=self.endpoint, api_version=self.api_version, timeout=int(timeout * 1000), retry_options=retry,
+            async_client_args={"transport": httpx2.AsyncHTTPTransport(),
+                               "event_hooks": {"response": [watch.on_response]}}))
+        self._loop = WatchedLoop(self.url, watch)
         self._usage = Usage()
         self._counts: dict[str, int] = {}
         self.chat = self  # what the window search reads: render, count_tokens, max_model_len
@@ -147,58 +161,67 @@ class GeminiBackend(PredictAsOneCall):
         each text asked once, the requests in flight together."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._counts]
         if missing:
-            self._counts.update(zip(missing, self._run(all_in_flight(missing, self._count_one, self.max_concurrency))))
+            self._counts.update(zip(missing, self._run(all_in_flight(missing, self._count_one, self.max_concurrency),
+                                                       COUNTS)))
         return [self._counts[t] for t in texts]
 
     def close(self) -> None:
         self._loop.close(self._client.aio.aclose())
 
     # -- internals -----------------------------------------------------------------------------
-    def _run(self, coroutine):
+    def _run(self, coroutine, asking: str = COMPLETION, retries: Optional[int] = None):
+        """Run ``coroutine`` on the watched loop (``asking``: what it asks for; ``retries``: the
+        tries after the first it has, when not --max_retries); a failure is one line."""
         try:
-            return self._loop.run(coroutine)
+            return self._loop.run(coroutine, asking)
         except UsageError:
             raise
         except self._errors.APIError as exc:
             raise self._api_error(exc) from None
         except req.Blocked as exc:
-            raise UsageError(f"the Gemini API gave no answer for a prompt of {self.api_model!r}: {exc}; finished "
-                             f"steps are saved: rerun the same command to resume, or use another model") from None
+            raise ServiceFailure(f"the Gemini API gave no answer for a prompt of {self.api_model!r}: {exc}",
+                                 "rerun the same command, or use another model") from None
         except (ValueError, LookupError, AttributeError, TypeError) as exc:  # the SDK could not read it
             detail = scrub((str(exc).splitlines() or [""])[0][:120])
             raise UsageError(f"the server at {self.url} sent something that is not a Gemini API response "
                              f"({type(exc).__name__}: {detail}); is --base_url the Gemini API "
                              f"({DEFAULT_URL})?") from None
         except (OSError, asyncio.TimeoutError) as exc:
-            raise self._transport_error(exc) from None
+            raise self._transport_error(exc, retries) from None
         except Exception as exc:  # the HTTP client's errors, after the SDK's retries
             if type(exc).__module__.split(".")[0] in ("httpx2", "httpcore2", "httpx", "httpcore"):
-                raise self._transport_error(exc) from None
+                raise self._transport_error(exc, retries) from None
             raise
 
-    def _transport_error(self, exc: BaseException) -> UsageError:
-        return UsageError(f"no answer from the Gemini API at {self.url} ({type(exc).__name__}; timeouts and refused "
-                          f"connections are tried {self.max_retries} more times); finished steps are saved: check "
-                          f"--base_url and the network and rerun the same command to resume (--timeout sets how long "
-                          f"a request may take)")
+    def _transport_error(self, exc: BaseException, retries: Optional[int] = None) -> ServiceFailure:
+        detail = scrub((str(exc).splitlines() or [""])[0][:80])
+        tried = self.max_retries if retries is None else retries
+        return ServiceFailure(f"no answer from the Gemini API at {self.url} ({type(exc).__name__}"
+                              f"{': ' + detail if detail else ''}; tried {tried} more time{'s' if tried != 1 else ''})",
+                              "check --base_url and the network and rerun the same command (--timeout sets how long "
+                              "a request may take)")
 
     def _api_error(self, exc) -> UsageError:
         code, status = getattr(exc, "code", None), str(getattr(exc, "status", "") or "")
         message = scrub((str(getattr(exc, "message", "") or "").splitlines() or [""])[0][:160])
         if code in (401, 403) or "API_KEY" in str(getattr(exc, "details", "")) or "API key" in message:
-            return UsageError(f"the Gemini API at {self.url} refused the API key (HTTP {code}): set GEMINI_API_KEY "
-                              f"(or pass --api_key) to a valid key")
+            return refused_key("Gemini", self.url, self._key, code)
         if code == 404:
             return UsageError(f"the Gemini API at {self.url} does not know the model {self.api_model!r} (HTTP 404): "
                               f"check --model_name (or --api_model), e.g. gemini-1.5-flash-8b")
-        return UsageError(f"the Gemini API at {self.url} failed (HTTP {code} {status}: {message}) after "
-                          f"{self.max_retries} retries; finished steps are saved: rerun the same command to resume")
+        return ServiceFailure(f"the Gemini API at {self.url} failed (HTTP {code} {status}: {message}) after "
+                              f"{self.max_retries} retries", "rerun the same command")
 
     def _check_model(self) -> int:
-        async def get():
-            return await self._loop.watch.bounded(self._client.aio.models.get(model=self.api_model))
+        """The model's window, from the API; at most one retry, so a missing API is said at once."""
+        retries = min(1, self.max_retries)
+        once = self._types.GetModelConfig(http_options=self._types.HttpOptions(
+            retry_options=self._types.HttpRetryOptions(attempts=retries + 1, initial_delay=1.0)))
 
-        model = self._run(get())
+        async def get():
+            return await self._loop.watch.bounded(self._client.aio.models.get(model=self.api_model, config=once))
+
+        model = self._run(get(), MODEL_DETAILS, retries)
         limit = getattr(model, "input_token_limit", None)
         if not isinstance(limit, int) or limit <= 0:
             raise UsageError(f"the Gemini API at {self.url} gives no input token limit for {self.api_model!r}: "

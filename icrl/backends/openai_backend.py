@@ -36,8 +36,9 @@ from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
 from .chat import ChatTokenizer, load_chat_tokenizer
 from .in_flight import PredictAsOneCall, all_in_flight
+from .keys import find_key, missing_key, refused_key
 from .watched_loop import WatchedLoop
-from .server_watch import SilenceWatch, bad_response, server_error
+from .server_watch import FIRST_ANSWER_S, MODEL_LIST, NETWORK, RESTART, SilenceWatch, bad_response, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
                               generation_request, parse_chat, parse_completion, shared_text_prefix)
 from .openai_usage import ServerCounts
@@ -50,6 +51,8 @@ API_MODES = ("auto", "completions", "chat")
 # Completions: the request-body field that restricts the output to a list of strings.
 CONSTRAINTS = ("structured_outputs", "guided_choice")
 INSTALL_HINT = "the openai backend needs the openai package: pip install -e .[openai] (or pip install openai)"
+OPENAI_URL = "https://api.openai.com/v1"
+KEY_VARIABLES = ("OPENAI_API_KEY",)
 
 
 def import_openai():
@@ -71,14 +74,15 @@ class OpenAIBackend(PredictAsOneCall):
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
                  timeout: float = 600.0, max_retries: int = 5, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
-                 warm_shared_prefix: bool = True):
+                 warm_shared_prefix: bool = True, first_answer_timeout: float = FIRST_ANSWER_S):
         openai = import_openai()
         if api_mode not in API_MODES:
             raise UsageError(f"--api_mode must be one of {', '.join(API_MODES)}, got {api_mode!r}")
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout > 0 and --max_retries >= 0")
+        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
+            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
+                             "--max_retries >= 0")
         self.model_name = model_name
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
         self.api_model = api_model or model_name
         self.url = strip_userinfo(self.base_url)  # shown and recorded: never a user:password@
         register_args({"api_key": api_key, "hf_token": hf_token, "base_url": self.base_url})
@@ -86,9 +90,18 @@ class OpenAIBackend(PredictAsOneCall):
         self.warm_shared_prefix = warm_shared_prefix
         self._openai = openai
         # The key stays in memory: it is not an attribute that describe() or the run records see.
-        key = api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, timeout=timeout,
-                                          max_retries=max_retries)
+        # OpenAI's own API needs one; a server of one's own (vllm serve) mostly takes none.
+        self._key = find_key(api_key, KEY_VARIABLES)
+        if not self._key and self.hosted:
+            raise missing_key("OpenAI", self._key)
+        watch = SilenceWatch(self.url, timeout, max_retries, first_s=first_answer_timeout,
+                             advice=NETWORK if self.hosted else RESTART)
+        self._watched = WatchedLoop(self.url, watch)
+        self._loop, self._watch, self._run = self._watched.loop, self._watched.watch, self._watched.run
+        self._client = openai.AsyncOpenAI(base_url=self.base_url, api_key=self._key.value or "EMPTY",
+                                          timeout=timeout, max_retries=max_retries,
+                                          http_client=openai.DefaultAsyncHttpxClient(
+                                              event_hooks={"response": [watch.on_response]}))
         # The local chat template and tokenizer: needed to render completions, used to count
         # tokens and find the window in both modes; a hosted model may have none.
         self.chat: Optional[ChatTokenizer]
@@ -102,15 +115,27 @@ class OpenAIBackend(PredictAsOneCall):
             self.chat = None
             log.info("no local tokenizer for %r (%s): chat mode", model_name, exc)
         self._max_model_len = max_model_len
-        self._watched = WatchedLoop(self.url, SilenceWatch(self.url, timeout, max_retries))
-        self._loop, self._watch, self._run = self._watched.loop, self._watched.watch, self._watched.run
         self.counts = ServerCounts()
         self.stats = self.counts.stats
         self.check_server()
         self.constraint = "structured_outputs"
         self.api_mode = api_mode if api_mode != "auto" else ("chat" if self.chat is None else self._probe())
 
+    @classmethod
+    def auto_mode(cls, model_name: str) -> Optional[str]:
+        """What --api_mode auto is for ``model_name`` before the backend loads: chat when no tokenizer
+        of it can be here (``chat.tokenizer_here``: nothing is loaded or asked of the Hub); None when
+        one can, and the server's answer to a constrained completion decides."""
+        from .chat import tokenizer_here
+
+        return "chat" if tokenizer_here(model_name) is False else None
+
     # -- protocol ----------------------------------------------------------------------------
+    @property
+    def hosted(self) -> bool:
+        """Whether the URL is OpenAI's own API (not a server of one's own)."""
+        return self.url.startswith(OPENAI_URL.rsplit("/", 1)[0])
+
     @property
     def max_model_len(self) -> int:
         if self.chat is not None:
@@ -244,13 +269,13 @@ class OpenAIBackend(PredictAsOneCall):
         """The server answers and serves `api_model` (else one line naming the URL)."""
         openai = self._openai
         try:
-            served = self._run(self._models())
+            served = self._run(self._models(), MODEL_LIST)
         except openai.APIConnectionError as exc:
-            raise UsageError(f"no server answers at {self.url} ({type(exc).__name__}: {exc}); start it "
-                             f"(e.g. vllm serve) or fix --base_url") from None
-        except openai.AuthenticationError:
-            raise UsageError(f"the server at {self.url} refused the API key: pass --api_key "
-                             f"or set OPENAI_API_KEY") from None
+            todo = "check the network, or --base_url" if self.hosted else "start it (e.g. vllm serve) or fix --base_url"
+            raise UsageError(f"no server answers at {self.url} ({type(exc).__name__}: {exc}); {todo}") from None
+        except openai.AuthenticationError as exc:
+            raise refused_key("OpenAI" if self.hosted else "OpenAI-compatible", self.url, self._key,
+                              getattr(exc, "status_code", 401)) from None
         except (openai.NotFoundError, openai.PermissionDeniedError):
             return  # some servers have no model list; the first request will tell
         except openai.APIError as exc:

@@ -2,20 +2,25 @@
 the user's own with ``--prices FILE``) and the dollars of a usage.
 
     prices = load_prices(None)                      # the default; load_prices("my.toml"): the user's
-    price = prices.of("claude-3-5-haiku-20241022")  # Price(input=0.8, cached_input=0.08, output=4.0)
+    price = prices.of("claude-3-5-haiku-20241022")  # Price(input=0.8, cached_input=0.08, output=4.0, ...)
     price.dollars(prompt_tokens=..., cached_prompt_tokens=..., output_tokens=...)
+    price.dated()                                   # "price of 2026-12-02" (what a report prints beside it)
 
 The file (TOML): ``[models."NAME"]`` tables, each with ``input``, ``cached_input`` and
-``output``, US dollars per million tokens (0 or more), and an optional ``date``. ``of(name)``
-finds a model by its name (a prefix such as ``models/`` or ``openai/`` left out) or by the
-longest name in the file that it starts with followed by ``-`` (a dated version of a model);
-None where the file has no price for it: said by the caller, never guessed. A file that is not
-TOML, a price that is negative or not a number, or a table without its three prices is one
-line (UsageError) naming the file and what to fix.
+``output``, US dollars per million tokens (from 0 to ``MAX_PRICE``, finite), and optionally
+``source`` (the provider's page), ``date`` (a TOML date, ``2026-12-02``, not a string or a
+number: when the price was read there) and ``unconfirmed`` (why it could not be checked against
+that page); a ``date`` at the top dates the prices without one. ``of(name)`` finds a model by
+its name (a prefix such as ``models/`` or ``openai/`` left out) or by the longest name in the
+file that it starts with followed by ``-`` (a dated version of a model); None where the file
+has no price for it: said by the caller, never guessed. A file that is not TOML, a price out of
+range or not a number, a date that is not a TOML date, a table without its three prices or with
+another key is one line (UsageError) naming the file and what to fix.
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import tomllib
 from dataclasses import dataclass
@@ -26,6 +31,8 @@ from typing import Optional
 from ..errors import UsageError
 
 FIELDS = ("input", "cached_input", "output")
+NOTES = ("source", "date", "unconfirmed")  # optional: where a price was read, when, and why it is not confirmed
+MAX_PRICE = 1_000_000.0  # US dollars per million tokens: a dollar a token; more is a slip (1e308 printed $inf)
 DEFAULT = "the default price file"
 
 
@@ -37,6 +44,25 @@ class Price:
     input: float
     cached_input: float
     output: float
+    source: str = ""
+    date: Optional[datetime.date] = None
+    unconfirmed: str = ""
+
+    def dated(self) -> str:
+        """What a report prints beside the dollars: ``price of 2026-12-02`` (``, unconfirmed``)."""
+        when = f"price of {self.date.isoformat()}" if self.date else "undated price"
+        return f"{when}, unconfirmed" if self.unconfirmed else when
+
+    def said(self, model: str) -> str:
+        """The price in a line: its three figures, and when and where it was read, or why it is not
+        confirmed."""
+        when = self.date.isoformat() if self.date else "no date"
+        if self.unconfirmed:
+            how = f"as of {when}, not confirmed against {self.source or 'the provider'}: {self.unconfirmed}"
+        else:
+            how = f"read {when} from {self.source}" if self.source else when
+        return (f"{model}: ${self.input:g} / ${self.cached_input:g} / ${self.output:g} per million input / cached "
+                f"input / output tokens, {how}")
 
     def dollars(self, prompt_tokens: float, cached_prompt_tokens: float, output_tokens: float) -> float:
         """What these tokens cost (``cached_prompt_tokens`` is part of ``prompt_tokens``)."""
@@ -47,11 +73,11 @@ class Price:
 @dataclass(frozen=True)
 class Prices:
     """A price file read: ``models`` (name -> Price), ``where`` (the file, or the default's
-    words), ``date`` (as the file gives it, "" when none) and ``own`` (the user's --prices)."""
+    words), ``date`` (the file's own, None when none) and ``own`` (the user's --prices)."""
 
     models: dict
     where: str
-    date: str = ""
+    date: Optional[datetime.date] = None
     own: bool = False
 
     def of(self, model: str) -> Optional[Price]:
@@ -62,8 +88,12 @@ class Prices:
         return self.models[max(stems, key=len)] if stems else None
 
     def describe(self) -> str:
-        """How a report names the file: "the default price file (2025-06-30)" or the user's path."""
-        return f"{self.where} ({self.date})" if self.date else self.where
+        """How a report names the file: "the default price file (2026-12-02)" or the user's path."""
+        return f"{self.where} ({self.date.isoformat()})" if self.date else self.where
+
+    def said(self, models) -> list[str]:
+        """One line per model of ``models`` the file prices (``Price.said``), in order."""
+        return [price.said(name) for name, price in ((m, self.of(m)) for m in dict.fromkeys(models)) if price]
 
     def missing(self, model: str) -> str:
         """The words for a model without a price (said, not guessed)."""
@@ -74,6 +104,8 @@ class Prices:
 
 def money(value: float) -> str:
     """Dollars as a report shows them: cents, four decimals below a cent, "<$0.0001" below that."""
+    if not math.isfinite(value):  # prices are at most MAX_PRICE: only tokens past counting get here
+        return "(too large to show)"
     if value == 0 or value >= 0.01:
         return f"${value:,.2f}"
     return f"${value:.4f}" if value >= 0.0001 else "<$0.0001"
@@ -95,7 +127,7 @@ def load_prices(path: Optional[str] = None) -> Prices:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{where} is not TOML ({exc}); see docs/backends.md, 'Prices', for the format") from None
-    return Prices(_models(doc, where), where, str(doc.get("date", "")), own=path is not None)
+    return Prices(_models(doc, where), where, _date(doc.get("date"), where, "date"), own=path is not None)
 
 
 def _models(doc: dict, where: str) -> dict:
@@ -105,17 +137,31 @@ def _models(doc: dict, where: str) -> dict:
                          f"(US dollars per million tokens)")
     out = {}
     for name, table in models.items():
-        if not isinstance(table, dict) or set(table) != set(FIELDS):
+        key = f"[models.{_key(name)}]"
+        if not isinstance(table, dict) or not set(FIELDS) <= set(table) <= {*FIELDS, *NOTES}:
             given = ", ".join(table) if isinstance(table, dict) else repr(table)
-            raise UsageError(f"{where}: [models.{_key(name)}] must give exactly {', '.join(FIELDS)} (US dollars "
-                             f"per million tokens); it gives {given or 'nothing'}")
+            raise UsageError(f"{where}: {key} must give exactly {', '.join(FIELDS)} (US dollars per million tokens), "
+                             f"and may give {', '.join(NOTES)}; it gives {given or 'nothing'}")
         for field in FIELDS:
             value = table[field]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise UsageError(f"{where}: [models.{_key(name)}] {field} = {value!r}; a price is a number of US "
-                                 f"dollars per million tokens, 0 or more")
-        out[name] = Price(*(float(table[f]) for f in FIELDS))
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_PRICE:
+                raise UsageError(f"{where}: {key} {field} = {value!r}; a price is a number of US dollars per million "
+                                 f"tokens, from 0 to {MAX_PRICE:,.0f}")
+        for field in ("source", "unconfirmed"):
+            if not isinstance(table.get(field, "x"), str) or not table.get(field, "x").strip():
+                raise UsageError(f"{where}: {key} {field} = {table[field]!r}; give it as text")
+        out[name] = Price(float(table["input"]), float(table["cached_input"]), float(table["output"]),
+                          table.get("source", ""), _date(table.get("date"), where, f"{key} date"),
+                          table.get("unconfirmed", ""))
     return out
+
+
+def _date(value, where: str, what: str) -> Optional[datetime.date]:
+    """A TOML date (``2026-12-02``, no quotes), or None when not given."""
+    if value is None or type(value) is datetime.date:
+        return value
+    raise UsageError(f"{where}: {what} = {value!r}; give the date the price was read as a TOML date, e.g. "
+                     f"{what.rsplit(' ', 1)[-1]} = 2026-12-02 (no quotes)")
 
 
 def _key(name: str) -> str:

@@ -1,9 +1,10 @@
 """An API backend's own asyncio loop, watched for a silent server.
 
-``WatchedLoop(url, watch).run(coroutine)`` runs one batch of requests to the end on the
-backend's loop while ``watch`` (a ``server_watch.SilenceWatch``) looks on: a server that
-answers nothing at all for the watch's limit cancels the batch and fails in one line
-(``dead_server``); a stop (Ctrl-C) with requests in flight cancels them and waits a second at
+``WatchedLoop(url, watch).run(coroutine, asking)`` runs one batch of requests to the end on the
+backend's loop while ``watch`` (a ``server_watch.SilenceWatch``) looks on (``asking``: what the
+batch asks for, as a waiting line says it): a server that answers nothing at all for the watch's
+limit, or no request yet in --first_answer_timeout, cancels the batch and fails in one line
+(``SilenceWatch.failure``); a stop (Ctrl-C) with requests in flight cancels them and waits a second at
 most (a second stop meanwhile is ignored), so that asyncio prints nothing after the
 stop's own line."""
 
@@ -13,7 +14,7 @@ import asyncio
 import time
 
 from ..infra.signals import check, ignore_signals, restore
-from .server_watch import SilenceWatch, dead_server
+from .server_watch import COMPLETION, SilenceWatch
 
 
 class WatchedLoop:
@@ -21,18 +22,18 @@ class WatchedLoop:
         self.url, self.watch = url, watch
         self.loop = asyncio.new_event_loop()
 
-    def run(self, coroutine):
+    def run(self, coroutine, asking: str = COMPLETION):
         task = self.loop.create_task(coroutine)
         def cancel() -> None:  # from the watch's thread
             self.loop.call_soon_threadsafe(task.cancel)
 
-        with self.watch.watching(cancel):
+        with self.watch.watching(cancel, asking):
             try:
                 result = self.loop.run_until_complete(task)
             except asyncio.CancelledError:
                 if not self.watch.dead:
                     raise
-                raise dead_server(self.url, self.watch.dead_s) from None
+                raise self.watch.failure() from None
             except BaseException:
                 if not task.done():  # a stop with requests in flight
                     previous = ignore_signals()  # a second Ctrl-C must not cut the cancel short

@@ -14,11 +14,11 @@ import math
 import sys
 from typing import Optional, Sequence
 
-from ..backends import backends_taking
+from ..backends import backend_class, backends_taking
 from ..backends.embedded import DEFAULT_MODEL
 from ..config import FIELDS, RunConfig, flag_of
 from .flags import choices_of, default_of, help_of, is_switch, kind_of
-from ..errors import UsageError
+from ..errors import ServiceFailure, UsageError
 from ..infra import plugins
 from ..infra.diskfull import os_error_line
 from ..infra.masking import register_args, scrub
@@ -58,7 +58,8 @@ RUN_FLAGS = ("backend", "data_dir", "output_dir", "overwrite", "batch_size", "de
 VLLM_FLAGS = ("tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
               "gpu_memory_utilization", "enforce_eager")
 LATE_RUN_FLAGS = ("rope_scaling",)  # shown last in the run's group (it came after the vLLM options)
-API_FLAGS = ("base_url", "api_key", "api_model", "api_mode", "max_concurrency", "timeout", "max_retries")
+API_FLAGS = ("base_url", "api_key", "api_model", "api_mode", "max_concurrency", "timeout", "max_retries",
+             "first_answer_timeout")
 
 
 def _how(name: str) -> dict:
@@ -151,6 +152,7 @@ def parse_args(argv: Optional[Sequence[str]], weights: bool = True) -> RunConfig
     del values["plugin"]  # loaded before the parser was built (icrl.infra.plugins)
     register_args(values)  # its secrets are masked wherever they would be written or shown
     check_flags(values)
+    one_spelling(values)
     spelled = spelled_flags(parser, words)
     ignored = ignored_settings(values, spelled)
     if values["max_context_examples"] == 0:
@@ -160,6 +162,19 @@ def parse_args(argv: Optional[Sequence[str]], weights: bool = True) -> RunConfig
     config = RunConfig.from_values(values, demo=not argv)
     validate(config, spelled, weights)
     return dataclasses.replace(config, ignored=ignored)
+
+
+def one_spelling(values: dict) -> None:
+    """Spellings of one computation name one run (its folder and config.json's args): --api_model
+    the same as --model_name is no --api_model, and an --api_mode that auto is before the backend
+    loads (the backend class's ``auto_mode``: --backend anthropic's chat; openai's chat for a model
+    without a tokenizer here) is auto. Runs named without them stay where they are."""
+    if values["api_model"] == values["model_name"]:
+        values["api_model"] = None
+    if values["api_mode"] != "auto" and not is_learner(values["agent"]):  # a backend that takes it (check_flags)
+        auto_mode = getattr(backend_class(values["backend"]), "auto_mode", None)
+        if auto_mode is not None and auto_mode(values["model_name"]) == values["api_mode"]:
+            values["api_mode"] = "auto"
 
 
 def spelled_flags(parser: argparse.ArgumentParser, words: Sequence[str]) -> dict:
@@ -231,10 +246,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check()  # a stop that arrived inside an import
         summary = experiment.run()
     except UsageError as exc:
+        steps = experiment.steps_done if experiment is not None else 0
         if isinstance(exc, PluginBreach) and experiment is not None:  # during the run: at which step
-            said = exc.line(experiment.steps_done)
-        else:
-            said = str(exc) + (missing_plugins(argv, str(exc)) if experiment is None else "")
+            said = exc.line(steps)
+        else:  # a service failure says whether a step was saved
+            said = (exc.said(steps) if isinstance(exc, ServiceFailure) else str(exc)) + \
+                (missing_plugins(argv, str(exc)) if experiment is None else "")
         print(f"error: {scrub(said)}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Interrupted, Exception) as exc:

@@ -29,6 +29,7 @@ from ..run.assemble import calls_of
 from ..tasks import parse_task_name
 
 DTYPES = ("auto", "float32", "bfloat16", "float16", "half", "float")
+API_ONLY = ("api_mode", "api_model")  # settings of what a run computes that only the API backends read
 MAX_WINDOW = 1 << 24  # 16M tokens: above any model's window; a bigger number is a typo
 
 
@@ -52,6 +53,12 @@ def check_flags(values: Mapping) -> None:
         raise UsageError(f"--base_url is for --backend {served}, not {values['backend']}; drop it or use one of those")
     if values["dtype"] not in DTYPES:
         raise UsageError(f"unknown --dtype {values['dtype']!r}; use {', '.join(DTYPES[:4])}")
+    for name in API_ONLY:  # they name the run's folder: taken silently, they would only rename it
+        if values[name] != default_of(name) and not is_learner(values["agent"]) \
+                and not (values["backend"] != "auto" and _takes(values["backend"], name)):
+            chosen = values["backend"] + (" (a local engine)" if values["backend"] == "auto" else "")
+            raise UsageError(f"{flag_of(name)} {values[name]} is for --backend {_either(backends_taking(name))}, not "
+                             f"{chosen}: it does nothing there; drop it")
 
 
 def _takes(backend: str, option: str) -> bool:
@@ -95,7 +102,7 @@ def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = Non
 # How a backend runs, read by it alone (the size search and the prompts read the tokenizer's
 # settings whatever the backend; --api_model and --api_mode name the run's folder; secrets are
 # never shown).
-BACKEND_ONLY = ("max_concurrency", "timeout", "max_retries", "batch_size",
+BACKEND_ONLY = ("max_concurrency", "timeout", "max_retries", "first_answer_timeout", "batch_size",
                 "tensor_parallel_size", "pipeline_parallel_size", "distributed_executor_backend",
                 "gpu_memory_utilization", "enforce_eager")
 
@@ -196,6 +203,9 @@ def validate_backend_flags(config: RunConfig) -> None:
     if o.max_concurrency < 1 or not 0 < o.timeout < math.inf or o.max_retries < 0:
         raise UsageError(f"--max_concurrency must be >= 1, --timeout a finite number of seconds above 0 and "
                          f"--max_retries >= 0; got {o.max_concurrency}, {o.timeout} and {o.max_retries}")
+    if not 0 < o.first_answer_timeout < math.inf:
+        raise UsageError(f"--first_answer_timeout must be a finite number of seconds above 0, got "
+                         f"{o.first_answer_timeout}")
     from ..backends.vllm_backend import engine_args  # pure functions; vLLM itself is not imported
 
     engine_args(s.model_name, tensor_parallel_size=o.tensor_parallel_size,

@@ -11,6 +11,7 @@ from typing import Optional, Sequence
 from ..errors import UsageError
 from ..run.window import WINDOW_FRACTION, MaxExamplesResult, search_max_examples
 from ..infra import plugins
+from ..infra.masking import register, scrub
 from .parser import ArgumentParser, add_plugin_flag
 
 API_COUNTERS = ("gemini", "anthropic")  # backends whose API counts tokens (count_many) for the search
@@ -44,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "$ANTHROPIC_API_KEY)")
     parser.add_argument("--base_url", default=None,
                         help="--backend gemini or anthropic: another endpoint of that API (default: the provider's)")
+    parser.add_argument("--api_key", default=None,
+                        help="--backend gemini or anthropic: the API key, never stored (default: as run_experiment.py "
+                             "reads it, from $GEMINI_API_KEY, $GOOGLE_API_KEY or $API_KEY, or $ANTHROPIC_API_KEY)")
     parser.add_argument("--no-icrl", dest="icrl", action="store_false",
                         help="search under the supervised ICL system prompt (as the published search "
                              "does for a --no-icrl run; default: the ICRL system prompt)")
@@ -69,15 +73,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         plugins.load(argv)
         args = build_parser().parse_args(argv)
-        if args.base_url and args.backend not in API_COUNTERS:
-            raise UsageError("--base_url is for --backend gemini or anthropic: drop it, or add one of them")
+        register(args.api_key)  # never shown
+        for flag in ("base_url", "api_key"):
+            if getattr(args, flag) and args.backend not in API_COUNTERS:
+                raise UsageError(f"--{flag} is for --backend gemini or anthropic: drop it, or add one of them")
         if args.max_window_tokens is not None and args.max_window_tokens <= 0:
             raise UsageError(f"--max_window_tokens must be positive, got {args.max_window_tokens}")
         from icrl.tasks import load_task  # the task first: a bad name fails before any tokenizer load
 
         task = load_task(args.task_name, data_dir=args.data_dir)
         chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling) if args.backend == "local" else \
-            _load_api(args.backend, args.model_name, args.base_url, args.max_window_tokens)
+            _load_api(args.backend, args.model_name, args.base_url, args.max_window_tokens, args.api_key)
         try:
             if args.backend == "anthropic" and args.max_window_tokens is None and not chat.max_input_tokens:
                 raise UsageError(f"the Anthropic API does not say the window of {args.model_name!r}: give "
@@ -86,7 +92,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         finally:
             getattr(chat, "close", lambda: None)()
     except UsageError as exc:
-        print(f"error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}", file=sys.stderr)
+        print(f"error: {scrub(str(exc).splitlines()[0]) if str(exc) else type(exc).__name__}", file=sys.stderr)
         return 2
     if args.verbose:
         _report(result, args, chat, task, time.perf_counter() - start)
@@ -116,12 +122,13 @@ def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[
         raise UsageError(f"cannot load the tokenizer of {model_name!r} ({type(exc).__name__}: {first})") from None
 
 
-def _load_api(backend: str, model_name: str, base_url: Optional[str], window: Optional[int]):
+def _load_api(backend: str, model_name: str, base_url: Optional[str], window: Optional[int],
+              api_key: Optional[str] = None):
     """An API backend as the counter: its token counter, and its window (Gemini's from the API)."""
     from icrl.backends import load_backend
 
     extra = {"max_model_len": window} if backend == "anthropic" else {}  # Gemini's is checked against its API
-    return load_backend(model_name, backend, base_url=base_url, **extra)
+    return load_backend(model_name, backend, base_url=base_url, api_key=api_key, **extra)
 
 
 def _report(result: MaxExamplesResult, args, chat, task, seconds: float) -> None:

@@ -17,6 +17,7 @@ from ..errors import UsageError
 from ..records import max_context_path, read_json, remove_leftovers, write_json_atomic
 from ..method.agents import is_learner
 from ..method.strategies.base import STRATEGIES
+from .counted_window import check_counted_window
 from .data import RunData
 
 log = logging.getLogger("icrl")
@@ -30,6 +31,7 @@ def resolve_max_examples(config: RunConfig, data: RunData, backend) -> int:
     (zero-shot) stays 0."""
     s = config.spec
     if s.max_context_examples == 0:
+        check_counted_window(config, data, backend, 0)  # an API's window: the longest input must fit it
         return 0
     fit = s.max_context_examples if s.max_context_examples is not None else automatic_size(config, data, backend)
     if data.exemplars:
@@ -38,6 +40,8 @@ def resolve_max_examples(config: RunConfig, data: RunData, backend) -> int:
             raise UsageError(f"no room for context episodes: {len(data.exemplars)} exemplars fill the "
                              f"{fit + len(data.exemplars)} context examples (the published runner subtracts "
                              f"them); lower --exemplars_per_label or raise --max_context_examples")
+    if s.max_context_examples is not None:
+        check_counted_window(config, data, backend, fit)  # an API's window: a context of that size must fit it
     return fit
 
 

@@ -92,11 +92,13 @@ class Pricing:
         return price.dollars(e.prompt_tokens, e.cached_prompt_tokens, e.output_tokens + e.generated_tokens)
 
     def beside(self, index: int, e) -> str:
-        """What a run's row says of its dollars ("" for a run no API bills)."""
+        """What a run's row says of its dollars and the date of its price ("" for a run no API bills)."""
         if index not in self.model or e.error is not None:
             return ""
         value = self.dollars(index, e)
-        return f"  {money(value)}" if value is not None else f"  (no price for {self.model[index]!r})"
+        price = self.prices.of(self.model[index])
+        return f"  {money(value)} ({price.dated()})" if value is not None and price is not None else \
+            f"  (no price for {self.model[index]!r})"
 
     def footer(self, estimates: dict) -> list[str]:
         """The total in dollars, what it assumes, and the runs without a price."""
@@ -106,7 +108,9 @@ class Pricing:
         lines = [f"dollars: {money(sum(v for v in priced.values() if v is not None))} for "
                  f"{sum(v is not None for v in priced.values())} runs on hosted models, at {self.prices.describe()}"
                  + (" (a dated default: check it, or give --prices FILE)" if not self.prices.own else ""),
-                 f"  {ASSUMED}; with no cache at all: {money(self._uncached(estimates))}"]
+                 f"  {ASSUMED}; with no cache at all: {money(self._uncached(estimates))}",
+                 *(f"  price of {line}" for line in self.prices.said(self.model[i] for i in sorted(priced)
+                                                                     if priced[i] is not None))]
         for model in sorted({self.model[i] for i, v in priced.items() if v is None and estimates[i].error is None}):
             runs = [i for i, v in priced.items() if v is None and self.model[i] == model]
             lines.append(f"  not priced: run(s) #{', #'.join(map(str, runs))}: {self.prices.missing(model)}")

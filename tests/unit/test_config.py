@@ -72,8 +72,10 @@ def test_config_record_parts_are_sorted_and_hold_no_secret():
     args, runtime = cfg.spec.as_record(), cfg.options.as_record()
     assert list(args) == sorted(args) and list(runtime) == sorted(runtime)
     assert not set(args) & set(runtime)
-    # an optional field or group (beyond the paper) is in "args" only when set
-    assert set(args) | set(runtime) | config.SECRET_NAMES | set(config.OPTIONAL_DEFAULTS) == set(config.FIELDS)
+    # an optional field or group (beyond the paper) is in "args" only when set; a runtime option added
+    # after runs were recorded, in "runtime_args" only when set
+    added = {f.name for f in dataclasses.fields(RunOptions) if f.metadata.get("added")}
+    assert set(args) | set(runtime) | config.SECRET_NAMES | set(config.OPTIONAL_DEFAULTS) | added == set(config.FIELDS)
     assert set(config.OPTIONAL_DEFAULTS) == set(DECLARED)
     assert {"p_exploration", "prob_reset", "ucb_alpha", "reward", "agent", "reasoning"} <= set(DECLARED)
     # runtime_args keeps the three exploration names, as every record before they did anything
@@ -138,3 +140,13 @@ def test_a_setting_validation_makes_sure_of_is_read_as_set_or_named():
         given(spec.task_name, "task_name")
     with pytest.raises(UsageError, match=r"^--published_quirks is required$"):
         given(None, "published_tokenization")
+
+
+def test_a_runtime_option_added_later_is_recorded_only_when_given():
+    """--first_answer_timeout: in config.json's runtime_args when given, absent at its default (the
+    records of every run without it stay as they were); never in args or the run folder's name."""
+    plain = RunConfig()
+    given = plain.replace(first_answer_timeout=5.0)
+    assert "first_answer_timeout" not in plain.runtime_record()
+    assert given.runtime_record() == {**plain.runtime_record(), "first_answer_timeout": 5.0}
+    assert given.spec.as_record() == plain.spec.as_record() and "first_answer_timeout" in config.RUNTIME_NAMES

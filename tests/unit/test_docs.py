@@ -42,6 +42,7 @@ PARSERS = {
     "find_max_examples_given_max_window.py": [("icrl.cli.window", "build_parser")],
     "run_view.py": [("icrl.cli.view", "build_parser")],
     "run_report.py": [("icrl.cli.report", "build_parser")],
+    "icrl.standin": [("icrl.cli.standin", "build_parser")],  # python -m icrl.standin
 }
 SCRIPT = re.compile(r"^(?:\./)?(run_\w+\.py|find_max_examples_given_max_window\.py)$")
 SHELL_STOP = {"|", "||", "&&", ";", "&", ">", ">>", "<", "2>&1", "2>", "1>"}
@@ -103,6 +104,8 @@ def invocations(line: str) -> list[tuple[str, list[str]]]:
         script = None
         if word in ("python", "python3") and i + 1 < len(words) and SCRIPT.match(words[i + 1]):
             script, i = SCRIPT.match(words[i + 1]).group(1), i + 2
+        elif word in ("python", "python3") and words[i + 1:i + 3] == ["-m", "icrl.standin"]:
+            script, i = "icrl.standin", i + 3  # its command after "--" is a command of its own
         elif SCRIPT.match(word):
             script, i = SCRIPT.match(word).group(1), i + 1
         elif word == "make" and (i == 0 or words[i - 1] in SHELL_STOP):  # make as a command, not prose
@@ -111,7 +114,8 @@ def invocations(line: str) -> list[tuple[str, list[str]]]:
             i += 1
             continue
         args = []
-        while i < len(words) and words[i] not in SHELL_STOP and not words[i].startswith((">", "2>")):
+        while i < len(words) and words[i] not in SHELL_STOP and not words[i].startswith((">", "2>")) \
+                and not (script == "icrl.standin" and words[i] == "--"):
             args.append(words[i])
             i += 1
         found.append((script, args))

@@ -16,7 +16,7 @@ ROOT_MODULES = {"__init__.py", "config.py", "errors.py", "plugin.py"}
 # many runs through the run's own command line (its parser and validation), so it sits above cli;
 # icrl.plugin, the face a plugin imports, is above everything and imported by nothing of icrl's.
 LAYERS = (
-    ("plugin",),
+    ("plugin", "standin"),
     ("sweep",),
     ("cli",),
     ("report",),

@@ -1,5 +1,5 @@
 """``run_experiment.py --backend anthropic`` end to end, in a process of its own, against the Messages
-API stand-in (tests/fake_anthropic_server.py; the real SDK through --base_url): a paper-style
+API stand-in (icrl/standin/anthropic_server.py; the real SDK through --base_url): a paper-style
 explorative ICRL run killed mid-run and rerun gives the records of the uninterrupted run, and
 the key, read from ANTHROPIC_API_KEY, is in no file the runs wrote."""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_anthropic_server import KEY, MODEL, FakeAnthropicServer
+from icrl.standin.anthropic_server import KEY, MODEL, FakeAnthropicServer
 from helpers import TOY_TASK, untimed_records
 
 pytest.importorskip("anthropic")

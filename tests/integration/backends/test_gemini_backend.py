@@ -1,4 +1,4 @@
-"""run_experiment.py --backend gemini against the protocol stand-in (tests/gemini_server.py):
+"""run_experiment.py --backend gemini against the protocol stand-in (icrl/standin/gemini_server.py):
 the paper's command at small sizes, a run killed mid-way and resumed to the records of an
 uninterrupted one, and bad input in one line (exit 2) with the key never shown or written."""
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gemini_server import KEY, MODEL, GeminiServer
+from icrl.standin.gemini_server import KEY, MODEL, GeminiServer
 from helpers import REPO, SUBPROCESS_ENV, TOY_TASK, run_records
 
 pytest.importorskip("google.genai")
@@ -71,7 +71,7 @@ def test_a_killed_run_resumes_to_the_records_of_an_uninterrupted_one(tmp_path):
 
 
 @pytest.mark.parametrize("mode, extra, env, line", [
-    ("ok", [], ENV, "error: the gemini backend needs an API key: set GEMINI_API_KEY"),
+    ("ok", [], ENV, "error: no Gemini API key: set GEMINI_API_KEY, GOOGLE_API_KEY or API_KEY, or pass --api_key"),
     ("ok", ["--model_name", "gemini-0"], None, "does not know the model 'gemini-0' (HTTP 404)"),
     ("blocked", [], None, "the prompt was blocked (PROHIBITED_CONTENT)"),
     ("ok", ["--reasoning", "32"], None, "the gemini backend sends the published protocol (one enum answer per "

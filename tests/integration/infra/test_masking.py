@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_openai_server import MODEL, FakeOpenAIServer
+from icrl.standin.openai_server import MODEL, FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[3]
 TOKEN, KEY, PASSWORD = "hf_PLANTEDtoken123", "sk-PLANTEDkey456", "PLANTEDpass789"

@@ -1,6 +1,6 @@
 """Unattended runs: signals during start-up, under nohup, detached, twice;
 the stop message on its own line. Runs use the openai backend against a stdlib server on
-127.0.0.1 (tests/fake_openai_server.py), so no model loads."""
+127.0.0.1 (icrl/standin/openai_server.py), so no model loads."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_openai_server import MODEL, FakeOpenAIServer
+from icrl.standin.openai_server import MODEL, FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",
@@ -110,7 +110,7 @@ def test_the_stop_message_is_on_its_own_line_after_the_progress_bar(tmp_path):
 def test_a_silent_server_is_said_within_seconds_then_fails_in_one_line_at_the_limit(tmp_path):
     import threading
 
-    from fake_openai_server import SilentServer
+    from icrl.standin.openai_server import SilentServer
 
     lines: list = []
     with SilentServer() as server:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_openai_server import FakeOpenAIServer
+from icrl.standin.openai_server import FakeOpenAIServer
 from icrl.cli import build_parser
 from icrl.records import experiment_dir, max_context_path
 from icrl.records.safepaths import folder_name, model_folder

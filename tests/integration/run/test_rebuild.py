@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from fake_openai_server import MODEL, FakeOpenAIServer
+from icrl.standin.openai_server import MODEL, FakeOpenAIServer
 
 ROOT = Path(__file__).resolve().parents[3]
 RUN = ["--task_name", "trec_coarse", "--context_strategy_name", "random_unbiased", "--icrl", "--seed", "1",

@@ -38,12 +38,14 @@ def test_finished_api_runs_show_their_recorded_usage_and_its_dollars(runs, tmp_p
     results = [json.loads(p.read_text()) for p in runs.rglob("results.json")]
     usage = next(r["usage"] for r in results if "usage" in r)
     assert sum("usage" in r for r in results) == 1  # the fake run records none
-    rows = [line.split() for line in out.split("usage recorded by the API", 1)[1].splitlines() if "smollm2-135m" in line]
+    table = out.split("usage recorded by the API", 1)[1].splitlines()
+    rows = [line.split() for line in table if "smollm2-135m" in line and not line.startswith("price of")]
     assert len(rows) == 1
     dollars = Price(100, 10, 400).dollars(usage["prompt_tokens"], usage["cached_prompt_tokens"], usage["output_tokens"])
-    assert rows[0][-5:] == [f"{usage[k]:,}" for k in ("requests", "prompt_tokens", "cached_prompt_tokens",
-                                                       "output_tokens")] + [money(dollars)]
+    assert rows[0][-7:] == [f"{usage[k]:,}" for k in ("requests", "prompt_tokens", "cached_prompt_tokens",
+                                                       "output_tokens")] + [money(dollars), "(undated", "price)"]
     assert f"total {money(dollars)} for 1 of 1 runs on hosted APIs" in out
+    assert "price of smollm2-135m: $100 / $10 / $400 per million input / cached input / output tokens, no date" in out
 
 
 def test_a_model_without_a_price_is_said_in_the_default_and_refused_in_the_users_file(runs, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The anthropic backend on the real SDK against the Messages API stand-in (tests/fake_anthropic_server.py,
+"""The anthropic backend on the real SDK against the Messages API stand-in (icrl/standin/anthropic_server.py,
 127.0.0.1, no network): the requests' shape, the usage with cached tokens, retries, and one line
 for each way the API or the user can go wrong, the key never shown."""
 
@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from fake_anthropic_server import KEY, MODEL, FakeAnthropicServer
+from icrl.standin.anthropic_server import KEY, MODEL, FakeAnthropicServer
 from helpers import TOY_TASK
 
 from icrl.backends import load_backend
@@ -99,7 +99,8 @@ def test_429_and_500_are_retried_with_backoff_and_the_labels_still_come():
 
 @pytest.mark.parametrize("cue, words", [
     ("500", ["HTTP 500", "after 0 retries", "rerun the same command"]),
-    ("malformed", ["not a valid Anthropic messages response"]),
+    ("malformed", ["not a valid Anthropic messages response", "is --base_url the Anthropic API "
+                                                                 "(https://api.anthropic.com, or a proxy of it)?"]),
     ("nonlabel", ["'not-a-label'", "not one of the 4 labels", "--api_mode completions"]),
     ("empty", ["no content"]),
 ])
@@ -111,6 +112,7 @@ def test_a_misbehaving_api_is_one_line(cue, words):
         b.close()
     message = str(info.value)
     assert "\n" not in message and server.base_url in message and all(w in message for w in words), message
+    assert "OpenAI" not in message and "/v1)" not in message  # its own advice, not the OpenAI-compatible server's
 
 
 def test_a_hanging_request_is_one_line_after_the_timeout_not_a_wait_for_ever():
@@ -236,9 +238,19 @@ def test_an_answer_outside_the_labels_mid_run_is_one_line_and_keeps_the_finished
     out = capsys.readouterr().err
     err = [line for line in out.splitlines() if line.startswith("error: ")]
     assert code == 2 and len(err) == 1 and "not one of the 4 labels" in err[0], err
+    assert "; finished steps are saved: rerun the same command, or try --api_mode completions" in err[0], err
     assert KEY not in out
     (train,) = list((tmp_path / "out").rglob("train.jsonl"))
     assert len(train.read_text().splitlines()) == 3
+
+
+@pytest.mark.parametrize("cue, said", [("nonlabel", "not one of the 4 labels"), ("500", "failed (HTTP 500")])
+def test_a_failure_before_any_step_says_no_step_ran_not_that_steps_are_saved(tmp_path, capsys, cue, said):
+    with FakeAnthropicServer(LABELS, fail_all=cue) as server:
+        assert run(tmp_path, server, "--api_key", KEY) == 2
+    err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert len(err) == 1 and said in err[0] and "; no step ran: rerun the same command" in err[0], err
+    assert "saved" not in err[0] and not list((tmp_path / "out").rglob("*.jsonl"))
 
 
 def test_a_run_without_a_context_size_or_a_window_is_one_line_naming_the_flag(tmp_path, capsys):

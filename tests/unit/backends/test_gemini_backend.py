@@ -1,5 +1,5 @@
 """The gemini backend through the real google-genai SDK against the protocol stand-in
-(tests/gemini_server.py, 127.0.0.1): the request on the wire, retries, the window, token counts,
+(icrl/standin/gemini_server.py, 127.0.0.1): the request on the wire, retries, the window, token counts,
 usage, and one line for each thing that cannot go on."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from gemini_server import HARMS, KEY, MODEL, GeminiServer
+from icrl.standin.gemini_server import HARMS, KEY, MODEL, GeminiServer
 
 from icrl.backends import gemini_backend as gb
 from icrl.backends import load_backend
@@ -146,7 +146,7 @@ def test_a_429_is_retried_with_backoff():
 
 
 @pytest.mark.parametrize("mode, options, line", [
-    ("500", {"max_retries": 0}, "failed (HTTP 500 INTERNAL: cue 500) after 0 retries; finished steps are saved"),
+    ("500", {"max_retries": 0}, "failed (HTTP 500 INTERNAL: cue 500) after 0 retries; rerun the same command"),
     # a request that hangs: the client's timeout (or the silent-server rule, whichever ends first)
     ("hang", {"max_retries": 0, "timeout": 1.0}, ("(ReadTimeout; ", "answered nothing for 1 s")),
     ("garbage", {}, "not a Gemini API response"),
@@ -198,7 +198,7 @@ def test_an_unknown_model_is_said_at_load():
 
 
 def test_the_key_comes_from_the_environment_in_order(monkeypatch):
-    with pytest.raises(UsageError, match="needs an API key: set GEMINI_API_KEY, GOOGLE_API_KEY or API_KEY"):
+    with pytest.raises(UsageError, match="^no Gemini API key: set GEMINI_API_KEY, GOOGLE_API_KEY or API_KEY, or pass"):
         load_backend(MODEL, "gemini")
     monkeypatch.setenv("API_KEY", KEY)  # the published variable
     with GeminiServer() as server:
@@ -241,6 +241,30 @@ def test_no_server_at_the_url_is_one_line():
     with socket.socket() as sock:  # a port nothing listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    line = r"no answer from the Gemini API at http://127\.0\.0\.1:\d+/v1beta \(ConnectError;"
+    line = r"no answer from the Gemini API at http://127\.0\.0\.1:\d+/v1beta \(ConnectError: .*; tried 0 more times\)"
     with pytest.raises(UsageError, match=line):
         load_backend(MODEL, "gemini", base_url=f"http://127.0.0.1:{port}", api_key=KEY, max_retries=0)
+
+
+def test_no_network_is_one_line_in_seconds_saying_no_step_ran_and_no_wait_for_a_completion(tmp_path, capsys):
+    """An API that cannot be reached (a host that does not resolve, as with no network): the model
+    lookup is tried once more, not --max_retries times with backoff (38 s), and the line says that
+    no step ran; no 'waiting for a completion' while only the model was looked up."""
+    from helpers import TOY_TASK
+
+    from icrl.cli.run import main
+
+    tic = time.monotonic()
+    code = main(["--backend", "gemini", "--model_name", MODEL, "--api_key", KEY, "--base_url",
+                 "http://icrl-no-such-host.invalid", "--task_name", TOY_TASK, "--context_strategy_name",
+                 "random_unbiased", "--icrl", "--max_context_examples", "2", "--train_k", "2", "--test_k", "2",
+                 "--test_every", "2", "--seed", "1", "--training_seed", "1", "--test_seed", "1", "--output_dir",
+                 str(tmp_path / "out"), "--no-progress"])
+    seconds = time.monotonic() - tic
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("error: no answer from the Gemini API at http://icrl-no-such-host.invalid/v1beta "
+                             "(ConnectError") and "tried 1 more time); no step ran: check --base_url and the network" \
+        in err[0], err
+    assert seconds < 15, seconds
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").rglob("*.jsonl"))

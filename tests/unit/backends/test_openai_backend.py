@@ -4,6 +4,7 @@ retries, errors, concurrency and secrets."""
 from __future__ import annotations
 
 import json
+import re
 import sys
 import threading
 import time
@@ -399,7 +400,7 @@ def test_a_silent_server_is_given_up_on_and_a_busy_one_is_not():
 
 
 def test_a_silent_server_fails_in_one_line_at_its_bound_not_the_timeout_times_the_tries(tmp_path, capsys, monkeypatch):
-    from fake_openai_server import SilentServer
+    from icrl.standin.openai_server import SilentServer
 
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with SilentServer() as server:
@@ -468,12 +469,15 @@ def test_the_waiting_line_says_whether_the_model_list_answers(capsys):
     from icrl.backends.server_watch import SilenceWatch
 
     for alive, said in ((True, "it answers its model list"), (False, "it does not answer its model list either")):
-        watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, notice_s=0.4, probe=lambda: alive)
-        with watch.watching(lambda: None):
-            time.sleep(0.8)
-        err = capsys.readouterr().err
-        assert err.startswith("waiting 0 s for a completion from http://127.0.0.1:9/v1; " + said), err
-        assert "given up on after 1200 s" in err
+        for heard, bound in ((False, "it has answered no request yet: given up on after 60 s (--first_answer_timeout)"),
+                             (True, "given up on after 1200 s")):
+            watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, notice_s=0.4, probe=lambda: alive)
+            watch.heard = heard
+            with watch.watching(lambda: None, "token counts"):
+                time.sleep(0.8)
+            err = capsys.readouterr().err
+            assert re.match(r"waiting [01] s for token counts from http://127\.0\.0\.1:9/v1; " + said, err), err
+            assert bound in err
 
 
 def test_a_stop_while_requests_are_in_flight_cancels_them(monkeypatch, caplog):

@@ -41,6 +41,18 @@ CASES = {  # name: (argv, words the message must hold)
     "dtype_int8": (BASE + ["--dtype", "int8"], "--dtype"),
     "infinite_timeout": (BASE + ["--backend", "openai", "--timeout", "inf"], "--timeout a finite number"),
     "nan_timeout": (BASE + ["--backend", "openai", "--timeout", "nan"], "--timeout a finite number"),
+    "zero_first_answer": (BASE + ["--backend", "openai", "--first_answer_timeout", "0"],
+                          "--first_answer_timeout must be a finite number of seconds above 0, got 0.0"),
+    "infinite_first_answer": (BASE + ["--backend", "gemini", "--first_answer_timeout", "inf"],
+                              "--first_answer_timeout must be a finite number of seconds above 0, got inf"),
+    # a flag a backend does not read, that would only rename the run's folder
+    "api_mode_with_gemini": (BASE + ["--backend", "gemini", "--api_mode", "completions"],
+                             "--api_mode completions is for --backend openai or anthropic, not gemini: it does nothing "
+                             "there; drop it"),
+    "api_mode_with_a_local_engine": (BASE + ["--api_mode", "chat"], "--api_mode chat is for --backend openai or "
+                                                                     "anthropic, not auto (a local engine)"),
+    "api_model_with_fake": (BASE + ["--backend", "fake", "--api_model", "x"],
+                            "--api_model x is for --backend openai, anthropic or gemini, not fake"),
 }
 
 
@@ -280,10 +292,12 @@ def test_a_backend_option_the_backend_does_not_take_is_said_once_when_the_run_go
     accepted, said once each, and the run is the one without them."""
     argv = [*TOY, "--context_strategy_name", "random_unbiased", "--icrl", "--max_context_examples", "2",
             "--train_k", "3", "--test_k", "2", "--output_dir", str(tmp_path / "out")]
-    assert main([*argv, "--timeout", "30", "--tensor_parallel_size", "2"]) == 0
+    assert main([*argv, "--timeout", "30", "--first_answer_timeout", "5", "--tensor_parallel_size", "2"]) == 0
     err = capsys.readouterr().err
     said = ["warning: --timeout 30.0 does nothing for --backend fake (only the openai, anthropic and gemini backends "
             "read it): ignored",
+            "warning: --first_answer_timeout 5.0 does nothing for --backend fake (only the openai, anthropic and gemini "
+            "backends read it): ignored",
             "warning: --tensor_parallel_size 2 does nothing for --backend fake (only the vllm backend reads it): "
             "ignored"]
     assert [line for line in err.splitlines() if line.startswith("warning:")] == said, err

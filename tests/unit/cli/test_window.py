@@ -26,7 +26,7 @@ def test_the_gemini_api_counts_the_window_search(monkeypatch, capsys):
     import pytest
 
     pytest.importorskip("google.genai")
-    from gemini_server import KEY, MODEL, GeminiServer
+    from icrl.standin.gemini_server import KEY, MODEL, GeminiServer
     from helpers import TOY_TASK
 
     from icrl.backends import load_backend

@@ -38,9 +38,26 @@ def test_a_hosted_run_is_priced_at_the_assumed_cache_and_a_model_without_a_price
     assert 0 < e.cached_prompt_tokens < e.test_prompt_tokens and e.output_tokens >= e.train_calls + e.test_calls
     dollars = Price(1000, 100, 2000).dollars(e.prompt_tokens, e.cached_prompt_tokens, e.output_tokens)
     row = next(line for line in out.splitlines() if line.lstrip().startswith("#0 ") and "$" in line)
-    assert row.endswith(money(dollars)) and f"dollars: {money(dollars)} for 2 runs on hosted models" in out
+    assert row.endswith(f"{money(dollars)} (undated price)") and f"dollars: {money(dollars)} for 2 runs on hosted " \
+                                                                 f"models" in out
     assert f"with no cache at all: {money(Price(1000, 1000, 2000).dollars(e.prompt_tokens, 0, e.output_tokens))}" in out
     assert not (tmp_path / "out").exists()
+
+
+def test_the_dollars_say_the_date_of_their_price_and_whether_it_is_confirmed(tmp_path, capsys):
+    """The default file: a confirmed price (read on its provider's page on a date) and one that
+    could not be confirmed, each said beside its run's dollars and, with its source, under the total."""
+    argv = ["--grid", "api_model=claude-haiku-4-5,gpt-4o-mini", *HOSTED, "--output_dir", str(tmp_path / "out"),
+            "--estimate"]
+    assert runner.main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.lstrip().startswith(("#0 ", "#1 ")) and "$" in line]
+    assert rows[0].endswith("(price of 2026-12-02)") and rows[1].endswith("(price of 2025-06-30, unconfirmed)"), rows
+    assert "  price of claude-haiku-4-5: $1 / $0.1 / $5 per million input / cached input / output tokens, read " \
+           "2026-12-02 from https://platform.claude.com/docs/en/docs/about-claude/pricing" in out
+    assert "  price of gpt-4o-mini: $0.15 / $0.075 / $0.6 per million input / cached input / output tokens, as of " \
+           "2025-06-30, not confirmed against https://platform.openai.com/docs/pricing: OpenAI's page could not be " \
+           "read" in out
 
 
 def test_local_runs_get_no_dollars(tmp_path, capsys):

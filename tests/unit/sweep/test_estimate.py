@@ -182,7 +182,8 @@ def test_a_gemini_run_is_not_estimated_and_says_why(tmp_path, capsys):
     assert runner.main(argv) == 2  # the only run is not estimated: no totals
     out = capsys.readouterr().out
     assert "not estimated (left out of the total): the Gemini API gives token counts only, not token ids: there is " \
-           "no tokenizer of gemini-1.5-flash-8b to load here; estimate with a local model of similar size instead" in out
+           "no tokenizer of gemini-1.5-flash-8b to load here; give a local model of similar size as --model_name and " \
+           "the Gemini model as --api_model" in out
 
 
 # -- the cost of a study before its model is here: a tokenizer is all the estimate needs ----------

@@ -4,11 +4,12 @@ under /v1beta), checks every request against the published request shape, and an
 A protocol stand-in for tests, not the service: its answers are a hash of the request.
 
 - ``GET /v1beta/models/<model>``: the model with ``inputTokenLimit`` (``window``); 404 for
-  another model; any request without the key ``KEY`` is answered 400 API_KEY_INVALID, as the
-  service answers a wrong key.
+  a model not in ``models``; any request without the key ``key`` is answered 400
+  API_KEY_INVALID, as the service answers a wrong key.
 - ``:generateContent``: a request whose shape differs from the published one is answered 400
-  and its fault kept in ``faults``; else the enum value the hash of (contents, seed) picks,
-  with usage metadata (prompt tokens: words of the request; candidates: 2).
+  and its fault kept in ``faults``; else the enum value the fake model picks
+  (``icrl.backends.fake.fake_label`` of the contents, with the seed when the temperature is
+  above 0), with usage metadata (prompt tokens: words of the request; candidates: 2).
 - ``:countTokens``: the words of its contents (times ``per_word``: the tokens of a word, the
   same in every count the stand-in gives).
 - ``POST /v1beta/cachedContents``: a context cache (its contents and system instruction),
@@ -24,13 +25,14 @@ A protocol stand-in for tests, not the service: its answers are a hash of the re
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Optional
+from typing import Optional, Sequence, cast
+
+from ..backends.fake import fake_label
+from .http import HOST, Quiet, QuietServer, Served, send
 
 MODEL = "gemini-1.5-flash-8b"
 KEY = "test-gemini-key-0123456789"
@@ -76,50 +78,67 @@ def shape_fault(body: dict) -> Optional[str]:
     return None
 
 
-class _Handler(BaseHTTPRequestHandler):
-    def log_message(self, *args):  # quiet
-        pass
+class _State(QuietServer):
+    """The stand-in's settings and what it has seen, on its HTTP server (the handlers read them)."""
+
+    def __init__(self, port: int, settings: dict):
+        super().__init__(_GeminiHandler, port)
+        self.key: str = settings["key"]
+        self.models: list = list(settings["models"])
+        self.mode: str = settings["mode"]
+        self.failures: Optional[int] = settings["failures"]
+        self.window: int = settings["window"]
+        self.delay: float = settings["delay"]
+        self.cache_floor: int = settings["cache_floor"]
+        self.per_word: int = settings["per_word"]
+        self.caches: dict = {}
+        self.created: list = []
+        self.requests: list = []
+        self.counted: list = []
+        self.faults: list = []
+        self.lock = threading.Lock()
+
+
+class _GeminiHandler(Quiet):
+    @property
+    def state(self) -> _State:
+        return cast(_State, self.server)
 
     def _send(self, status: int, body) -> None:
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send(self, status, body)
 
     def _error(self, status: int, reason: str, message: str) -> None:
         self._send(status, {"error": {"code": status, "message": message, "status": reason}})
 
     def _refused(self) -> bool:
-        if self.headers.get("x-goog-api-key") == KEY:
+        if self.headers.get("x-goog-api-key") == self.state.key:
             return False
         self._send(400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
                                    "status": "INVALID_ARGUMENT", "details": [{"reason": "API_KEY_INVALID"}]}})
         return True
 
     def do_GET(self):
-        server = self.server
+        server = self.state
         if self._refused():
             return
         match = _PATH.match(self.path)
         if match is None or match["method"]:
             return self._send(200, {"models": []}) if self.path.startswith("/v1beta/models") else \
                 self._error(404, "NOT_FOUND", "not found")
-        if match["model"] != MODEL:
+        if match["model"] not in server.models:
             return self._error(404, "NOT_FOUND", f"models/{match['model']} is not found for API version v1beta")
-        self._send(200, {"name": f"models/{MODEL}", "inputTokenLimit": server.window, "outputTokenLimit": 8192,
+        self._send(200, {"name": f"models/{match['model']}", "inputTokenLimit": server.window, "outputTokenLimit": 8192,
                          "supportedGenerationMethods": ["generateContent", "countTokens"]})
 
     def do_POST(self):
-        server = self.server
+        server = self.state
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if self._refused():
             return
         if _CACHE.match(self.path):
             return self._create_cache(server, body)
         match = _PATH.match(self.path)
-        if match is None or match["model"] != MODEL:
+        if match is None or match["model"] not in server.models:
             return self._error(404, "NOT_FOUND", "not found")
         if match["method"] == "countTokens":
             server.counted.append(body)
@@ -132,7 +151,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._generate(server, body, number)
 
     def do_DELETE(self):
-        server = self.server
+        server = self.state
         if self._refused():
             return
         match = _CACHE.match(self.path)
@@ -143,8 +162,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(200, {})
 
     def _create_cache(self, server, body: dict) -> None:
-        if set(body) - {"model", "ttl", "contents", "systemInstruction"} or body.get("model") != f"models/{MODEL}":
-            return self._error(400, "INVALID_ARGUMENT", f"not a cache of {MODEL}: {sorted(body)}")
+        if set(body) - {"model", "ttl", "contents", "systemInstruction"} or \
+                body.get("model") not in [f"models/{m}" for m in server.models]:
+            return self._error(400, "INVALID_ARGUMENT", f"not a cache of {', '.join(server.models)}: {sorted(body)}")
         size = server.per_word * (words(body["contents"]) + words([body.get("systemInstruction", {})]))
         if size < server.cache_floor:
             return self._error(400, "INVALID_ARGUMENT", f"Cached content is too small. total_token_count={size}, "
@@ -185,36 +205,31 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, {"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}, "usageMetadata": usage})
         if mode == "empty":
             return self._send(200, {"candidates": [{"finishReason": "SAFETY", "index": 0}], "usageMetadata": usage})
-        enum = body["generationConfig"]["responseSchema"]["enum"]
-        seen = json.dumps([body["contents"], body["generationConfig"]["seed"]], sort_keys=True).encode()
+        config = body["generationConfig"]
+        seed = config["seed"] if float(config.get("temperature") or 0) > 0 else None
         text = "Intent: not-a-label" if mode == "outside" else \
-            enum[int(hashlib.sha256(seen).hexdigest(), 16) % len(enum)]
+            fake_label(json.dumps(body["contents"]), config["responseSchema"]["enum"], seed)
         self._send(200, {"candidates": [{"content": {"role": "model", "parts": [{"text": text}]},
                                          "finishReason": "STOP", "index": 0}],
-                         "usageMetadata": usage, "modelVersion": MODEL})
+                         "usageMetadata": usage, "modelVersion": server.models[0]})
 
 
-class _Quiet(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # a backend's requests in flight together (the default backlog, 5, resets some)
-
-    def handle_error(self, request, client_address):  # a client that went away (a killed run)
-        pass
-
-
-class GeminiServer:
+class GeminiServer(Served):
     """``with GeminiServer() as s: s.base_url`` (http://127.0.0.1:PORT)."""
 
+    httpd: _State
+
     def __init__(self, mode: str = "ok", failures: Optional[int] = None, window: int = 1_048_576,
-                 delay: float = 0.0, cache_floor: int = 0, per_word: int = 1):
-        self.httpd = _Quiet(("127.0.0.1", 0), _Handler)
-        self.httpd.mode, self.httpd.failures, self.httpd.window = mode, failures, window
-        self.httpd.delay, self.httpd.cache_floor, self.httpd.per_word = delay, cache_floor, per_word
-        self.httpd.caches, self.httpd.created = {}, []
-        self.httpd.requests, self.httpd.counted, self.httpd.faults = [], [], []
-        self.httpd.lock = threading.Lock()
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+                 delay: float = 0.0, cache_floor: int = 0, per_word: int = 1, key: str = KEY,
+                 models: Sequence[str] = (MODEL,), port: int = 0):
+        self.httpd = _State(port, dict(mode=mode, failures=failures, window=window, delay=delay,
+                                       cache_floor=cache_floor, per_word=per_word, key=key, models=models))
+        self.port = self.httpd.port
+        self.base_url = f"http://{HOST}:{self.port}"
+
+    @property
+    def models(self) -> list:
+        return self.httpd.models
 
     @property
     def requests(self) -> list:
@@ -236,10 +251,3 @@ class GeminiServer:
     def created(self) -> list:
         return self.httpd.created
 
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()

@@ -13,9 +13,10 @@ which the API refuses with tools), or no tool: text after a prefilled prediction
 (completions mode: the last turn the assistant's, not ending in white space), else free text
 (--reasoning) after the last user turn.
 
-The label it answers depends on the query only (the last user turn), so a run gives the same
-records however often it is interrupted. Its usage counts words as tokens and emulates the
-prompt cache: the prefix up to the breakpoint is written the first time and read after.
+The label it answers is the fake model's (``icrl.backends.fake.fake_label``) of the query only
+(the last user turn; the API takes no seed), so a run gives the same records however often it
+is interrupted. Its usage counts words as tokens and emulates the prompt cache: the prefix up to
+the breakpoint is written the first time and read after.
 
 ``fail``: cues answered to ``/v1/messages`` in order before real answers: ``"429"``, ``"500"``,
 ``"hang"`` (never answers), ``"malformed"`` (a 200 that is not JSON), ``"nonlabel"`` (an answer
@@ -24,11 +25,12 @@ outside the labels), ``"empty"`` (no content).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+from ..backends.fake import fake_label
+from .http import HOST, Quiet, QuietServer, Served, read_body, send
 
 MODEL = "claude-standin-1"
 KEY = "sk-ant-standin-SECRET"
@@ -38,10 +40,11 @@ def _words(value) -> int:
     return len(json.dumps(value, ensure_ascii=False).split())
 
 
-class FakeAnthropicServer:
+class FakeAnthropicServer(Served):
     """``with FakeAnthropicServer(labels) as s: s.base_url`` (http://127.0.0.1:PORT)."""
 
-    def __init__(self, labels=(), fail=(), models=(MODEL,), key=KEY, fail_all=None, delay=0.0, window=200000):
+    def __init__(self, labels=(), fail=(), models=(MODEL,), key=KEY, fail_all=None, delay=0.0, window=200000,
+                 port: int = 0):
         self.labels, self.fail, self.models, self.key = list(labels), list(fail), list(models), key
         self.window = window  # the models' max_input_tokens (None: not said, as older API versions)
         self.delay = delay  # seconds before each answer to /v1/messages
@@ -50,15 +53,10 @@ class FakeAnthropicServer:
         self.problems: list[str] = []
         self.cached: set[str] = set()
         self.lock = threading.Lock()
-        self.httpd = _serve(self)
-        self.base_url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.httpd = QuietServer(_handler(self), port)
+        self.port = self.httpd.port
+        self.base_url = f"http://{HOST}:{self.port}"
+        self.serve()  # from the start: some tests use it without ``with``
 
     @property
     def messages(self) -> list[dict]:
@@ -77,7 +75,9 @@ class FakeAnthropicServer:
                          "last_id": None}
         if method == "GET" and path.startswith("/v1/models/"):
             name = path.rsplit("/", 1)[1]
-            return (200, _model(name, self.window)) if name in self.models else (404, _error("not_found_error", f"model: {name}"))
+            if name not in self.models:
+                return 404, _error("not_found_error", f"model: {name}")
+            return 200, _model(name, self.window)
         if method != "POST" or path not in ("/v1/messages", "/v1/messages/count_tokens"):
             return 404, _error("not_found_error", f"no route {method} {path}")
         if body.get("model") not in self.models:
@@ -139,8 +139,7 @@ class FakeAnthropicServer:
         tools = body.get("tools")
         labels = tools[0]["input_schema"]["properties"]["label"]["enum"] if tools else self.labels
         query = [t for t in body["messages"] if t["role"] == "user"][-1]["content"]
-        label = labels[int(hashlib.sha256(json.dumps(query).encode()).hexdigest(), 16) % len(labels)]
-        label = "not-a-label" if cue == "nonlabel" else label
+        label = "not-a-label" if cue == "nonlabel" else fake_label(json.dumps(query), labels, None)
         if cue == "empty":
             content = []
         elif tools:
@@ -180,25 +179,15 @@ def _error(kind: str, message: str) -> dict:
     return {"type": "error", "error": {"type": kind, "message": message}}
 
 
-def _serve(fake: FakeAnthropicServer) -> ThreadingHTTPServer:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(fake: FakeAnthropicServer):
+    class AnthropicHandler(Quiet):
         def _answer(self, method: str) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            if len(raw) < length:  # the client went away mid-request (a killed run): nothing to answer
-                self.close_connection = True
+            body = read_body(self)
+            if body is None:  # the client went away mid-request (a killed run): nothing to answer
                 return
-            body = json.loads(raw) if raw else {}
             out = fake.handle(method, self.path.split("?")[0], self.headers, body)
             status, payload, headers = out if len(out) == 3 else (*out, {})
-            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+            send(self, status, payload, headers)
 
         def do_GET(self):  # http.server's names
             self._answer("GET")
@@ -206,25 +195,4 @@ def _serve(fake: FakeAnthropicServer) -> ThreadingHTTPServer:
         def do_POST(self):
             self._answer("POST")
 
-        def log_message(self, *args):  # quiet
-            pass
-
-    class Quiet(ThreadingHTTPServer):
-        daemon_threads = True
-        block_on_close = False  # a hanging answer does not hold up the shutdown
-
-        def handle_error(self, request, client_address):  # a client that went away (a killed run)
-            pass
-
-    httpd = Quiet(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd
-
-
-if __name__ == "__main__":  # python tests/fake_anthropic_server.py LABEL...: serve until killed
-    import sys
-
-    with FakeAnthropicServer(sys.argv[1:]) as server:
-        print(server.base_url, flush=True)
-        while True:
-            time.sleep(3600)
+    return AnthropicHandler

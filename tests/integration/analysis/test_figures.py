@@ -216,15 +216,21 @@ def _zero_shot_run(out, task, test_k, seed=100, accuracy_of=lambda i: i % 3 == 0
             "icrl_flip_feedback": False, "icrl_flip_feedback_prob": None, "max_contexts": -1,
             "approximate_context_sampling_method": None, "temperature": 1.0, "train_k": 10, "test_every": 10,
             "test_k": test_k, "exemplars_per_label": 0, "seed": seed, "training_seed": seed, "test_seed": seed}
-    records = RunRecords(experiment_dir(out, args))
-    records.create({"args": args, "resolved": {"mode": "zero_shot", "max_context_examples": 0, "steps": 1,
-                                               "test_steps": [0], "num_exemplars": 0},
-                    "dataset": {"task": task.name, "labels": task.labels}, "train_example_ids": [],
-                    "test_set": {"ids": [e.id for e in examples], "answers": answers}})
-    predictions = [a if accuracy_of(i) else "none" for i, a in enumerate(answers)]
-    accuracy = sum(p == a for p, a in zip(predictions, answers)) / len(answers)
-    records.append_test(TestLine(0, accuracy, {}, predictions, 0, []))
-    records.refresh_results()
+    from icrl.config import RunConfig
+    from icrl.records.plan import Plan
+    from icrl.records.summary import per_class_accuracy
+    from icrl.run.data import RunData
+    from icrl.run.resume import config_record
+
+    config = RunConfig.from_values(args)
+    records = RunRecords(experiment_dir(out, config.spec.as_record()))
+    records.create(config_record(config, Plan("zero_shot", 0, 1, (0,)), RunData(task, [], examples),
+                                 {"backend": "fake", "model_name": "smollm2-135m"}))
+    predictions = [a if accuracy_of(i) else next(x for x in task.labels if x != a) for i, a in enumerate(answers)]
+    correct = [int(p == a) for p, a in zip(predictions, answers)]
+    accuracy = sum(correct) / len(answers)
+    records.append_test(TestLine(0, accuracy, per_class_accuracy(answers, correct), predictions, 0, []))
+    records.refresh_results_from_disk()
     return accuracy
 
 

@@ -14,6 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from icrl.records.summary import per_class_accuracy
+
+from helpers import run_config
+
 from icrl.records import find_runs, read_json, read_jsonl
 from icrl.tasks import Example, Task
 from icrl.cli.view import main
@@ -221,13 +225,10 @@ def write_long_run(root: Path, steps: int = 10_000, window: int = 40, test_k: in
     run_dir.mkdir(parents=True)
     test_steps = sorted({0, steps - 1} | {t for t in range(steps) if (t + 1) % every == 0})
     test_answers = [labels[i % 77] for i in range(test_k)]
-    config = {"format_version": 1, "args": {"model_name": "m", "task_name": "t", "context_strategy_name": "random_biased_end",
-                                            "context_p_keep": 1.0, "seed": 1},
-              "resolved": {"mode": "icrl", "steps": steps, "test_steps": test_steps, "max_context_examples": window},
-              "dataset": {"task": "t", "labels": labels}, "train_example_ids": list(range(steps)),
-              "test_set": {"ids": list(range(test_k)), "answers": test_answers,
-                           "prompts": [f"Query: test question number {i} about {a}, in a sentence of usual length"
-                                       for i, a in enumerate(test_answers)]}}
+    config = run_config(steps, labels=labels, test_answers=test_answers, test_every=every, size=window,
+                        args={"context_strategy_name": "random_biased_end", "context_p_keep": 1.0})
+    config["test_set"]["prompts"] = [f"Query: test question number {i} about {a}, in a sentence of usual length"
+                                     for i, a in enumerate(test_answers)]
     (run_dir / "config.json").write_text(json.dumps(config))
     with open(run_dir / "train.jsonl", "w") as f:
         for t in range(steps):
@@ -241,8 +242,10 @@ def write_long_run(root: Path, steps: int = 10_000, window: int = 40, test_k: in
     with open(run_dir / "test.jsonl", "w") as f:
         for t in test_steps:
             predictions = [a if rng.random() < 0.4 else labels[0] for a in test_answers]
-            f.write(json.dumps({"step": t, "accuracy": sum(p == a for p, a in zip(predictions, test_answers)) / test_k,
-                                "per_class_accuracy": {}, "predictions": predictions, "context_size": min(t, window),
+            correct = [int(p == a) for p, a in zip(predictions, test_answers)]
+            f.write(json.dumps({"step": t, "accuracy": sum(correct) / test_k,
+                                "per_class_accuracy": per_class_accuracy(test_answers, correct),
+                                "predictions": predictions, "context_size": min(t, window),
                                 "context": list(range(max(0, t - window), t))}) + "\n")
     return root
 

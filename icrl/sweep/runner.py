@@ -140,7 +140,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit 0 when every run finished, 1 when some failed, 2 on bad sweep options, 128 + signal
     number when interrupted (every run saved; rerun the same command to resume)."""
     from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
-    previous, stopped = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}, False
+    previous: signals.Previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
+    stopped = False
     try:
         plugins.load(argv)  # the script loaded them before importing this module; main(argv) alone: here
         opts, runs = plan(argv)

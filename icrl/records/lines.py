@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, cast
+from typing import Any, Iterable, Optional, Sequence
 
 from .io import parse_jsonl
 from .layout import TEST, TRAIN
@@ -68,17 +68,17 @@ class Lines:
     of completed steps; ``pending`` the test records of steps not completed; ``train_notes`` and
     ``test_notes`` what was dropped or reordered in each file."""
 
-    train: list = field(default_factory=list)
-    test: dict = field(default_factory=dict)
-    pending: list = field(default_factory=list)
-    train_notes: list = field(default_factory=list)
-    test_notes: list = field(default_factory=list)
+    train: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+    test: dict[int, tuple[int, dict[str, Any]]] = field(default_factory=dict)
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    train_notes: list[str] = field(default_factory=list)
+    test_notes: list[str] = field(default_factory=list)
     refusal: Optional[Refusal] = None
     cut_train: bool = False
     cut_test: bool = False
 
     @property
-    def notes(self) -> list:
+    def notes(self) -> list[str]:
         return self.train_notes + self.test_notes
 
     @property
@@ -95,8 +95,8 @@ def as_json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def sort_out(directory: Path, steps: int, test_steps, mode: str, train_ids: Optional[list] = None,
-             num_test: Optional[int] = None) -> Lines:
+def sort_out(directory: Path, steps: int, test_steps: Iterable[int], mode: str,
+             train_ids: Optional[Sequence[int]] = None, num_test: Optional[int] = None) -> Lines:
     """The lines of ``directory``'s record files sorted out against the plan (module docstring).
     OSError when a file cannot be read."""
     out = Lines()
@@ -106,7 +106,7 @@ def sort_out(directory: Path, steps: int, test_steps, mode: str, train_ids: Opti
     return out
 
 
-def _sort_train(out: Lines, path: Path, steps: int, mode: str, train_ids: Optional[list]) -> None:
+def _sort_train(out: Lines, path: Path, steps: int, mode: str, train_ids: Optional[Sequence[int]]) -> None:
     lines, bad, out.cut_train = parse_jsonl(path)
     if mode == "zero_shot":
         if lines or bad:
@@ -114,11 +114,11 @@ def _sort_train(out: Lines, path: Path, steps: int, mode: str, train_ids: Option
                                   "none", "zero_shot")
         return
     last = max([n for n, _ in lines] + bad, default=0)
-    by_step: dict = {}
+    by_step: dict[int, tuple[int, dict[str, Any]]] = {}
     for n, record in sorted([(n, None) for n in bad] + lines, key=lambda item: item[0]):
         problem, kind = _train_problem(n in bad, record, by_step, train_ids, steps)
-        if kind == "ok":
-            by_step[cast(dict, record)["step"]] = (n, record)
+        if kind == "ok" and isinstance(record, dict):  # "ok": a JSON object with its step
+            by_step[record["step"]] = (n, record)
         elif kind == "repeat":
             out.train_notes.append(f"{TRAIN} line {n} {problem}: dropped")
         elif kind == "unusable" and n == last:
@@ -138,15 +138,15 @@ def _sort_train(out: Lines, path: Path, steps: int, mode: str, train_ids: Option
         out.train_notes.append(f"{TRAIN}'s lines out of step order (sorted)")
 
 
-def _train_problem(not_json: bool, record, by_step: dict, train_ids: Optional[list],
-                   steps: int) -> tuple[str, str]:
+def _train_problem(not_json: bool, record: object, by_step: dict[int, tuple[int, dict[str, Any]]],
+                   train_ids: Optional[Sequence[int]], steps: int) -> tuple[str, str]:
     """(what is wrong with a training line, its kind): "ok"; "repeat" (of an earlier line, word
     for word); "unusable" (dropped when it is the last line); "refused" (a step repeated with other
     content); "beyond_plan"."""
     if not_json:
         return "is not JSON", "unusable"
     step = record.get("step") if isinstance(record, dict) else None
-    if not is_int(step) or step < 0:
+    if not isinstance(record, dict) or not is_int(step) or step < 0:
         return f"is not a training step (step {step!r})", "unusable"
     if step >= steps:
         return f"is step {step}, but the run plans {steps} steps (config.json)", "beyond_plan"
@@ -161,10 +161,10 @@ def _train_problem(not_json: bool, record, by_step: dict, train_ids: Optional[li
     return "", "ok"
 
 
-def _sort_test(out: Lines, path: Path, planned: set, done: int, num_test: Optional[int]) -> None:
+def _sort_test(out: Lines, path: Path, planned: set[int], done: int, num_test: Optional[int]) -> None:
     lines, bad, out.cut_test = parse_jsonl(path)
     out.test_notes += [f"{TEST} line {n} is not JSON: dropped, its step is recomputed" for n in bad]
-    order = []
+    order: list[int] = []
     for n, record in lines:
         step = record.get("step") if isinstance(record, dict) else None
         if not isinstance(record, dict) or not is_int(step) or step not in planned:
@@ -183,6 +183,6 @@ def _sort_test(out: Lines, path: Path, planned: set, done: int, num_test: Option
         out.test_notes.append(f"{TEST}'s lines out of step order (sorted)")
 
 
-def _complete(record: dict, num_test: int) -> bool:
+def _complete(record: dict[str, Any], num_test: int) -> bool:
     predictions = record.get("predictions")
     return is_number(record.get("accuracy")) and isinstance(predictions, list) and len(predictions) == num_test

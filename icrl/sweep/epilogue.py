@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Optional
+import os
+from typing import Iterable, Optional, Union
 
 
-def preset_epilogue(name: Optional[str], output_dirs: Iterable, run_dirs: Iterable) -> list[str]:
+def preset_epilogue(name: Optional[str], output_dirs: Iterable[str],
+                    run_dirs: Iterable[Union[str, os.PathLike[str]]]) -> list[str]:
     """Lines to print after the sweep of preset ``name``: for icrl_bench, each model's benchmark
     score (icrl.analysis.benchmark) from the sweep's runs (``run_dirs``, under ``output_dirs``);
     nothing for the other presets."""

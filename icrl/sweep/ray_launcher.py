@@ -108,7 +108,7 @@ def worker_shape(ray_resources: dict[str, float], runs: Sequence[Run], opts: Swe
     cpus = float(ray_resources.get("CPU", 0))
     per_gpu = opts.ray_gpus_per_worker
     if per_gpu is None:
-        tp = [n for n in (r.args.spec.tensor_parallel_size for r in runs if r.args is not None) if n]
+        tp = [n for n in (getattr(r.args.spec, "tensor_parallel_size", None) for r in runs if r.args is not None) if n]
         per_gpu = float(max(tp)) if tp else (1.0 if gpus > 0 else 0.0)
     workers = opts.ray_workers
     if workers is None:

@@ -17,7 +17,7 @@ import errno
 import logging
 import os
 import sys
-from typing import Callable
+from typing import Any, Callable, Union
 
 from ..errors import CannotWrite
 from .signals import WRITE_ERRORS
@@ -29,7 +29,7 @@ def write_error_line(exc: OSError, rerun: str = "rerun the same command") -> str
     return f"error: cannot write{where}: {exc.strerror or exc}; free space or fix permissions, then {rerun}"
 
 
-def _unreadable(filename) -> bool:
+def _unreadable(filename: Union[str, bytes, os.PathLike[str], os.PathLike[bytes], int]) -> bool:
     """An existing file this process may not read (a permission error on it was a read)."""
     try:
         return os.path.isfile(filename) and not os.access(filename, os.R_OK)
@@ -61,7 +61,7 @@ class OneLineFileHandler(logging.FileHandler):
 
     failed = False
 
-    def __init__(self, *args, defer: bool = False, **kwargs):
+    def __init__(self, *args: Any, defer: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.defer = defer
         self.pending: "str | None" = None

@@ -22,7 +22,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Callable, Optional, Union
 
 from ..errors import UsageError
 
@@ -36,7 +36,7 @@ class Locked(UsageError):
 class DirectoryLock:
     """Exclusive, non-blocking lock on one directory (see the module docstring)."""
 
-    def __init__(self, directory, name: str = LOCK_FILE):
+    def __init__(self, directory: Union[str, os.PathLike[str]], name: str = LOCK_FILE) -> None:
         self.directory = Path(directory)
         self.path = self.directory / name
         self._fd: Optional[int] = None
@@ -95,7 +95,7 @@ class DirectoryLock:
             raise UsageError(f"{self.directory} was removed or replaced while this run was writing to it; "
                              f"stopped (rerun the command to start it again)")
 
-    def holder(self) -> dict:
+    def holder(self) -> dict[str, Any]:
         """What the lock file says about its holder ({} when unreadable)."""
         try:
             return json.loads(self.path.read_text(encoding="utf-8") or "{}")
@@ -111,11 +111,11 @@ class DirectoryLock:
     def __enter__(self) -> "DirectoryLock":
         return self.acquire()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 
-def _lock_directory(directory: Path, wait: bool, holder_text) -> int:
+def _lock_directory(directory: Path, wait: bool, holder_text: Callable[[], str]) -> int:
     """flock the directory itself: deleting the lock file does not let a second writer in
     (both locks are taken; a writer holding the file's lock also holds the directory's)."""
     fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -124,7 +124,7 @@ def _lock_directory(directory: Path, wait: bool, holder_text) -> int:
     return fd
 
 
-def _flock(fd: int, wait: bool, busy) -> None:
+def _flock(fd: int, wait: bool, busy: Callable[[], str]) -> None:
     """flock ``fd`` exclusively (``wait``: block); when it is held elsewhere, close ``fd`` and
     raise Locked(``busy()``); on any other failure close ``fd`` and re-raise."""
     try:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from typing import Iterable, Optional, overload
+from typing import Any, Iterable, Mapping, Optional, TypeVar, overload
 from urllib.parse import urlsplit, urlunsplit
 
 # The flags whose values are secrets: the fields of icrl.config.Secrets (it checks they agree).
@@ -27,7 +27,8 @@ SECRET_OPTIONS = ("--hf_token", "--api_key")
 SECRET_ENV = ("OPENAI_API_KEY", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN")
 MASK = "***"
 _URL_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<info>[^/@\s'\"]*)@")
-_secrets: set = set()
+_secrets: set[str] = set()
+_T = TypeVar("_T")
 
 
 def register(value: Optional[str]) -> None:
@@ -37,7 +38,7 @@ def register(value: Optional[str]) -> None:
         _secrets.add(value)
 
 
-def register_args(values: dict) -> None:
+def register_args(values: Mapping[str, Any]) -> None:
     """The secrets of parsed run arguments (the parser's values; and of the environment, and
     URL passwords)."""
     for flag in SECRET_OPTIONS:
@@ -117,7 +118,13 @@ def strip_userinfo(url: Optional[str]) -> Optional[str]:
     return urlunsplit((parts.scheme, host, parts.path, parts.query, parts.fragment))
 
 
-def scrub(value):
+@overload
+def scrub(value: str) -> str: ...
+@overload
+def scrub(value: _T) -> _T: ...
+
+
+def scrub(value: Any) -> Any:
     """``value`` (str, list, tuple, dict; others unchanged) with URL user info removed and
     every remembered secret replaced by ``***``."""
     if isinstance(value, str):

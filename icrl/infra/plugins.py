@@ -37,7 +37,7 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from ..errors import UsageError
 from . import signals
@@ -64,14 +64,15 @@ class Plugin:
     def label(self) -> str:
         return f"plugin {self.module} ({self.source})"
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, str]:
         """What config.json records of it."""
         return {"module": self.module, "sha256": self.sha256}
 
 
-_loaded: dict = {}      # source -> Plugin, in load order
-_registrations: dict = {}   # module -> [(undo, what)] of the parts it registered
-_importing: list = []   # the plugin being imported (a stack of one)
+_loaded: dict[str, Plugin] = {}      # source -> Plugin, in load order
+# module -> [(undo, what)] of the parts it registered
+_registrations: dict[str, list[tuple[Callable[[], None], str]]] = {}
+_importing: list[Plugin] = []   # the plugin being imported (a stack of one)
 _ICRL = Path(__file__).resolve().parents[1]  # icrl's own code
 
 
@@ -100,7 +101,7 @@ def collision(what: str, old: Optional[Plugin], new: Optional[Plugin]) -> UsageE
                       f"again: rename it in {'one of them' if old and new else 'the plugin'}")
 
 
-def loaded() -> tuple:
+def loaded() -> tuple[Plugin, ...]:
     """The plugins loaded in this process, in load order."""
     return tuple(_loaded.values())
 
@@ -111,10 +112,11 @@ def environment_value() -> str:
 
 
 # -- what is asked for -----------------------------------------------------------------------------
-def from_argv(argv: Sequence[str]) -> list:
+def from_argv(argv: Sequence[str]) -> list[tuple[str, str]]:
     """The values of ``--plugin`` in a command line (``--plugin X`` or ``--plugin=X``), as
     (where it was given, value)."""
-    words, found = list(argv), []
+    words = list(argv)
+    found: list[tuple[str, str]] = []
     for i, word in enumerate(words):  # after "--" too: run_sweep.py's run flags
         if word == FLAG:
             if i + 1 >= len(words) or words[i + 1].startswith("--"):
@@ -125,17 +127,17 @@ def from_argv(argv: Sequence[str]) -> list:
     return found
 
 
-def from_environment(environ: Mapping[str, str]) -> list:
+def from_environment(environ: Mapping[str, str]) -> list[tuple[str, str]]:
     return [(ENV, part) for part in environ.get(ENV, "").split(":") if part.strip()]
 
 
-def from_entry_points() -> list:
+def from_entry_points() -> list[tuple[str, str]]:
     """The modules the installed packages name in the entry-point group ``icrl.plugins``."""
     return [(f"the entry point {ep.name} ({GROUP}, {ep.value})", ep.value.split(":")[0].strip())
             for ep in importlib.metadata.entry_points(group=GROUP)]
 
 
-def requested(argv: Sequence[str] = (), environ: Optional[Mapping[str, str]] = None) -> list:
+def requested(argv: Sequence[str] = (), environ: Optional[Mapping[str, str]] = None) -> list[tuple[str, str]]:
     """Every plugin asked for, as (where it was given, file or module): the command line's, the
     environment's, the installed ones."""
     environ = os.environ if environ is None else environ
@@ -287,7 +289,7 @@ def load_one(spec: str, given: str = FLAG) -> Optional[Plugin]:
     return plugin
 
 
-def load(argv: Sequence[str] = (), environ: Optional[Mapping[str, str]] = None) -> tuple:
+def load(argv: Sequence[str] = (), environ: Optional[Mapping[str, str]] = None) -> tuple[Plugin, ...]:
     """Load every plugin asked for (``requested``) not loaded yet; returns all loaded ones."""
     for given, spec in requested(argv, environ):
         load_one(spec, given)
@@ -301,7 +303,7 @@ def unload(plugin: Plugin) -> None:
     _loaded.pop(plugin.source, None)
 
 
-def start(argv: Sequence[str], target: str):
+def start(argv: Sequence[str], target: str) -> Callable[..., Any]:
     """A script's first step: load the plugins, then import ``target`` ("module:function", the
     script's ``main``) and return it; bad input is one line on stderr and exit code 2."""
     module_name, _, attribute = target.partition(":")
@@ -330,13 +332,13 @@ def check_recorded(recorded: Optional[Sequence[tuple[str, str]]], where: object)
                              f"or pass --overwrite to start the run again")
 
 
-def record_of(plugins: Sequence[Optional[Plugin]]) -> list:
+def record_of(plugins: Sequence[Optional[Plugin]]) -> list[dict[str, str]]:
     """config.json "plugins" of a run whose parts come from ``plugins`` (None: built in), each
     once, by module name."""
     return [p.record() for p in sorted(set(p for p in plugins if p is not None), key=lambda p: p.module)]
 
 
-def _owner_of_file(filename: str):
+def _owner_of_file(filename: str) -> Union[Plugin, str, None]:
     """The loaded plugin whose source holds ``filename``, ``BUILT_IN`` for icrl's own code, else
     None (a library, Python itself)."""
     path = str(Path(filename).resolve())
@@ -346,7 +348,7 @@ def _owner_of_file(filename: str):
     return BUILT_IN if path.startswith(str(_ICRL) + os.sep) else None
 
 
-def culprit(exc: BaseException) -> Optional[tuple]:
+def culprit(exc: BaseException) -> Optional[tuple[Plugin, str]]:
     """(plugin, function) where ``exc`` was raised, when the innermost frame of a loaded plugin's
     source is in its traceback; else None."""
     found = None

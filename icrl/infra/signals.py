@@ -28,9 +28,14 @@ import os
 import signal
 import sys
 import threading
-from typing import Callable, Optional
+from types import FrameType
+from typing import Any, Callable, Mapping, NoReturn, Optional, Union
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# A Python-level signal handler, and what ``signal.getsignal`` may give back (as the stdlib's stubs say).
+Handler = Callable[[int, Optional[FrameType]], Any]
+AnyHandler = Union[Handler, int, signal.Handlers, None]
+Previous = dict[int, AnyHandler]  # signum -> the handler to put back
 # Errors of a full or read-only disk: a one-line message, not a traceback.
 WRITE_ERRORS = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
 
@@ -48,7 +53,7 @@ def stop_in(exc: BaseException) -> Optional[int]:
     """The number of the signal whose stop is in ``exc``'s chain of causes (Ctrl-C: SIGINT), or
     None: a signal raised inside a class's creation reaches the caller as a RuntimeError caused by
     it (``__set_name__``), one inside a C extension's import as an ImportError."""
-    seen: set = set()
+    seen: set[int] = set()
     link: Optional[BaseException] = exc
     while link is not None and id(link) not in seen:
         if isinstance(link, Interrupted):
@@ -60,7 +65,7 @@ def stop_in(exc: BaseException) -> Optional[int]:
     return None
 
 
-def raise_interrupted(signum, frame):
+def raise_interrupted(signum: int, frame: Optional[FrameType]) -> NoReturn:
     raise Interrupted(signum)
 
 
@@ -80,13 +85,13 @@ def detached() -> bool:
     return False
 
 
-def hangup_stops(previous) -> bool:
+def hangup_stops(previous: AnyHandler) -> bool:
     """Whether SIGHUP is a stop request for this process (see the module docstring)."""
     return previous is not signal.SIG_IGN and not detached()
 
 
-_pending: dict = {}  # signum -> handler, for a stop that could not be raised where it arrived
-_arrived: dict = {}  # signum -> how many times it reached a handler of this module
+_pending: dict[int, Handler] = {}  # signum -> handler, for a stop that could not be raised where it arrived
+_arrived: dict[int, int] = {}  # signum -> how many times it reached a handler of this module
 
 
 def arrivals(signum: int = signal.SIGINT) -> int:
@@ -98,14 +103,14 @@ def _count(signum: int) -> None:
     _arrived[signum] = _arrived.get(signum, 0) + 1
 
 
-def _in_import(frame) -> bool:
+def _in_import(frame: Optional[FrameType]) -> bool:
     """Inside Python's import machinery (e.g. its module-lock callback), where an exception
     may be printed and swallowed ("Exception ignored in ...") instead of stopping the run."""
     return frame is not None and "importlib._bootstrap" in frame.f_code.co_filename
 
 
-def _stopper(handler: Callable) -> Callable:
-    def on_signal(signum, frame):
+def _stopper(handler: Handler) -> Handler:
+    def on_signal(signum: int, frame: Optional[FrameType]) -> None:
         _count(signum)
         if _in_import(frame):  # deliver it again in a moment, and at the next check() at the latest
             _pending[signum] = handler
@@ -119,11 +124,11 @@ def _stopper(handler: Callable) -> Callable:
     return on_signal
 
 
-def _keyboard_interrupt(signum, frame):
+def _keyboard_interrupt(signum: int, frame: Optional[FrameType]) -> NoReturn:
     raise KeyboardInterrupt
 
 
-def _counted_interrupt(signum, frame):
+def _counted_interrupt(signum: int, frame: Optional[FrameType]) -> NoReturn:
     _count(signum)
     raise KeyboardInterrupt
 
@@ -135,13 +140,13 @@ def count_interrupts() -> None:
         signal.signal(signal.SIGINT, _counted_interrupt)
 
 
-def install(handler: Callable) -> dict:
+def install(handler: Handler) -> Previous:
     """SIGINT -> KeyboardInterrupt, SIGTERM (and SIGHUP where it is a stop request) ->
     ``handler``; a signal that arrives inside an import is raised at the next ``check()``.
     Returns the previous handlers for ``restore`` ({} outside the main thread)."""
     if not _main_thread():
         return {}
-    previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
+    previous: Previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
     _pending.clear()
     if previous[signal.SIGINT] is not signal.SIG_IGN:  # a background job of a shell ignores Ctrl-C
         signal.signal(signal.SIGINT, _stopper(_keyboard_interrupt))
@@ -174,19 +179,19 @@ def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def ignore_signals() -> dict:
+def ignore_signals() -> Previous:
     """After a stop, a second signal must not cut the saving of progress or the exit short.
     Returns the handlers to restore ({} outside the main thread, where signals cannot be set;
     a sweep's main thread holds them there)."""
     if not _main_thread():
         return {}
-    previous = {signum: signal.getsignal(signum) for signum in HANDLED_SIGNALS}
+    previous: Previous = {signum: signal.getsignal(signum) for signum in HANDLED_SIGNALS}
     for signum in HANDLED_SIGNALS:
         signal.signal(signum, signal.SIG_IGN)
     return previous
 
 
-def restore(previous: dict) -> None:
+def restore(previous: Mapping[int, AnyHandler]) -> None:
     """Put back the handlers ``previous`` maps signals to (None: the default)."""
     if not _main_thread():
         return
@@ -195,6 +200,6 @@ def restore(previous: dict) -> None:
         signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 
 
-def interrupted_by_term() -> dict:
+def interrupted_by_term() -> Previous:
     """The run's handlers: ``install(raise_interrupted)``; returns every handled signal's old handler."""
     return install(raise_interrupted)

@@ -77,7 +77,7 @@ def configure(environ: Optional[MutableMapping[str, str]] = None, load: Optional
     return describe(environ)
 
 
-def _set_threads(environ, load: Optional[float], cpus: Optional[int]) -> None:
+def _set_threads(environ: MutableMapping[str, str], load: Optional[float], cpus: Optional[int]) -> None:
     if environ.get("OMP_NUM_THREADS"):
         return
     choice = (environ.get(THREADS_CHOICE) or "auto").strip().lower()

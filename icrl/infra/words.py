@@ -5,6 +5,6 @@ passed as ``many``)."""
 from __future__ import annotations
 
 
-def plural(count, noun: str, many: str = "") -> str:
+def plural(count: float, noun: str, many: str = "") -> str:
     """``count`` and ``noun``, the noun in the plural unless the count is exactly 1."""
     return f"{count:g} {noun if count == 1 else (many or noun + 's')}"

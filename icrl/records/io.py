@@ -9,18 +9,18 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Iterable, Sequence, TextIO
+from typing import Any, Iterable, Mapping, Sequence, TextIO, Union
 
 from ..errors import CannotWrite
 from ..infra.atomic import write_atomic
 
 
-def write_json_atomic(path: Path, data) -> None:
+def write_json_atomic(path: Path, data: object) -> None:
     """A JSON document (indented), atomically."""
     write_atomic(path, lambda f: json.dump(data, f, indent=2, ensure_ascii=False))
 
 
-def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> None:
+def write_jsonl_atomic(path: Path, records: Iterable[dict[str, Any]]) -> None:
     """JSON lines, one record each, atomically (a repaired records file)."""
     def write(f: TextIO) -> None:
         for record in records:
@@ -29,7 +29,7 @@ def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> None:
     write_atomic(path, write)
 
 
-def write_csv_atomic(path: Path, fieldnames: Sequence[str], rows: Iterable[dict]) -> None:
+def write_csv_atomic(path: Path, fieldnames: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
     """A CSV table with a header row, atomically."""
     def write(f: TextIO) -> None:
         writer = csv.DictWriter(f, fieldnames=list(fieldnames))
@@ -39,7 +39,7 @@ def write_csv_atomic(path: Path, fieldnames: Sequence[str], rows: Iterable[dict]
     write_atomic(path, write, newline="")
 
 
-def append_jsonl(path: Path, record: dict) -> None:
+def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     """Append one JSON line, flushed and fsynced (a killed run loses at most the line in flight)."""
     line = json.dumps(record, ensure_ascii=False) + "\n"
     try:
@@ -60,8 +60,8 @@ class NotJSON(ValueError):
     numbers: the record's types refuse them where a number must be finite, naming the field.)"""
 
 
-def _no_repeats(pairs: list) -> dict:
-    seen: dict = {}
+def _no_repeats(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
     for key, value in pairs:
         if key in seen:
             raise NotJSON(f"the key {key!r} is given twice in one object")
@@ -69,9 +69,9 @@ def _no_repeats(pairs: list) -> dict:
     return seen
 
 
-def _depth_within(value, limit: int = MAX_DEPTH) -> bool:
+def _depth_within(value: object, limit: int = MAX_DEPTH) -> bool:
     """Whether ``value`` nests at most ``limit`` arrays and objects (walked without recursion)."""
-    stack = [(value, 1)]
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, (list, dict)):
@@ -81,7 +81,7 @@ def _depth_within(value, limit: int = MAX_DEPTH) -> bool:
     return True
 
 
-def loads(text):
+def loads(text: Union[str, bytes]) -> Any:
     """One JSON value as records hold it (``NotJSON`` otherwise: see the class)."""
     try:
         value = json.loads(text, object_pairs_hook=_no_repeats)
@@ -96,7 +96,7 @@ def loads(text):
     return value
 
 
-def read_json(path: Path):
+def read_json(path: Path) -> Any:
     """A JSON file as records hold it: ``NotJSON`` (a ValueError) when it is not (see ``loads``)."""
     with open(path, "rb") as f:
         data = f.read()
@@ -151,7 +151,7 @@ def parse_jsonl(path: Path) -> tuple[list[tuple[int, object]], list[int], bool]:
     return records, bad, cut_tail
 
 
-def read_jsonl(path: Path, repair: bool = False) -> list[dict]:
+def read_jsonl(path: Path, repair: bool = False) -> list[Any]:
     """Every complete line of a JSON-lines file.
 
     Reading stops at the first line without its newline or that does not parse (a write cut

@@ -4,7 +4,9 @@ and the names of the files in it. See the package docstring for the layout."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
+from typing import Any, Union
 
 from ..method.agents import agent_folder
 from ..method.strategies import STRATEGIES
@@ -17,7 +19,7 @@ CONFIG, TRAIN, TEST, RESULTS, LOG = "config.json", "train.jsonl", "test.jsonl", 
 MAX_CONTEXT_FILE = "maximum_context_length.json"
 
 
-def experiment_dir(output_dir, args: dict) -> Path:
+def experiment_dir(output_dir: Union[str, os.PathLike[str]], args: dict[str, Any]) -> Path:
     """The published directory layout for one experiment's arguments, plus ``run_folder``; a
     learner's run (``--agent`` other than llm) has ``agent+<agent>+<features>`` in place of the
     model's folder (no model folder holds a '+', so it is distinct from every LLM run's)."""
@@ -45,7 +47,7 @@ def experiment_dir(output_dir, args: dict) -> Path:
 OPTIONAL_FOLDER_ARGS = FOLDER_FIELDS
 
 
-def run_folder(args: dict) -> str:
+def run_folder(args: dict[str, Any]) -> str:
     """The last folder of a run's path: what the published path lacks and changes results.
 
     ``seed<seed>_testseed<test_seed>_testk<k|all>_every<test_every>``, then, only when set
@@ -70,11 +72,11 @@ def _safe(text: str) -> str:
     return "".join(c if c.isascii() and (c.isalnum() or c in ".-") else "-" for c in text)
 
 
-def max_context_path(output_dir, model_name: str, task_name: str) -> Path:
+def max_context_path(output_dir: Union[str, os.PathLike[str]], model_name: str, task_name: str) -> Path:
     return inside(output_dir, model_folder(model_name), folder_name(task_folder(task_name)), MAX_CONTEXT_FILE)
 
 
-def find_runs(root) -> list[Path]:
+def find_runs(root: Union[str, os.PathLike[str]]) -> list[Path]:
     """Every experiment directory below ``root``: one holding config.json that is a run's (see
     ``is_run_folder``). Other folders with a config.json (a model's or a tokenizer's copied
     under the data folder, as ``make gpu-assets`` does) are not runs and are left out silently."""

@@ -4,7 +4,7 @@ and test steps (the summary of its records, results.json, is ``icrl.records.summ
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Iterable, Optional
 
 
 def mode_of(icrl: bool, max_examples: Optional[int]) -> str:
@@ -34,7 +34,7 @@ class Plan:
     mode: str
     max_examples: Optional[int]  # None: a learner's (no context)
     steps: int
-    test_steps: tuple
+    test_steps: tuple[int, ...]
 
     @classmethod
     def of(cls, icrl: bool, max_examples: Optional[int], num_train: int, test_every: int) -> "Plan":
@@ -42,6 +42,6 @@ class Plan:
         steps, tests = plan_steps(mode, num_train, test_every, max_examples)
         return cls(mode, max_examples, steps, tuple(tests))
 
-    def with_tests(self, extra) -> "Plan":
+    def with_tests(self, extra: Iterable[int]) -> "Plan":
         """The plan with more test steps (kept from the shorter runs an extended run grew from)."""
         return replace(self, test_steps=tuple(sorted(set(self.test_steps) | set(extra))))

@@ -22,6 +22,7 @@ import hashlib
 import os
 import re
 from pathlib import Path
+from typing import Union
 
 from ..errors import UsageError
 
@@ -72,7 +73,7 @@ def folder_name(text: str) -> str:
     return f"{_clean(text)[:60]}-{_digest(text)}"
 
 
-def inside(root, *parts) -> Path:
+def inside(root: Union[str, os.PathLike[str]], *parts: Union[str, os.PathLike[str]]) -> Path:
     """``Path(root).joinpath(*parts)``, refused (UsageError) unless it lies under ``root``."""
     root = Path(root)
     path = root.joinpath(*parts)

@@ -12,7 +12,7 @@ existed, or fields of only some backends or runs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional, TypedDict, Union
+from typing import Any, Dict, List, Mapping, Optional, TypedDict, Union
 
 from ..backends.usage import UsageRecord
 from ..errors import DamagedRecords
@@ -44,7 +44,7 @@ class TrainLine:
     accuracy: Optional[int]     # 1 if the prediction is the answer; None in ICL
     context_size: int
     context: List[int]          # steps whose episodes were in the context, in context order
-    metrics: dict               # the strategy's metrics (approximate: context_index, context_lengths;
+    metrics: Dict[str, Any]     # the strategy's metrics (approximate: context_index, context_lengths;
                                 # --ucb_alpha: ucb {score, counts, means}; knn_*: knn_scores) or the
                                 # learner's (epsilon-greedy: explored)
     reset: Optional[bool] = None     # --prob_reset: the strategy forgot the steps before this one
@@ -58,8 +58,8 @@ class TrainLine:
     time_s: float = 0.0              # the whole step, its test included
     usage: Optional[UsageRecord] = None  # an API backend: what it reported for the step's training calls
 
-    def as_json(self) -> dict:
-        out: dict = {}
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
         for name, value in _as_json(self, OPTIONAL_TRAIN).items():
             if name == "answers":
                 out.update((k, v) for k, v in value.items() if v is not None)
@@ -68,14 +68,14 @@ class TrainLine:
         return out
 
     @classmethod
-    def from_json(cls, record: dict, where: str = "train.jsonl") -> "TrainLine":
+    def from_json(cls, record: object, where: str = "train.jsonl") -> "TrainLine":
         """The line a record says, every field checked against its type (``records.typed``; a
         declared call's answer: text or null): DamagedRecords naming ``where`` and the field
         otherwise."""
         if not isinstance(record, dict) or all(name in _TRAIN_FIELDS and name != "answers" for name in record):
             return parse(cls, record, where)
         declared = answer_fields()
-        answers = {}
+        answers: dict[str, Optional[str]] = {}
         for name, value in record.items():
             if name in declared and name not in _TRAIN_FIELDS:
                 if not fits(value, Optional[str]):
@@ -125,18 +125,18 @@ class TestLine:
     context_size: Union[int, List[int]]  # a query-aware strategy (knn_*): a list, one size per test input
     context: Optional[List[int]] = None           # the step's context (not for query-aware strategies)
     contexts: Optional[List[List[int]]] = None    # query-aware strategies: one context per test input
-    metrics: dict = field(default_factory=dict)
+    metrics: Dict[str, Any] = field(default_factory=dict)
     reward: Optional[float] = None  # --reward other than exact_match: the mean reward (accuracy stays exact)
     reasoning: Optional[List[str]] = None  # --reasoning: what the model wrote before each test answer
     reasoning_tokens: Optional[List[int]] = None  # --reasoning: the tokens each took
     time_s: float = 0.0
     usage: Optional[UsageRecord] = None  # an API backend: what it reported for the test calls
 
-    def as_json(self) -> dict:
+    def as_json(self) -> dict[str, Any]:
         return _as_json(self, OPTIONAL_TEST)
 
     @classmethod
-    def from_json(cls, record: dict, where: str = "test.jsonl") -> "TestLine":
+    def from_json(cls, record: object, where: str = "test.jsonl") -> "TestLine":
         """The line a record says, every field checked against its type: DamagedRecords naming
         ``where`` and the field otherwise."""
         return parse(cls, record, where)
@@ -152,7 +152,7 @@ OPTIONAL_TRAIN = ("reset", "explored", "reward", "reasoning", "reasoning_tokens"
 _TRAIN_FIELDS = tuple(f.name for f in fields(TrainLine))
 
 
-def train_line_fields(values: dict) -> dict:
+def train_line_fields(values: Mapping[str, Any]) -> dict[str, Any]:
     """A step's record fields (``Decision.fields``, a reward's ``fields()``) as ``TrainLine``'s
     keyword arguments: a field of its own passes, any other is a declared call's answer."""
     out = {name: value for name, value in values.items() if name in _TRAIN_FIELDS and name != "answers"}
@@ -163,7 +163,7 @@ def train_line_fields(values: dict) -> dict:
 OPTIONAL_TEST = ("context", "contexts", "reward", "reasoning", "reasoning_tokens", "usage")
 
 
-def _as_json(line, optional: tuple) -> dict:
+def _as_json(line: Union[TrainLine, TestLine], optional: tuple[str, ...]) -> dict[str, Any]:
     """The line as written: its fields in order, the optional ones only when set."""
     return {f.name: getattr(line, f.name) for f in fields(line)
             if f.name not in optional or getattr(line, f.name) is not None}

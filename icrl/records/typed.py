@@ -9,7 +9,8 @@ TypedDict's annotations (token_counts.json). What an annotation admits:
 - ``int``: a JSON integer, never ``true``/``false``; ``float``: any finite JSON number but a
   boolean (NaN and infinities are no value a record holds); ``str``, ``bool``: themselves;
 - ``Optional[X]``: null or X; ``Union[X, Y]``: X or Y; ``Any``: anything;
-- ``List[X]``/``list``: an array (of X); ``Dict[str, X]``/``dict``: an object (of X);
+- ``List[X]``/``list``: an array (of X); ``Dict[str, X]``/``dict``: an object (of X); in words,
+  ``List[Any]`` and ``Dict[str, Any]`` are "a list" and "an object", as ``list`` and ``dict`` are;
 - a TypedDict: an object with exactly its keys, each of its type;
 - a dataclass: an object whose keys are its fields (a field's JSON name is its metadata's
   ``json`` where the name is a Python keyword: ``from``), those without a default present;
@@ -151,9 +152,9 @@ def expected(annotation: Any) -> str:
     if origin is Union:
         return " or ".join(expected(a) for a in sorted(args, key=lambda a: a is type(None)))
     if origin is list:
-        return f"a list of {_plural(args[0])}" if args else "a list"
+        return f"a list of {_plural(args[0])}" if args and args[0] is not Any else "a list"
     if origin is dict:
-        return f"an object of {_plural(args[1])}" if args else "an object"
+        return f"an object of {_plural(args[1])}" if args and args[1] is not Any else "an object"
     if typing.is_typeddict(annotation):
         return f"an object of exactly {', '.join(f'{k} ({expected(t)})' for k, t in hints(annotation).items())}"
     if is_record_class(annotation):

@@ -21,7 +21,7 @@ is estimated.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Protocol, Sequence
 
 from ..backends import backend_class, resolve_backend_name
 from ..backends.prices import Prices, load_prices, money
@@ -29,6 +29,9 @@ from ..backends.usage import ReportsUsage
 from ..errors import UsageError
 from ..records.configfile import ConfigFile
 from ..records.schema import TestLine, TrainLine
+
+if TYPE_CHECKING:
+    from .execution import Run
 
 ASSUMED = ("cache assumed: a test step's shared context served from the cache for every test prompt after its "
            "first (the cached-input price), every other prompt token at the input price")
@@ -39,13 +42,13 @@ def cached_and_output(record: ConfigFile, train: Sequence[TrainLine], test: Sequ
     """The estimate's ``cached_prompt_tokens`` and ``output_tokens`` of a played run (module
     docstring): per test step, its first two prompts' shared prefix once for every prompt after
     the first; the longest label's tokens once per label call."""
-    from ..analysis.counting import Replay
+    from ..analysis.counting import CountedCall, Replay
     from ..analysis.prefixes import FakeEncoder, SegmentEncoder
     from ..backends.fake import FakeChat
 
     replay = Replay(record, train, test, chat)
     encoder = FakeEncoder(chat) if isinstance(chat, FakeChat) else SegmentEncoder(chat)
-    by_step: dict = {}
+    by_step: dict[int, list[CountedCall]] = {}
     for call in replay.calls():
         if call.kind == "test":
             by_step.setdefault(call.step, []).append(call)
@@ -57,8 +60,20 @@ def cached_and_output(record: ConfigFile, train: Sequence[TrainLine], test: Sequ
             differ = (a[:n] != b[:n]).nonzero()[0]
             cached += (int(differ[0]) if len(differ) else n) * (len(calls) - 1)
     label = max((chat.count_tokens(f" {x}") for x in record.labels), default=1)
-    calls = sum(1 for c in replay.calls() if c.kind in ("train", "test"))
-    return {"cached_prompt_tokens": cached, "output_tokens": calls * label}
+    label_calls = sum(1 for c in replay.calls() if c.kind in ("train", "test"))
+    return {"cached_prompt_tokens": cached, "output_tokens": label_calls * label}
+
+
+class Estimated(Protocol):
+    """What a run's price is made of: its estimate's tokens (``icrl.sweep.estimate.Estimate``)."""
+
+    error: Optional[str]
+    cached_prompt_tokens: int
+    output_tokens: int
+    generated_tokens: int
+
+    @property
+    def prompt_tokens(self) -> int: ...
 
 
 @dataclass
@@ -67,31 +82,33 @@ class Pricing:
     runs a hosted API bills) and the price file."""
 
     prices: Prices
-    model: dict = field(default_factory=dict)
+    model: dict[int, str] = field(default_factory=dict)
 
     @classmethod
-    def of_runs(cls, runs: Sequence, path: Optional[str]) -> "Pricing":
+    def of_runs(cls, runs: Sequence[Run], path: Optional[str]) -> "Pricing":
         """The price file ``path`` (None: the default) for the valid ``runs``; UsageError for a
         bad file, or for a billed run whose model the user's own file does not price."""
         prices = load_prices(path)
         pricing = cls(prices)
         for run in runs:
-            if run.error is not None or not billed(run.args.spec.backend):
+            if run.error is not None:
                 continue
-            s = run.args.spec
+            s = run.valid_args().spec
+            if not billed(s.backend):
+                continue
             pricing.model[run.index] = s.api_model or s.model_name
             if prices.own and prices.of(pricing.model[run.index]) is None:
                 raise UsageError(f"{prices.missing(pricing.model[run.index])} (run #{run.index} needs it)")
         return pricing
 
-    def dollars(self, index: int, e) -> Optional[float]:
+    def dollars(self, index: int, e: Estimated) -> Optional[float]:
         """Run ``index``'s estimated dollars (None: not billed, not estimated or no price)."""
         price = self.prices.of(self.model[index]) if index in self.model else None
         if price is None or e.error is not None:
             return None
         return price.dollars(e.prompt_tokens, e.cached_prompt_tokens, e.output_tokens + e.generated_tokens)
 
-    def beside(self, index: int, e) -> str:
+    def beside(self, index: int, e: Estimated) -> str:
         """What a run's row says of its dollars and the date of its price ("" for a run no API bills)."""
         if index not in self.model or e.error is not None:
             return ""
@@ -100,7 +117,7 @@ class Pricing:
         return f"  {money(value)} ({price.dated()})" if value is not None and price is not None else \
             f"  (no price for {self.model[index]!r})"
 
-    def footer(self, estimates: dict) -> list[str]:
+    def footer(self, estimates: Mapping[int, Estimated]) -> list[str]:
         """The total in dollars, what it assumes, and the runs without a price."""
         if not self.model:
             return []
@@ -116,7 +133,7 @@ class Pricing:
             lines.append(f"  not priced: run(s) #{', #'.join(map(str, runs))}: {self.prices.missing(model)}")
         return lines
 
-    def _uncached(self, estimates: dict) -> float:
+    def _uncached(self, estimates: Mapping[int, Estimated]) -> float:
         total = 0.0
         for i, model in self.model.items():
             price, e = self.prices.of(model), estimates.get(i)

@@ -20,17 +20,23 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Mapping, Optional, Sequence
 
 import numpy as np
 
-from ..backends import offline_chat
+from ..backends import Generated, offline_chat
 from ..backends.fake import FakeChat, fake_label
 from ..errors import UsageError
 from ..records.configfile import ConfigFile
 from ..records.schema import TestLine, TrainLine
 
-_SEARCHED: dict = {}  # automatic context sizes found in this process
+if TYPE_CHECKING:
+    from ..config import RunConfig
+    from ..method.rewards import Reward
+    from ..run.data import RunData
+    from .execution import Run
+
+_SEARCHED: dict[Hashable, int] = {}  # automatic context sizes found in this process
 SAMPLED_CALLS = 1000  # beyond this many training (or test) calls in a run, a sample is counted
 FIELDS = ("train_calls", "train_prompt_tokens", "processed_tokens", "test_calls", "test_prompt_tokens",
           "generated_tokens")
@@ -55,16 +61,17 @@ class StandIn:
     name = "estimate"
     reads_prompts = False
 
-    def __init__(self, chat, answers: dict, right: Sequence[bool], seed: int):
+    def __init__(self, chat: Any, answers: dict[str, str], right: Sequence[bool], seed: int) -> None:
         self.chat, self.answers, self.right, self.seed = chat, answers, right, seed
         self.max_model_len = chat.max_model_len
         self.supports_system_role = chat.supports_system_role
         self.eot_token = chat.eot_token
 
-    def render(self, messages, prefix) -> str:
+    def render(self, messages: Sequence[dict[str, str]], prefix: str) -> str:
         return messages[-1]["content"].rsplit("\n\n", 1)[-1]
 
-    def predict(self, prompts, labels, temperature, seed, progress=None):
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], None]] = None) -> list[str]:
         labels, step = list(labels), seed - self.seed
         out = []
         for query in prompts:
@@ -76,13 +83,12 @@ class StandIn:
                 out.append(fake_label(query, wrong, seed))
         return out
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         """Written text (reasoning, a guide): none, its whole budget of tokens (an upper bound)."""
-        from ..backends import Generated
-
         return [Generated("", max_tokens) for _ in prompts]
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"backend": self.name}
 
 
@@ -97,7 +103,7 @@ class Estimate:
     test_prompt_tokens: int = 0
     steps: int = 0
     generated_tokens: int = 0  # --reasoning and written guides, each at its whole budget (an upper bound)
-    other_calls: dict = field(default_factory=dict)  # each declared call that answers a label, by its summary
+    other_calls: dict[str, int] = field(default_factory=dict)  # each declared call that answers a label, by its summary
     cached_prompt_tokens: int = 0  # of the prompt tokens, those a prompt cache is assumed to serve (sweep.cost)
     output_tokens: int = 0  # the label calls' answers (sweep.cost)
     note: str = ""
@@ -111,10 +117,10 @@ class Estimate:
 class Tokenizers:
     """Each model's tokenizer, loaded once for the whole sweep."""
 
-    def __init__(self):
-        self._chats: dict = {}
+    def __init__(self) -> None:
+        self._chats: dict[Hashable, Any] = {}
 
-    def chat(self, config):
+    def chat(self, config: RunConfig) -> Any:
         s = config.spec
         key = (s.backend, s.model_name, s.max_model_len, s.eot_token, s.rope_scaling, s.published_tokenization)
         if key not in self._chats:
@@ -126,7 +132,7 @@ class Tokenizers:
         return self._chats[key]
 
 
-def context_size(config, data, chat) -> int:
+def context_size(config: RunConfig, data: RunData, chat: Any) -> int:
     """The run's context size as the run resolves it (``icrl.run.size``: in its search window):
     read from the size cache as the run reads it (``run.size.cached``), searched otherwise, but
     never written."""
@@ -147,10 +153,12 @@ def context_size(config, data, chat) -> int:
     return max(fit - len(data.exemplars), 1) if data.exemplars else fit
 
 
-def play(config, chat, share: float, reward=None):
+def play(config: RunConfig, chat: Any, share: float, reward: Optional[Reward] = None
+         ) -> Optional[tuple[ConfigFile, list[TrainLine], list[TestLine]]]:
     """One run assembled and played in memory (see the module docstring): (its config.json
     record, training records, test records), or None for a learner (no model calls). ``reward``:
     in place of the run's own reward function (tests replay a finished run's rewards)."""
+    from ..config import given
     from ..method.agents import is_learner
     from ..run.assemble import MemoryRecords, assemble, plan_of
     from ..run.data import load_data
@@ -163,7 +171,7 @@ def play(config, chat, share: float, reward=None):
     plan = plan_of(config, data, context_size(config, data, chat))
     task = data.task
     answers = {task.prompt(e): task.answer(e) for e in [*data.train, *data.test]}
-    backend = StandIn(chat, answers, rewarded_steps(share, plan.steps), s.seed)
+    backend = StandIn(chat, answers, rewarded_steps(share, plan.steps), given(s.seed, "seed"))
     records = MemoryRecords()
     assemble(config, data, plan, lambda call: backend, records, reward=reward).loop.run(0)
     record = ConfigFile.parse(config_record(config, plan, data, backend.describe()), "the estimate's config.json")
@@ -185,11 +193,14 @@ def count(record: ConfigFile, train: Sequence[TrainLine], test: Sequence[TestLin
                     note="ICL: its training steps send nothing; the published count counts them" if mode == "icl" else "")
 
 
+_Trie = dict[int, "_Trie"]  # the episodes of the contexts so far, each to the episodes after it
+
+
 def shared_contexts(contexts: Sequence[Sequence[int]]) -> list[int]:
     """For each context (a list of episode indices, in call order), how many of its first
     episodes it shares with an earlier context (the longest such run): its prompt shares
     those episodes' tokens with an earlier prompt, which is what the processed count leaves out."""
-    root: dict = {}
+    root: _Trie = {}
     out = []
     for context in contexts:
         node, shared = root, 0
@@ -273,7 +284,7 @@ def sampled_count(record: ConfigFile, train: Sequence[TrainLine], test: Sequence
                     note=f"sampled: one training call in {every}" if every > 1 else "")
 
 
-def estimate_run(config, chat, share: float, budget: int = SAMPLED_CALLS) -> Estimate:
+def estimate_run(config: RunConfig, chat: Any, share: float, budget: int = SAMPLED_CALLS) -> Estimate:
     """One run's estimate at the assumed share of rewarded episodes: every call counted, or a
     sample of them (``sampled_count``) when the run has more than ``budget`` of a kind."""
     played = play(config, chat, share)
@@ -299,7 +310,7 @@ def generated(record: ConfigFile, train: Sequence[TrainLine], test: Sequence[Tes
     from ..run.assemble import all_calls
 
     tokens = sum(r.reasoning_tokens or 0 for r in train) + sum(sum(r.reasoning_tokens or []) for r in test)
-    other = {}
+    other: dict[str, int] = {}
     for call in all_calls():
         n = sum(1 for r in train if call.answered(r))
         if call.generates:
@@ -309,17 +320,19 @@ def generated(record: ConfigFile, train: Sequence[TrainLine], test: Sequence[Tes
     return {"generated_tokens": tokens, "other_calls": other}
 
 
-def estimate_runs(runs: Sequence, share: float, on_run=None) -> dict:
+def estimate_runs(runs: Sequence[Run], share: float,
+                  on_run: Optional[Callable[[Run, Estimate], None]] = None) -> dict[int, Estimate]:
     """Estimates of the valid ``runs`` by run index. A run whose tokenizer or data cannot load
     gets an Estimate with ``error`` set (the report leaves it out of the totals and says so).
     ``on_run(run, estimate)`` is called as each run is done (a long sweep prints as it goes)."""
     tokenizers = Tokenizers()
-    out = {}
+    out: dict[int, Estimate] = {}
     for run in runs:
         if run.error is not None:
             continue
         try:
-            out[run.index] = estimate_run(run.args, tokenizers.chat(run.args), share)
+            args = run.valid_args()
+            out[run.index] = estimate_run(args, tokenizers.chat(args), share)
         except UsageError as exc:
             out[run.index] = Estimate(error=str(exc))
         if on_run is not None:
@@ -339,7 +352,7 @@ def header(share: float) -> list[str]:
             f"{'test calls':>10} {'test tokens':>14}"]
 
 
-def row(run, e: Estimate) -> str:
+def row(run: Run, e: Estimate) -> str:
     if e.error is not None:
         return f"{'#' + str(run.index):>5} not estimated (left out of the total): {e.error}"
     return (f"{'#' + str(run.index):>5} {e.steps:>7} {_n(e.train_calls):>11} {_n(e.train_prompt_tokens):>14} "
@@ -355,7 +368,7 @@ def _beside(e: Estimate) -> str:
     return f"  (+ {', '.join(parts)})" if parts else ""
 
 
-def footer(estimates: dict, tokens_per_s: Optional[float]) -> list[str]:
+def footer(estimates: Mapping[int, Estimate], tokens_per_s: Optional[float]) -> list[str]:
     """The total and, given a throughput, GPU-hours."""
     total = Estimate()
     for e in estimates.values():
@@ -379,7 +392,8 @@ def footer(estimates: dict, tokens_per_s: Optional[float]) -> list[str]:
     return lines
 
 
-def report(runs: Sequence, estimates: dict, share: float, tokens_per_s: Optional[float]) -> list[str]:
+def report(runs: Sequence[Run], estimates: Mapping[int, Estimate], share: float,
+           tokens_per_s: Optional[float]) -> list[str]:
     """Every line run_sweep.py --estimate prints after the runs' commands."""
     return header(share) + [row(r, estimates[r.index]) for r in runs if r.index in estimates] + \
         footer(estimates, tokens_per_s)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Callable, Hashable, Optional, Protocol, Sequence
 
+from ..backends import Backend
 from ..cli import parse_args
 from ..cli.validate import WrongAgentSetting
 from ..config import RunConfig
@@ -19,13 +20,13 @@ from ..run.environment import backend_spec_of
 from ..run import plugins as run_plugins
 from ..run.experiment import Experiment
 from ..run.observers import TestLines
-from .lockstep import LockStep, Outcome
+from .lockstep import LockStep, Outcome, RunBackend
 
 
 class Run:
     """One run of the sweep: its words, its parsed arguments (or why they are invalid)."""
 
-    def __init__(self, index: int, words: list[str], weights: bool = True):
+    def __init__(self, index: int, words: list[str], weights: bool = True) -> None:
         """``weights=False``: the run is only estimated, so its model needs only a tokenizer."""
         self.index, self.words = index, words
         self.args: Optional[RunConfig] = None
@@ -49,7 +50,7 @@ class Run:
         assert self.args is not None, f"run #{self.index} is invalid: {self.error}"
         return self.args
 
-    def backend_key(self):
+    def backend_key(self) -> Hashable:
         """The run's BackendSpec without engine-wide values: runs with equal keys share a backend."""
         return backend_spec_of(self.valid_args(), engine=False)
 
@@ -59,10 +60,18 @@ class Run:
         return f"#{self.index} {a.spec.task_name} {what} seed {a.spec.seed}"
 
 
+class Listener(Protocol):
+    """What hears a group's progress: ``update()`` after each batch, ``close()`` at the end."""
+
+    def update(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Progress:
     """One bar for the whole sweep (steps of all runs) and a line per test step."""
 
-    def __init__(self, experiments: dict, enabled: bool = True):
+    def __init__(self, experiments: dict[Run, Experiment], enabled: bool = True) -> None:
         from tqdm.auto import tqdm
 
         self.experiments = experiments
@@ -76,7 +85,7 @@ class Progress:
         total = 0
         for run, exp in self.experiments.items():
             steps = exp.steps
-            total += steps if steps is not None else max(run.args.spec.train_k, 0)
+            total += steps if steps is not None else max(run.valid_args().spec.train_k, 0)
         return total
 
     def update(self) -> None:
@@ -89,8 +98,9 @@ class Progress:
         self.bar.close()
 
 
-def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, progress: bool = True,
-            reporter=None) -> list[Outcome]:
+def execute(runs: Sequence[Run], *, backend: Optional[Backend] = None, width: Optional[int] = None,
+            progress: bool = True, reporter: Optional[Callable[[dict[Run, Experiment]], Listener]] = None
+            ) -> list[Outcome]:
     """Run valid ``runs`` (one backend configuration) in lock-step; ``backend``: already loaded
     (else loaded here, unless every run is already finished). ``reporter(experiments)``, when
     given, makes what hears the progress (``update()`` after each batch, ``close()``) in place of
@@ -102,10 +112,10 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
         loader.load_backend()
         backend, loader.backend = loader.backend, None
         owned = backend
-    bar = reporter(experiments) if reporter is not None else Progress(experiments, enabled=progress)
+    bar: Listener = reporter(experiments) if reporter is not None else Progress(experiments, enabled=progress)
 
-    def target(exp):
-        def start(proxy):
+    def target(exp: Experiment) -> Callable[[RunBackend], dict[str, Any]]:
+        def start(proxy: RunBackend) -> dict[str, Any]:
             exp.backend = proxy
             try:
                 return exp.run()
@@ -126,21 +136,21 @@ def execute(runs: Sequence[Run], *, backend=None, width: Optional[int] = None, p
 
 
 def groups_of(runs: Sequence[Run]) -> list[list[Run]]:
-    groups: dict = {}
+    groups: dict[Hashable, list[Run]] = {}
     for run in runs:
         groups.setdefault(run.backend_key(), []).append(run)
     return list(groups.values())
 
 
-def close_backend(backend) -> None:
+def close_backend(backend: object) -> None:
     close = getattr(backend, "close", None)
     if close is not None:
         close()
 
 
-def run_all(runs: Sequence[Run], width: Optional[int], progress: bool = True) -> dict:
+def run_all(runs: Sequence[Run], width: Optional[int], progress: bool = True) -> dict[int, Outcome]:
     """Every valid run, group by group; returns outcomes by run index (invalid runs: failed)."""
-    outcomes: dict = {}
+    outcomes: dict[int, Outcome] = {}
     for run in runs:
         if run.error is not None:
             outcomes[run.index] = Outcome(status="failed", error=run.error)

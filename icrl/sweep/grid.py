@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import itertools
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from ..cli.parser import flag_action, flag_words
+from ..cli.parser import ArgumentParser, flag_action, flag_words
 from ..errors import UsageError
 
 TIE = "+"
 
 
-def table_words(parser, table: dict) -> list[str]:
+def table_words(parser: ArgumentParser, table: Mapping[str, Any]) -> list[str]:
     words: list[str] = []
     for key, value in table.items():
         for name in key.split(TIE):
@@ -39,7 +39,7 @@ def parse_grid_option(text: str) -> tuple[str, list[str]]:
     return key, items
 
 
-def load_toml(path: str) -> dict:
+def load_toml(path: str) -> dict[str, Any]:
     """A sweep file: optional ``name``, ``[base]`` flags, ``[grid]`` lists, ``[[run]]`` entries."""
     import tomllib
 
@@ -68,8 +68,8 @@ def load_toml(path: str) -> dict:
     return data
 
 
-def expand(parser, *, preset: Optional[Sequence[Sequence[str]]] = None,
-           config: Optional[dict] = None, grid: Iterable[tuple[str, list]] = (),
+def expand(parser: ArgumentParser, *, preset: Optional[Sequence[Sequence[str]]] = None,
+           config: Optional[Mapping[str, Any]] = None, grid: Iterable[tuple[str, Sequence[Any]]] = (),
            extra: Sequence[str] = ()) -> list[list[str]]:
     """Every run's argument list, in a fixed order (runs of the preset / file, then the grid,
     last key varying fastest)."""
@@ -79,7 +79,7 @@ def expand(parser, *, preset: Optional[Sequence[Sequence[str]]] = None,
     file_runs = [table_words(parser, table) for table in config.get("run", [])] or [[]]
     runs = [r + base + f for r in runs for f in file_runs]
     axes = list(config.get("grid", {}).items()) + list(grid)
-    seen: dict = {}
+    seen: dict[str, str] = {}
     for key, _ in axes:
         for name in key.split(TIE):
             flag_action(parser, name.strip())
@@ -122,7 +122,8 @@ def shard_indices(count: int, shard: Optional[tuple[int, int]]) -> list[int]:
     return [k for k in range(count) if k % n == i - 1]
 
 
-def default_name(preset: Optional[str], config_path: Optional[str], config: Optional[dict]) -> Optional[str]:
+def default_name(preset: Optional[str], config_path: Optional[str],
+                 config: Optional[Mapping[str, Any]]) -> Optional[str]:
     if config and isinstance(config.get("name"), str) and config["name"].strip():
         return config["name"].strip()
     if config_path:

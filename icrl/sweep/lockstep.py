@@ -28,9 +28,9 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence, Union, runtime_checkable
 
-from ..backends import Call, predict_calls
+from ..backends import Backend, Call, predict_calls
 from ..backends.usage import ReportsCallUsage, ReportsUsage, Usage
 from ..errors import UsageError
 from ..infra.signals import Interrupted
@@ -41,7 +41,7 @@ class Outcome:
     """How one run of a sweep ended."""
 
     status: str = "pending"  # finished, failed, interrupted, pending
-    summary: Optional[dict] = None
+    summary: Optional[dict[str, Any]] = None
     error: Optional[str] = None
     seconds: float = 0.0
     traceback: Optional[str] = None
@@ -50,14 +50,15 @@ class Outcome:
 class RunBackend:
     """A run's view of the shared backend: everything but ``predict`` is the backend's own."""
 
-    def __init__(self, coordinator: "LockStep", key):
+    def __init__(self, coordinator: "LockStep", key: int) -> None:
         self._coordinator = coordinator
         self._key = key
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._coordinator.backend, name)
 
-    def predict(self, prompts, labels, temperature, seed, progress=None):
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], None]] = None) -> list[str]:
         out = self._coordinator.submit(self._key, Call(list(prompts), list(labels), temperature, seed, self._key))
         if progress is not None:  # the shared call returns all at once
             progress(len(out))
@@ -67,15 +68,18 @@ class RunBackend:
 class MeteredRunBackend(RunBackend):
     """A run's view of a shared backend that reports usage: ``usage()`` is the run's share."""
 
-    def __init__(self, coordinator: "LockStep", key):
+    def __init__(self, coordinator: "LockStep", key: int) -> None:
         super().__init__(coordinator, key)
         self._own = Usage()  # its direct calls' (generate)
 
     def usage(self) -> Usage:
         return self._own + self._coordinator.spent.get(self._key, Usage())
 
-    def generate(self, *args, **kwargs):
+    def generate(self, *args: Any, **kwargs: Any) -> Any:
         backend = self._coordinator.backend
+        if not isinstance(backend, ReportsUsage) or not isinstance(backend, _Generates):
+            raise AttributeError(f"{type(backend).__name__} has no generate() to meter (a metered view needs "
+                                 f"generate() and usage())")
         before = backend.usage()
         try:
             return backend.generate(*args, **kwargs)
@@ -83,10 +87,15 @@ class MeteredRunBackend(RunBackend):
             self._own = self._own + (backend.usage() - before)
 
 
+@runtime_checkable
+class _Generates(Protocol):
+    def generate(self, *args: Any, **kwargs: Any) -> Any: ...
+
+
 @dataclass
 class _Job:
     key: int
-    target: Callable[[RunBackend], dict]
+    target: Callable[[RunBackend], dict[str, Any]]
     outcome: Outcome = field(default_factory=Outcome)
     thread: Optional[threading.Thread] = None
 
@@ -94,21 +103,22 @@ class _Job:
 class LockStep:
     """Runs ``jobs`` (callables taking a backend and returning a summary) together on ``backend``."""
 
-    def __init__(self, backend, width: Optional[int] = None, on_batch: Optional[Callable[[], None]] = None):
+    def __init__(self, backend: Optional[Backend], width: Optional[int] = None,
+                 on_batch: Optional[Callable[[], None]] = None) -> None:
         self.backend = backend
         self.width = width
         self.on_batch = on_batch or (lambda: None)
         self.cond = threading.Condition()
         self.baton = threading.Lock()
-        self.pending: dict = {}
-        self.results: dict = {}
-        self.live: set = set()
+        self.pending: dict[int, Call] = {}
+        self.results: dict[int, Union[list[str], BaseException]] = {}
+        self.live: set[int] = set()
         self.signum: Optional[int] = None
         self.batches = 0
-        self.spent: dict = {}  # run key -> the usage of its batched calls (a backend that reports usage)
+        self.spent: dict[int, Usage] = {}  # run key -> the usage of its batched calls (a backend that reports usage)
 
     # -- run threads ----------------------------------------------------------------------
-    def submit(self, key, call: Call) -> list[str]:
+    def submit(self, key: int, call: Call) -> list[str]:
         with self.cond:
             if self.signum is not None:
                 raise Interrupted(self.signum)
@@ -155,7 +165,7 @@ class LockStep:
                 self.cond.notify_all()
 
     # -- the coordinator (main thread) ----------------------------------------------------------
-    def run(self, targets: Sequence[Callable[[RunBackend], dict]]) -> list[Outcome]:
+    def run(self, targets: Sequence[Callable[[RunBackend], dict[str, Any]]]) -> list[Outcome]:
         """Run every target to its end (or interruption) and return their outcomes, in order.
         KeyboardInterrupt / Interrupted in this thread are passed on after the runs saved."""
         jobs = [_Job(i, t) for i, t in enumerate(targets)]
@@ -184,11 +194,11 @@ class LockStep:
             raise
         return [job.outcome for job in jobs]
 
-    def _serve(self, calls) -> None:
+    def _serve(self, calls: Sequence[tuple[int, Call]]) -> None:
         """All calls in one backend call; if that fails, each alone, so only the runs whose
         call fails get the error."""
         try:
-            outputs: list = self._predict(calls)
+            outputs: list[Union[list[str], BaseException]] = list(self._predict(calls))
         except (KeyboardInterrupt, Interrupted):
             raise
         except Exception as exc:  # noqa: BLE001 - the batch failed: retry its calls one by one
@@ -208,7 +218,7 @@ class LockStep:
                 self.results[key] = out
             self.cond.notify_all()
 
-    def _predict(self, calls) -> list:
+    def _predict(self, calls: Sequence[tuple[int, Call]]) -> list[list[str]]:
         """The outputs of ``calls`` ((key, Call) pairs), their usage added to each run's share."""
         backend = self.backend
         if not isinstance(backend, ReportsUsage):
@@ -220,7 +230,7 @@ class LockStep:
             finally:  # what a failed batch spent is spent too
                 for key, _ in calls:
                     self.spent[key] = self.spent.get(key, Usage()) + (backend.usage_of(key) - before[key])
-        outputs = []
+        outputs: list[list[str]] = []
         for key, call in calls:  # usage told apart only call by call
             total = backend.usage()
             try:
@@ -235,7 +245,7 @@ class LockStep:
                 self.signum = int(signum)
             self.cond.notify_all()
 
-    def _join(self, jobs) -> None:
+    def _join(self, jobs: Sequence[_Job]) -> None:
         """Wait for every started run to save its progress (further Ctrl-C are ignored here)."""
         for job in jobs:
             while job.thread is not None and job.thread.is_alive():

@@ -41,14 +41,17 @@ import socket
 import sys
 import time
 from collections import deque
-from typing import Optional, Sequence
+from typing import Any, Callable, Iterator, Optional, Sequence
 
+from ..cli.sweep import SweepOptions
 from ..errors import UsageError
 from ..infra import plugins
 from ..infra.masking import scrub
 from ..infra.words import plural
 from ..records import read_log
+from .execution import Run, execute, groups_of
 from .lockstep import Outcome
+from .worker import Polled, Steps, SweepWorker
 
 INSTALL_HINT = "pip install -e .[ray] (make setup installs it)"
 # Variables a worker on another node needs to see the data, models and caches the driver sees,
@@ -60,7 +63,7 @@ SAY_EVERY_S = 30.0
 BARREN_DEATHS = 3  # deaths in a row of a batch's workers, no line written in between: the batch fails
 
 
-def import_ray():
+def import_ray() -> Any:  # the ray module (Any: mypy skips Ray's own annotations, pyproject.toml)
     try:
         import ray
     except ImportError:
@@ -83,7 +86,7 @@ def check_reachable(address: Optional[str], timeout: float = 5.0) -> None:
                          f"(ray start --head on its head node) or fix the address") from None
 
 
-def connect(ray, address: Optional[str]) -> None:
+def connect(ray: Any, address: Optional[str]) -> None:
     env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
     if plugins.loaded():  # each worker loads the driver's plugins before it reads a run's words
         env[plugins.ENV] = plugins.environment_value()
@@ -99,14 +102,13 @@ def connect(ray, address: Optional[str]) -> None:
         raise UsageError(f"cannot connect to {where}: {first}") from None
 
 
-def worker_shape(ray_resources: dict, runs, opts) -> tuple[int, float, float]:
+def worker_shape(ray_resources: dict[str, float], runs: Sequence[Run], opts: SweepOptions) -> tuple[int, float, float]:
     """(workers, GPUs per worker, CPUs per worker), checked against the cluster."""
     gpus = float(ray_resources.get("GPU", 0))
     cpus = float(ray_resources.get("CPU", 0))
     per_gpu = opts.ray_gpus_per_worker
     if per_gpu is None:
-        tp = [r.args.spec.tensor_parallel_size for r in runs
-              if getattr(r.args.spec, "tensor_parallel_size", None)]
+        tp = [n for n in (getattr(r.args.spec, "tensor_parallel_size", None) for r in runs if r.args is not None) if n]
         per_gpu = float(max(tp)) if tp else (1.0 if gpus > 0 else 0.0)
     workers = opts.ray_workers
     if workers is None:
@@ -124,7 +126,7 @@ def worker_shape(ray_resources: dict, runs, opts) -> tuple[int, float, float]:
     return workers, per_gpu, opts.ray_cpus_per_worker
 
 
-def shape_line(shape: tuple, runs: int, batches: int) -> str:
+def shape_line(shape: tuple[int, float, float], runs: int, batches: int) -> str:
     """What the sweep says once Ray has its workers: how many, their share of the cluster, and
     the runs and batches they take ("Ray: 1 worker (0 GPUs, 1 CPU each) for 4 runs in 1 batch")."""
     workers, gpus, cpus = shape
@@ -132,7 +134,7 @@ def shape_line(shape: tuple, runs: int, batches: int) -> str:
             f"{plural(runs, 'run')} in {plural(batches, 'batch', 'batches')}")
 
 
-def batches(groups: Sequence[Sequence], workers: int) -> list[list]:
+def batches(groups: Sequence[Sequence[Run]], workers: int) -> list[list[Run]]:
     """Each backend configuration's runs cut into at most ``workers`` batches (run i of the group
     to batch i mod W): every run in exactly one batch."""
     out = []
@@ -142,21 +144,21 @@ def batches(groups: Sequence[Sequence], workers: int) -> list[list]:
     return out
 
 
-def lines_written(batch) -> int:
+def lines_written(batch: Sequence[Run]) -> int:
     """Lines the runs of ``batch`` have in their records (train.jsonl and test.jsonl): what a
     dead worker left for the next one; a line more since it took the batch is progress."""
     total = 0
-    for run in batch:
+    for out_dir in (run.out_dir for run in batch if run.out_dir is not None):  # a valid run's (all a batch has)
         for name in ("train.jsonl", "test.jsonl"):
             try:
-                with open(run.out_dir / name, "rb") as f:
+                with open(out_dir / name, "rb") as f:
                     total += f.read().count(b"\n")
             except OSError:  # not written yet
                 continue
     return total
 
 
-def _cause(exc) -> BaseException:
+def _cause(exc: BaseException) -> BaseException:
     """The exception a worker raised, out of Ray's wrapper."""
     cause = getattr(exc, "cause", None)
     return cause if isinstance(cause, BaseException) else exc
@@ -170,18 +172,17 @@ def _line(exc: BaseException) -> str:
 class Driver:
     """Places the workers, hands out batches, takes back a dead worker's batch (see module)."""
 
-    def __init__(self, ray, shape: tuple, cwd: str, say=None):
-        from .worker import SweepWorker
-
+    def __init__(self, ray: Any, shape: tuple[int, float, float], cwd: str,
+                 say: Optional[Callable[[str], None]] = None) -> None:
         self.ray = ray
         self.workers_wanted, self.gpus, self.cpus = shape
         self.remote = ray.remote(SweepWorker).options(num_gpus=self.gpus, num_cpus=self.cpus, max_concurrency=2)
         self.cwd = cwd
         self.say = say or (lambda text: print(text, file=sys.stderr, flush=True))
-        self.actors: list = []
+        self.actors: list[Any] = []  # Ray actor handles
         self.deaths = 0
 
-    def _start(self):
+    def _start(self) -> Any:
         return self.remote.remote(self.cwd)
 
     def place(self, wait_s: float) -> None:
@@ -207,7 +208,7 @@ class Driver:
                 self.say(f"waiting for Ray to place {len(pending)} of {len(self.actors)} workers "
                          f"({self.gpus:g} GPUs, {self.cpus:g} CPUs each; giving up after {wait_s:g} s)")
 
-    def load(self, words_per_actor: Sequence) -> None:
+    def load(self, words_per_actor: Sequence[list[str]]) -> None:
         """Each worker loads its first batch's backend; a model that cannot load: UsageError."""
         refs = [actor.load.remote(words) for actor, words in zip(self.actors, words_per_actor)]
         for ref in refs:
@@ -216,15 +217,16 @@ class Driver:
             except Exception as exc:  # noqa: BLE001
                 raise UsageError(f"a Ray worker could not load the model: {_line(_cause(exc))}") from None
 
-    def run(self, work: Sequence[list], on_poll, width: Optional[int] = None) -> dict:
+    def run(self, work: Sequence[list[Run]], on_poll: Callable[[list[Polled]], None],
+            width: Optional[int] = None) -> dict[int, Outcome]:
         """Every batch of ``work`` (lists of Runs) to its end; outcomes by run index. A dead worker's
         batch is queued again and a new worker started, until its workers died ``BARREN_DEATHS``
         times in a row without a line written (see the module docstring)."""
         ray = self.ray
         queue = deque((batch, 0) for batch in work)  # (batch, deaths in a row without progress)
         idle = deque(self.actors)
-        busy: dict = {}  # ref -> (actor, batch, barren deaths, lines written when handed out)
-        outcomes: dict = {}
+        busy: dict[Any, tuple[Any, list[Run], int, int]] = {}  # ref -> (actor, batch, barren deaths, lines at hand-out)
+        outcomes: dict[int, Outcome] = {}
         while queue or busy:
             while queue and idle:
                 actor, (batch, barren) = idle.popleft(), queue.popleft()
@@ -250,7 +252,8 @@ class Driver:
                 idle.append(actor)
         return outcomes
 
-    def _died(self, actor, batch, barren: int, exc, queue, idle, outcomes) -> None:
+    def _died(self, actor: Any, batch: list[Run], barren: int, exc: BaseException, queue: deque[tuple[list[Run], int]],
+              idle: deque[Any], outcomes: dict[int, Outcome]) -> None:
         """A worker died running ``batch``: a new worker in its place, and the batch queued again,
         or failed after ``BARREN_DEATHS`` deaths in a row without a line written."""
         self.deaths += 1
@@ -267,7 +270,7 @@ class Driver:
         self.say(f"a Ray worker died ({_line(exc)}); its runs {labels} resume on another worker")
         queue.appendleft((batch, barren))
 
-    def _poll(self, actors) -> list:
+    def _poll(self, actors: Sequence[Any]) -> list[Polled]:
         refs = [actor.poll.remote() for actor in actors]
         out = []
         for ref in refs:
@@ -289,19 +292,19 @@ class Driver:
 class RayProgress:
     """One bar for the whole sweep, fed by the workers' polls, and their test lines."""
 
-    def __init__(self, runs, enabled: bool = True):
+    def __init__(self, runs: Sequence[Run], enabled: bool = True) -> None:
         from tqdm.auto import tqdm
 
-        self.steps: dict = {}
+        self.steps: dict[int, Steps] = {}
         for run in runs:
-            self.steps[run.index] = (0, max(run.args.spec.train_k, 0))
+            self.steps[run.index] = (0, max(run.valid_args().spec.train_k, 0))
         self.bar = tqdm(total=self._total(), disable=not enabled, desc="sweep", unit="step", dynamic_ncols=True)
         self.enabled = enabled
 
     def _total(self) -> int:
         return sum(planned if planned is not None else 0 for _, planned in self.steps.values())
 
-    def __call__(self, polls) -> None:
+    def __call__(self, polls: Sequence[Polled]) -> None:
         for steps, lines in polls:
             for index, (done, planned) in steps.items():
                 old_planned = self.steps.get(index, (0, None))[1]
@@ -320,16 +323,16 @@ class RayProgress:
 class _Held(logging.Handler):
     """Keeps the records it is handed (Ray's lines while the sweep may still refuse)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         super().__init__()
-        self.records: list = []
+        self.records: list[logging.LogRecord] = []
 
-    def emit(self, record) -> None:
+    def emit(self, record: logging.LogRecord) -> None:
         self.records.append(record)
 
 
 @contextlib.contextmanager
-def held_ray_lines():
+def held_ray_lines() -> Iterator[None]:
     """Ray's own log lines (its ``ray`` logger) held for the block: printed by Ray's handlers
     after it when it ends well, else sent to the ``icrl`` logger at debug level (a refusal
     stays one line)."""
@@ -353,23 +356,21 @@ def held_ray_lines():
                 logging.getLogger("icrl").debug("Ray: %s", record.getMessage())
 
 
-def preflight(opts) -> None:
+def preflight(opts: SweepOptions) -> None:
     """The checks that need no cluster: Ray is installed, the address answers."""
     import_ray()
     check_reachable(opts.ray_address)
 
 
-def run_all(runs: Sequence, opts, progress: bool = True) -> dict:
+def run_all(runs: Sequence[Run], opts: SweepOptions, progress: bool = True) -> dict[int, Outcome]:
     """run_sweep.py --ray: outcomes by run index (see the module docstring)."""
-    from .execution import execute, groups_of
-
     ray = import_ray()
-    outcomes: dict = {}
+    outcomes: dict[int, Outcome] = {}
     for run in runs:
         if run.error is not None:
             outcomes[run.index] = Outcome(status="failed", error=run.error)
     valid = [r for r in runs if r.error is None]
-    finished = [r for r in valid if read_log(r.out_dir).finished]
+    finished = [r for r in valid if r.out_dir is not None and read_log(r.out_dir).finished]
     todo = [r for r in valid if r not in finished]
     if finished:  # reported from their records: no worker, no model
         for run, outcome in zip(finished, execute(finished, progress=False)):

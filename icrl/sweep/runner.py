@@ -16,9 +16,10 @@ import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 from ..cli import build_parser as run_parser
+from ..cli.parser import ArgumentParser
 from ..cli.sweep import SweepOptions, parse_sweep_args
 from ..infra.masking import scrub
 from ..errors import UsageError
@@ -41,6 +42,8 @@ def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
     """The sweep's own options and its runs (this shard's), validated; nothing loads."""
     opts, extra = parse_sweep_args(argv)
     parser = run_parser()
+    if not isinstance(parser, ArgumentParser):  # what cli.build_parser builds (typed there as argparse's parser)
+        raise TypeError(f"run_experiment.py's parser is a {type(parser).__name__}, not icrl.cli.parser.ArgumentParser")
     preset = preset_runs(opts.preset) if opts.preset else None
     config = load_toml(opts.config) if opts.config else None
     if preset and not any(w == "--model_name" or w.startswith("--model_name=") for w in extra) \
@@ -53,7 +56,7 @@ def plan(argv: Sequence[str]) -> tuple[SweepOptions, list[Run]]:
         raise UsageError("nothing to sweep: give --preset, --config, --grid or run_experiment.py flags "
                          "(see run_sweep.py --help)")
     runs = [Run(i, w, weights=not opts.estimate) for i, w in enumerate(words)]  # an estimate: a tokenizer
-    seen: dict = {}
+    seen: dict[Path, int] = {}
     for run in runs:
         if run.out_dir is None:
             continue
@@ -86,7 +89,7 @@ def unread_by_every_run(runs: Sequence[Run]) -> list[str]:
 
 
 # -- reporting ------------------------------------------------------------------------------------
-def summary_rows(runs: Sequence[Run], outcomes: dict) -> list[dict]:
+def summary_rows(runs: Sequence[Run], outcomes: Mapping[int, Outcome]) -> list[dict[str, Any]]:
     rows = []
     for run in runs:
         outcome = outcomes.get(run.index, Outcome())
@@ -101,7 +104,7 @@ def summary_rows(runs: Sequence[Run], outcomes: dict) -> list[dict]:
     return rows
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
@@ -109,7 +112,7 @@ def _cell(value) -> str:
     return str(value)
 
 
-def print_table(rows: Sequence[dict]) -> None:
+def print_table(rows: Sequence[Mapping[str, Any]]) -> None:
     head = ("run", "status", "final", "best", "regret", "steps", "time_s", "run_dir")
     lines = [head]
     for r in rows:
@@ -122,7 +125,7 @@ def print_table(rows: Sequence[dict]) -> None:
         print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) + "  " + line[-1])
 
 
-def summary_path(opts, runs: Sequence[Run]) -> Path:
+def summary_path(opts: SweepOptions, runs: Sequence[Run]) -> Path:
     if opts.summary:
         return Path(opts.summary)
     root = next((Path(r.args.options.output_dir) for r in runs if r.args is not None), Path("data"))
@@ -132,7 +135,7 @@ def summary_path(opts, runs: Sequence[Run]) -> Path:
     return root / "sweeps" / f"{name}.csv"
 
 
-def write_summary(path: Path, rows: Sequence[dict]) -> None:
+def write_summary(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     write_csv_atomic(path, SUMMARY_FIELDS, rows)
 
 
@@ -140,7 +143,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exit 0 when every run finished, 1 when some failed, 2 on bad sweep options, 128 + signal
     number when interrupted (every run saved; rerun the same command to resume)."""
     from_script, argv = argv is None, sys.argv[1:] if argv is None else argv
-    previous, stopped = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}, False
+    previous: signals.Previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
+    stopped = False
     try:
         plugins.load(argv)  # the script loaded them before importing this module; main(argv) alone: here
         opts, runs = plan(argv)
@@ -196,7 +200,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return print_epilogue(opts, runs) or (1 if failed else 0)
 
 
-def dry_run(opts, runs: Sequence[Run], shard: str) -> int:
+def dry_run(opts: SweepOptions, runs: Sequence[Run], shard: str) -> int:
     """--dry_run: each run's command and folder (or why it is invalid), and with --estimate the
     tokens each would send and, on a hosted API, the dollars (``sweep.cost``); 1 when a run is
     invalid or could not be estimated, else 0. An estimate with nothing to estimate (every run
@@ -243,13 +247,13 @@ def refuse_all_invalid(runs: Sequence[Run]) -> None:
                      f"(run #{runs[0].index}: {reasons[0]}); --dry_run lists each run's")
 
 
-def print_epilogue(opts, runs: Sequence[Run]) -> int:
+def print_epilogue(opts: SweepOptions, runs: Sequence[Run]) -> int:
     """Print what follows the preset's sweep (its benchmark score); 2, after one error line, when a
     record it reads is refused (``icrl.run.readback``), else 0."""
     valid = [r for r in runs if r.out_dir is not None]
     try:
         folders = {r.args.options.output_dir for r in valid if r.args is not None}  # every valid run has args
-        lines = preset_epilogue(opts.preset, folders, [r.out_dir for r in valid])
+        lines = preset_epilogue(opts.preset, folders, [r.out_dir for r in valid if r.out_dir is not None])
     except UsageError as exc:
         print(f"error: {scrub(str(exc))}", file=sys.stderr)
         return 2

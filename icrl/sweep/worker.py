@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import asdict
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Any, Hashable, Optional, Sequence
 
 from ..errors import UsageError
 from ..infra import plugins
@@ -24,11 +24,19 @@ from ..infra.masking import scrub
 from ..run.observers import TestLines
 from .lockstep import Outcome
 
+if TYPE_CHECKING:
+    from ..backends import Backend
+    from ..run.experiment import Experiment
+    from .execution import Run
+
+Steps = tuple[int, Optional[int]]  # a run's steps done, and planned (None: not known yet)
+Polled = tuple[dict[int, Steps], list[str]]  # what poll() gives: steps by run index, and test lines
+
 
 class Reporter:
     """What the driver polls: steps done per run (by sweep index) and the test lines so far."""
 
-    def __init__(self, experiments: dict, sink: "SweepWorker"):
+    def __init__(self, experiments: dict[Run, Experiment], sink: "SweepWorker") -> None:
         self.experiments, self.sink = experiments, sink
         for run, exp in experiments.items():
             exp.observers.append(TestLines(sink.line, run.label()))
@@ -48,15 +56,15 @@ class SweepWorker:
     ``poll`` may be called from another thread while a batch runs (a Ray actor with two
     concurrent calls)."""
 
-    def __init__(self, cwd: Optional[str] = None):
+    def __init__(self, cwd: Optional[str] = None) -> None:
         if cwd and os.path.isdir(cwd):  # relative --output_dir and --data_dir mean what they mean to the driver
             os.chdir(cwd)
         plugins.load()  # the driver's ($ICRL_PLUGINS, set by ray_launcher) and the installed ones
-        self.backend = None
-        self.key = None
+        self.backend: Optional[Backend] = None
+        self.key: Optional[Hashable] = None
         self.lock = threading.Lock()
-        self.steps: dict = {}
-        self.lines: list = []
+        self.steps: dict[int, Steps] = {}
+        self.lines: list[str] = []
 
     def ready(self) -> int:
         """The worker's process id (the driver waits on this to know the worker is placed)."""
@@ -71,7 +79,7 @@ class SweepWorker:
         self._backend_for(run)
         return getattr(self.backend, "name", "")
 
-    def run(self, batch: Sequence[tuple[int, list]], width: Optional[int] = None) -> list[dict]:
+    def run(self, batch: Sequence[tuple[int, list[str]]], width: Optional[int] = None) -> list[dict[str, Any]]:
         """Run every run of ``batch`` (one backend configuration) in lock-step; their outcomes
         (``Outcome`` as a dict), in order."""
         from . import execution as runner
@@ -88,7 +96,7 @@ class SweepWorker:
                                   reporter=lambda experiments: Reporter(experiments, self))
         return [asdict(o) for o in outcomes]
 
-    def poll(self) -> tuple[dict, list]:
+    def poll(self) -> Polled:
         """(steps done and planned per run index, the test lines since the last poll)."""
         with self.lock:
             lines, self.lines = self.lines, []
@@ -107,17 +115,17 @@ class SweepWorker:
 
     # -- internals -----------------------------------------------------------------------------
     @staticmethod
-    def _runs(batch):
+    def _runs(batch: Sequence[tuple[int, Sequence[str]]]) -> list[Run]:
         from .execution import Run
 
         return [Run(index, list(words)) for index, words in batch]
 
-    def _backend_for(self, run):
+    def _backend_for(self, run: Run) -> Optional[Backend]:
         from ..run.environment import load_backend_of
 
         key = run.backend_key()
         if self.backend is None or key != self.key:
             self.close()
-            self.backend = load_backend_of(run.args)
+            self.backend = load_backend_of(run.valid_args())
             self.key = key
         return self.backend

@@ -21,12 +21,13 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 import random
 import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from icrl.errors import UsageError
 from icrl.tasks import sources
@@ -276,19 +277,20 @@ def prompt_parts(name: str) -> Dict[str, str]:
     return {"prediction_prefix": spec.prediction_prefix, "description": spec.description}
 
 
-def _keep_top(k: int, labels: List[str], train: List[Example], test: List[Example]):
+def _keep_top(k: int, labels: List[str], train: List[Example],
+              test: List[Example]) -> Tuple[List[str], List[Example], List[Example]]:
     """Keep the k most frequent training labels (ties as Counter.most_common breaks them),
     in their original order, re-indexed 0..k-1, and only their rows."""
     top = {label for label, _ in Counter(ex.label for ex in train).most_common(k)}
     new_id = {old: new for new, old in enumerate(sorted(top))}
 
-    def remap(rows):
+    def remap(rows: Iterable[Example]) -> List[Example]:
         return [Example(ex.id, ex.text, new_id[ex.label]) for ex in rows if ex.label in new_id]
 
     return [labels[old] for old in sorted(top)], remap(train), remap(test)
 
 
-def data_at_hand(name: str, data_dir=None) -> bool:
+def data_at_hand(name: str, data_dir: Union[str, os.PathLike[str], None] = None) -> bool:
     """Whether ``load_task(name, data_dir)`` reads local files only (a task file's rows, or a
     source's raw files from a known folder), never the Hugging Face Hub; False for a name that
     is not a task's."""
@@ -299,7 +301,7 @@ def data_at_hand(name: str, data_dir=None) -> bool:
     return not spec.source or sources.data_dir_of(data_dir) is not None
 
 
-def load_task(name: str, data_dir=None) -> Task:
+def load_task(name: str, data_dir: Union[str, os.PathLike[str], None] = None) -> Task:
     """Build the task ``name`` (see module docstring). A built-in task reads ``data_dir``,
     ``$ICRL_DATA_DIR``, ``../shared/datasets`` beside the checkout or the Hugging Face Hub, in that
     order of preference (:func:`icrl.tasks.sources.data_dir_of`).

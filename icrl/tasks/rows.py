@@ -32,7 +32,7 @@ def _need_columns(spec: TaskSpec, columns: ColumnSet, where: str) -> None:
                             f"{', '.join(map(str, columns)) or 'none'}")
 
 
-def _read_csv(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], List[int]]:
+def _read_csv(spec: TaskSpec, file: Path) -> Tuple[Dict[str, List[Optional[str]]], List[int]]:
     """The columns, and the line each record ends on (a quoted field may span lines)."""
     rows, lines = [], []
     try:
@@ -52,7 +52,7 @@ def _read_csv(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], List[int]]:
     return columns, lines
 
 
-def _read_jsonl(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], List[int]]:
+def _read_jsonl(spec: TaskSpec, file: Path) -> Tuple[Dict[str, List[Any]], List[int]]:
     """The columns, and the line of each record (blank lines are skipped)."""
     records = []
     try:
@@ -74,7 +74,7 @@ def _read_jsonl(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], List[int]]
     return {name: [r.get(name) for _, r in records] for name in sorted(names)}, [n for n, _ in records]
 
 
-def _read_parquet(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, List[str]]]:
+def _read_parquet(spec: TaskSpec, file: Path) -> Tuple[Dict[str, List[Any]], Dict[str, List[str]]]:
     import pyarrow.parquet as pq
 
     try:
@@ -93,7 +93,7 @@ def _read_parquet(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str
     return table.to_pydict(), classnames
 
 
-def _read_file(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, List[str]], Callable[[int], str]]:
+def _read_file(spec: TaskSpec, file: Path) -> Tuple[ColumnSet, Dict[str, List[str]], Locate]:
     """The columns, the ClassLabel names, and where row ``i`` is in the file (for messages)."""
     kind = file.suffix.lower()
     if kind in (".csv", ".jsonl"):
@@ -103,7 +103,7 @@ def _read_file(spec: TaskSpec, file: Path) -> Tuple[Dict[str, list], Dict[str, L
     return columns, classnames, lambda i: f"{file} row {i}"
 
 
-def _read_hub(spec: TaskSpec, dataset: str) -> Tuple[Dict[str, Dict[str, list]], Dict[str, List[str]]]:
+def _read_hub(spec: TaskSpec, dataset: str) -> Tuple[Dict[str, Dict[str, List[Any]]], Dict[str, List[str]]]:
     """The train (and test) split's text and label columns of ``spec.hub``, which is ``dataset``."""
     import datasets
 
@@ -187,7 +187,7 @@ def _split(spec: TaskSpec, splits: Mapping[str, ColumnSet]) -> Mapping[str, Colu
                         f"rows ({exc})") from None
 
 
-def _key(spec: TaskSpec, value, classnames: Optional[List[str]], where: str) -> str:
+def _key(spec: TaskSpec, value: object, classnames: Optional[List[str]], where: str) -> str:
     """The column value as the [labels] table names it."""
     if classnames is not None:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < len(classnames):

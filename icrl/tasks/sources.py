@@ -22,11 +22,11 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple, Union
 
 from icrl.errors import UsageError
 
-Columns = Dict[str, tuple]
+Columns = Dict[str, Tuple[Union[str, int], ...]]  # column -> its values (text, label ids), one per row
 Splits = Dict[str, Columns]
 
 _HERE = Path(__file__).resolve().parent
@@ -34,7 +34,7 @@ _HERE = Path(__file__).resolve().parent
 BESIDE_CHECKOUT = _HERE.parents[2] / "shared" / "datasets"
 
 
-def data_dir_of(data_dir=None) -> Optional[str]:
+def data_dir_of(data_dir: Union[str, os.PathLike[str], None] = None) -> Optional[str]:
     """The folder the raw files are read from, as an absolute path, or None for the Hugging Face Hub:
     ``data_dir`` (--data_dir) when given, else ``$ICRL_DATA_DIR``, else ``../shared/datasets``
     beside the checkout when that folder exists. The Makefile looks in the same places in the
@@ -52,7 +52,7 @@ NLU_COLUMNS = ("userid", "answerid", "scenario", "intent", "status", "answer_ann
 
 
 @functools.lru_cache(maxsize=None)
-def _hf_tables() -> dict:
+def _hf_tables() -> Dict[str, Dict[str, List[str]]]:
     with open(_HERE / "hf_label_names.json", encoding="utf-8") as f:
         return json.load(f)
 
@@ -82,7 +82,7 @@ def _label_id(names: Tuple[str, ...], raw: str, path: Path) -> int:
                          f"in icrl/tasks/hf_label_names.json") from None
 
 
-def _read_csv(path: Path, delimiter: str):
+def _read_csv(path: Path, delimiter: str) -> Iterator[List[str]]:
     """Rows after the header, read with the HF scripts' csv settings."""
     with open(path, encoding="utf-8") as f:
         reader = csv.reader(f, quotechar='"', delimiter=delimiter, quoting=csv.QUOTE_ALL,
@@ -93,7 +93,7 @@ def _read_csv(path: Path, delimiter: str):
 
 def _parse_banking77(data_dir: Path) -> Splits:
     names = hf_label_names("banking77", "label")
-    out = {}
+    out: Splits = {}
     for split in ("train", "test"):
         path = _require(data_dir / "banking77" / f"{split}.csv", "banking77")
         rows = [(text, _label_id(names, label, path)) for text, label in _read_csv(path, ",")]
@@ -107,7 +107,7 @@ def _parse_clinc_oos(data_dir: Path) -> Splits:
     path = _require(data_dir / "clinc_oos" / "data_oos_plus.json", "clinc_oos")
     with open(path, encoding="utf-8") as f:
         raw = json.load(f)
-    out = {}
+    out: Splits = {}
     for split, key in (("train", "train"), ("validation", "val"), ("test", "test")):
         rows = raw[key] + raw["oos_" + key]
         out[split] = {"text": tuple(text for text, _ in rows),
@@ -119,7 +119,7 @@ def _parse_trec(data_dir: Path) -> Splits:
     """Each line is ``COARSE:fine text``; the one 0xF0 byte in the train file becomes a space."""
     coarse_names = hf_label_names("trec", "coarse_label")
     fine_names = hf_label_names("trec", "fine_label")
-    out = {}
+    out: Splits = {}
     for split, fname in (("train", "train_5500.label"), ("test", "TREC_10.label")):
         path = _require(data_dir / "trec" / fname, "trec")
         text, coarse, fine = [], [], []
@@ -221,8 +221,8 @@ def _hub_error(spec: "Source", why: str) -> UsageError:
                       f"--data_dir to a folder with the raw files, or go online (README: Data)")
 
 
-def _load_parquet_export(spec: "Source"):
-    """The dataset from the Hub's parquet conversion, with the features (ClassLabel names)
+def _load_parquet_export(spec: "Source") -> Any:
+    """The dataset (a datasets.DatasetDict) from the Hub's parquet conversion, with the features (ClassLabel names)
     the conversion stores in its files."""
     import datasets
 
@@ -254,7 +254,7 @@ def _load_hub(source: str) -> Splits:
         except Exception as e2:  # noqa: BLE001 - any failure of the fallback: one line
             raise _hub_error(spec, f"its loading script is refused by datasets {datasets.__version__} and its "
                                    f"parquet conversion failed: {_one_line(e2)}") from None
-    out = {}
+    out: Splits = {}
     for split in dataset:
         ds = dataset[split]
         for column in spec.label_columns:

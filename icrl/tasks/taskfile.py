@@ -7,11 +7,12 @@ by :mod:`icrl.tasks.rows`. The built-in tasks are task files too (``builtin/*.to
 
 from __future__ import annotations
 
+import os
 import string
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Optional, Tuple, Union
 
 from icrl.errors import UsageError
 
@@ -65,7 +66,8 @@ def _fail(path: Path, why: str) -> UsageError:
     return UsageError(f"task file {path}: {why} (see docs/tasks.md)")
 
 
-def _string(path: Path, table: dict, key: str, where: str, default=None, required=False) -> Optional[str]:
+def _string(path: Path, table: dict[str, Any], key: str, where: str, default: Optional[str] = None,
+            required: bool = False) -> Optional[str]:
     value = table.get(key, default)
     if value is None:
         if required:
@@ -76,7 +78,7 @@ def _string(path: Path, table: dict, key: str, where: str, default=None, require
     return value
 
 
-def _text(path: Path, table: dict, key: str, default: Optional[str] = None) -> str:
+def _text(path: Path, table: dict[str, Any], key: str, default: Optional[str] = None) -> str:
     """A top-level string that always has a value: ``default`` when absent, else required."""
     value = _string(path, table, key, "", default=default, required=True)
     assert value is not None  # _string refused a missing required key
@@ -96,10 +98,10 @@ def _check_template(path: Path, template: str) -> None:
         raise _fail(path, f"prompt_template has fields other than {{text}}: {other}; double literal braces")
 
 
-def _label_list(path: Path, values, what: str) -> Tuple[str, ...]:
+def _label_list(path: Path, values: object, what: str) -> Tuple[str, ...]:
     if not isinstance(values, list) or not values:
         raise _fail(path, f"{what} must be a non-empty list of strings")
-    seen = set()
+    seen: set[str] = set()
     for value in values:
         if not isinstance(value, str):
             raise _fail(path, f"{what}: {value!r} is not a string")
@@ -111,7 +113,7 @@ def _label_list(path: Path, values, what: str) -> Tuple[str, ...]:
     return tuple(values)
 
 
-def _data_file(path: Path, value, key: str) -> Path:
+def _data_file(path: Path, value: object, key: str) -> Path:
     if not isinstance(value, str) or not value:
         raise _fail(path, f"[data] {key} must be a file path (string)")
     file = (path.parent / value).resolve()
@@ -123,7 +125,7 @@ def _data_file(path: Path, value, key: str) -> Path:
     return file
 
 
-def _load_toml(path: Path) -> dict:
+def _load_toml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UsageError(f"task file not found: {path}")
     try:
@@ -137,14 +139,14 @@ def _load_toml(path: Path) -> dict:
         raise UsageError(f"cannot read task file {path}: {exc.strerror or exc}") from None
 
 
-def _unknown(path: Path, table: dict, allowed: set, where: str) -> None:
+def _unknown(path: Path, table: dict[str, Any], allowed: set[str], where: str) -> None:
     extra = sorted(set(table) - allowed)
     if extra:
         raise _fail(path, f"unknown key{'s' if len(extra) > 1 else ''} {', '.join(extra)} in {where}; "
                           f"known: {', '.join(sorted(allowed))}")
 
 
-def _table(path: Path, raw: dict, key: str, required: bool) -> dict:
+def _table(path: Path, raw: dict[str, Any], key: str, required: bool) -> dict[str, Any]:
     value = raw.get(key)
     if value is None:
         if required:
@@ -155,7 +157,7 @@ def _table(path: Path, raw: dict, key: str, required: bool) -> dict:
     return value
 
 
-def read_task_file(path, builtin: bool = False) -> TaskSpec:
+def read_task_file(path: Union[str, os.PathLike[str]], builtin: bool = False) -> TaskSpec:
     """Parse and check a task file; UsageError (one line) when anything is wrong."""
     path = Path(path).expanduser().resolve()
     raw = _load_toml(path)
@@ -174,7 +176,7 @@ def read_task_file(path, builtin: bool = False) -> TaskSpec:
                     description=description, hierarchy=hierarchy, builtin=builtin, **spec)
 
 
-def _read_data(path: Path, data: dict) -> tuple[str, dict]:
+def _read_data(path: Path, data: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """[data]: where the rows come from (source, train or hub) and their columns."""
     _unknown(path, data, _DATA_KEYS, "[data]")
     kinds = [k for k in ("source", "train", "hub") if k in data]
@@ -182,7 +184,7 @@ def _read_data(path: Path, data: dict) -> tuple[str, dict]:
         raise _fail(path, "[data] needs exactly one of source (a built-in source), train (a CSV, JSONL or "
                           f"Parquet file) or hub (a Hugging Face dataset id); found {kinds or 'none'}")
     kind = kinds[0]
-    spec: dict = {"text_column": _string(path, data, "text_column", "[data] ", default="text"),
+    spec: dict[str, Any] = {"text_column": _string(path, data, "text_column", "[data] ", default="text"),
                   "label_column": _string(path, data, "label_column", "[data] ", default="label")}
     if kind == "source":
         from icrl.tasks.sources import SOURCES
@@ -205,7 +207,7 @@ def _read_data(path: Path, data: dict) -> tuple[str, dict]:
     return kind, spec
 
 
-def _read_test_set(path: Path, data: dict, kind: str, spec: dict) -> None:
+def _read_test_set(path: Path, data: dict[str, Any], kind: str, spec: dict[str, Any]) -> None:
     """[data]'s test set: a file or split of its own, or test_ratio (and split_seed) of the rows."""
     if "test_ratio" in data:
         ratio = data["test_ratio"]
@@ -226,7 +228,7 @@ def _read_test_set(path: Path, data: dict, kind: str, spec: dict) -> None:
         raise _fail(path, "[data] has no test set: give test_split = a split name, or test_ratio = a number in (0, 1)")
 
 
-def _read_labels(path: Path, labels: dict, kind: str, spec: dict) -> None:
+def _read_labels(path: Path, labels: dict[str, Any], kind: str, spec: dict[str, Any]) -> None:
     """[labels]: the label strings (names, a mapping, or the dataset's ClassLabel) and rows to drop."""
     _unknown(path, labels, _LABEL_KEYS, "[labels]")
     classlabel = labels.get("classlabel", False)
@@ -256,7 +258,7 @@ def _read_labels(path: Path, labels: dict, kind: str, spec: dict) -> None:
     spec["drop"] = tuple(drop)
 
 
-def _read_hierarchy(path: Path, hierarchy: dict, spec: dict) -> dict:
+def _read_hierarchy(path: Path, hierarchy: dict[str, Any], spec: dict[str, Any]) -> dict[str, str]:
     """[hierarchy]: each label's parent group (optional)."""
     names = spec.get("names") or (tuple(spec["mapping"].values()) if "mapping" in spec else None)
     for label, parent in hierarchy.items():

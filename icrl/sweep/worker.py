@@ -18,6 +18,7 @@ import threading
 from dataclasses import asdict
 from typing import Optional, Sequence
 
+from ..backends import Backend
 from ..errors import UsageError
 from ..infra import plugins
 from ..infra.masking import scrub
@@ -52,7 +53,7 @@ class SweepWorker:
         if cwd and os.path.isdir(cwd):  # relative --output_dir and --data_dir mean what they mean to the driver
             os.chdir(cwd)
         plugins.load()  # the driver's ($ICRL_PLUGINS, set by ray_launcher) and the installed ones
-        self.backend = None
+        self.backend: Optional[Backend] = None
         self.key = None
         self.lock = threading.Lock()
         self.steps: dict = {}

@@ -45,7 +45,8 @@ from ..records.configfile import ConfigFile
 from ..records.schema import TestLine, TrainLine
 from . import edge
 from .data import RunData
-from .loop import Loop
+from .loop import Loop, LoopRecords
+from .observers import Observer
 from ..records.plan import Plan
 
 
@@ -75,6 +76,12 @@ class MemoryRecords:
     def append_test(self, line: TestLine) -> TestLine:
         self.test.append(line)
         return line
+
+    def rewrite_train(self, lines: Sequence[TrainLine]) -> None:
+        self.train = list(lines)
+
+    def rewrite_test(self, lines: Sequence[TestLine]) -> None:
+        self.test = sorted(lines, key=lambda r: r.step)
 
     def refresh_results(self, *args: object, **kwargs: object) -> None:
         return None
@@ -155,11 +162,14 @@ def by_option(config: RunConfig, acting: Any, load: Callable[[str], Any]) -> Mod
     return models
 
 
-def assemble(config, data, plan: Plan, models: Models, records, *, reward=None, observers: Sequence = (),
-             check_directory=lambda: None, debug_k: int = 0, contexts=None) -> Parts:
+def assemble(config: RunConfig, data: RunData, plan: Plan, models: Models, records: LoopRecords, *,
+             reward: Optional[Reward] = None, observers: Sequence[Observer] = (),
+             check_directory: Callable[[], None] = lambda: None, debug_k: int = 0,
+             contexts: Optional[Callable[[Strategy], Any]] = None) -> Parts:
     """The parts of the run ``config`` on ``data`` with ``plan`` (module docstring). ``reward``:
     the reward to bind and give its models (default: the run's own, built here); ``contexts``:
-    wraps the strategy (the records check's, for a query-aware strategy)."""
+    wraps the strategy (the records check's, for a query-aware strategy: a stand-in that acts as
+    the strategy, ``icrl.run.replay.ContextsOnRecord``)."""
     strategy = build_strategy(config, plan)
     for call in declared_calls(strategy):
         if strategy is not None:

@@ -26,19 +26,25 @@ not checked here, nor runs whose model has no tokenizer here (a hosted API's).
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from ..backends import window_from_tokenizer
+from ..config import RunConfig, RunSpec
 from ..errors import UsageError
 from ..method.agents import is_learner
+from ..method.calls import ModelCall
 from ..method.prompts import build_messages
-from ..method.rewards import REWARDS
-from ..method.strategies.base import STRATEGIES
+from ..method.rewards import REWARDS, Reward
+from ..method.strategies.base import STRATEGIES, Strategy
 from .data import RunData
 from .size import acting_budgets, tokenizer_of
+from .window import Chat
+
+# what _refuse says of a budget too large: (the tokens too many, the budgets, the window, what needs, its tokens)
+Excess = tuple[int, dict[str, int], int, str, int]
 
 
-def _parts(spec) -> tuple[Optional[type], type]:
+def _parts(spec: RunSpec) -> tuple[Optional[type[Strategy]], type[Reward]]:
     """The run's strategy class (None where it has none) and reward class."""
     name = spec.context_strategy_name
     strategy = STRATEGIES.get(name).cls if name and not is_learner(spec.agent) and name in STRATEGIES \
@@ -46,11 +52,11 @@ def _parts(spec) -> tuple[Optional[type], type]:
     return strategy, REWARDS.get(spec.reward)
 
 
-def _answer_tokens(chat, labels) -> int:
+def _answer_tokens(chat: Chat, labels: Sequence[str]) -> int:
     return max(chat.count_tokens(f" {label}") for label in labels) + 1
 
 
-def _refuse(budgets: dict, excess: int, window: int, what: str, needs: int) -> UsageError:
+def _refuse(budgets: dict[str, int], excess: int, window: int, what: str, needs: int) -> UsageError:
     """The one line: the largest budget that can absorb ``excess`` alone, else all of them."""
     ordered = sorted(budgets.items(), key=lambda item: -item[1])
     flag, value = ordered[0]
@@ -63,7 +69,7 @@ def _refuse(budgets: dict, excess: int, window: int, what: str, needs: int) -> U
                       f"{needs}); {change}, or give a model with a longer window")
 
 
-def _excess(chat, budgets: dict, needs: int, what: str) -> Optional[tuple]:
+def _excess(chat: Chat, budgets: dict[str, int], needs: int, what: str) -> Optional[Excess]:
     """``needs`` tokens beside ``budgets`` (flag -> tokens) against the window of ``chat``: None
     where they fit, else what ``_refuse`` says, the tokens too many first."""
     budgets = {flag: value for flag, value in budgets.items() if value}
@@ -74,7 +80,7 @@ def _excess(chat, budgets: dict, needs: int, what: str) -> Optional[tuple]:
     return (excess, budgets, window, what, needs) if excess > 0 else None
 
 
-def _too_long(spec, call, needs: int, window: int) -> UsageError:
+def _too_long(spec: RunSpec, call: ModelCall, needs: int, window: int) -> UsageError:
     """A call that writes a label, whose smallest prompt does not fit its model's window."""
     other = f"give --{call.option} a model with a longer window" if call.option else "use a model with a longer window"
     change = f"raise --max_model_len by at least {needs - window} (to {needs}), or {other}" \
@@ -83,7 +89,8 @@ def _too_long(spec, call, needs: int, window: int) -> UsageError:
                       f"its model's window of {window}; {change}")
 
 
-def check_budgets(config, data: RunData, load: Callable = tokenizer_of) -> None:
+def check_budgets(config: RunConfig, data: RunData,
+                  load: Callable[[RunConfig], Optional[Chat]] = tokenizer_of) -> None:
     """Every budget of the run ``config`` against its model's window (module docstring);
     UsageError naming the flag. ``load(config)``: a model's tokenizer (None: none here)."""
     s = config.spec
@@ -93,16 +100,16 @@ def check_budgets(config, data: RunData, load: Callable = tokenizer_of) -> None:
     inputs = [data.task.prompt(e) for e in data.test + data.train]
     if not window_from_tokenizer(s.backend) or not inputs or not (s.reasoning or shown or calls):
         return
-    tokenizers: dict = {}
+    tokenizers: dict[Optional[str], Optional[Chat]] = {}
 
-    def chat_of(name: Optional[str]):
+    def chat_of(name: Optional[str]) -> Optional[Chat]:
         if name not in tokenizers:
             tokenizers[name] = load(config if name is None else config.replace(model_name=name, agent="llm"))
         return tokenizers[name]
 
     task = data.task
     acting = None if is_learner(s.agent) else chat_of(None)
-    found: list = []
+    found: list[Optional[Excess]] = []
     if acting is not None and (s.reasoning or shown):
         longest = max(inputs, key=acting.count_tokens)
         mode = "zero_shot" if s.max_context_examples == 0 else ("icrl" if s.icrl else "icl")

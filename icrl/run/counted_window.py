@@ -12,10 +12,14 @@ the API then refuses that prompt in one line mid-run, the finished steps kept.""
 
 from __future__ import annotations
 
+from typing import Any, Sequence
+
+from ..config import RunConfig
 from ..errors import UsageError
+from .data import RunData
 
 
-def check_counted_window(config, data, backend, size: int) -> None:
+def check_counted_window(config: RunConfig, data: RunData, backend: Any, size: int) -> None:
     """One line (UsageError) when a prompt of the run cannot fit the API's window (module docstring)."""
     count = getattr(backend, "count_many", None)
     if count is None:
@@ -33,10 +37,11 @@ def check_counted_window(config, data, backend, size: int) -> None:
     label = min(task.labels, key=len)
     feedback = min((0, 1), key=lambda f: len(feedback_message(label, f)))
 
-    def prompt(context, query: str) -> str:
+    def prompt(context: Sequence[Episode], query: str) -> str:
         messages, prefix = build_messages(task, context, query, mode, exemplars=data.exemplar_pairs,
                                           supports_system_role=backend.supports_system_role)
-        return backend.render(messages, prefix)
+        rendered: str = backend.render(messages, prefix)
+        return rendered
 
     context = [Episode(text, label, feedback, label, feedback) for text in inputs[:size]]
     texts = [prompt([], inputs[-1])] + ([prompt(context, inputs[0])] if size else [])

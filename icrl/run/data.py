@@ -5,28 +5,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..config import RunConfig, given
 from ..errors import UsageError
 from ..records.configfile import ConfigFile
-from ..tasks import Task, load_task
+from ..tasks import Example, Task, load_task
 from .environment import tell
 
 
 @dataclass
 class RunData:
     task: Task
-    train: list
-    test: list
-    exemplars: list = field(default_factory=list)
-    warnings: list = field(default_factory=list)  # not said yet (``load_data(..., say_warnings=False)``)
+    train: list[Example]
+    test: list[Example]
+    exemplars: list[Example] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # not said yet (``load_data(..., say_warnings=False)``)
 
     @property
     def exemplar_pairs(self) -> list[tuple[str, str]]:
         return [(self.task.prompt(e), self.task.answer(e)) for e in self.exemplars]
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         """config.json's "dataset" and "test_set"."""
         task = self.task
         return {
@@ -61,7 +61,7 @@ def load_data(config: RunConfig, say_warnings: bool = True, task: Optional[Task]
                          f"{len(exemplars)} exemplars")
     if not test:
         raise UsageError(f"{task.name} has no test examples: its test split is empty")
-    warnings = []
+    warnings: list[str] = []
     if s.max_context_examples != 0 and s.train_k != -1 and len(train) < s.train_k:
         warnings.append(f"warning: --train_k {s.train_k} but {task.name} has {len(train)} training examples "
                         f"(after exemplars): running {len(train)} steps")

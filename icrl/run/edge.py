@@ -36,13 +36,18 @@ import copy
 import inspect
 import math
 import reprlib
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, ParamSpec, Self, Sequence, TypeVar
 
 from ..errors import UsageError
 from ..infra import plugins, signals
 from ..method.episode import Episode
 from ..method.rewards import Reward
 from ..method.strategies.base import Strategy
+from ..tasks import Task
+
+P = ParamSpec("P")
+R = TypeVar("R")
+C = TypeVar("C")
 
 FEEDBACK = (1, 0, 0.5)  # what a prompt can say of an episode (icrl.method.prompts.feedback_message)
 DEPTH = 32  # the deepest nesting of a metric's value
@@ -82,7 +87,7 @@ def short(value: Any) -> str:
     return " ".join(text.split())
 
 
-def guarded(plugin: plugins.Plugin, function: str, call: Callable, *args, **kwargs):
+def guarded(plugin: plugins.Plugin, function: str, call: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
     """``call(*args, **kwargs)``, a method of ``plugin``'s: what it raises of its own is a
     PluginBreach naming ``function``; the rest passes on (module docstring)."""
     arrived = signals.arrivals()
@@ -97,14 +102,14 @@ def guarded(plugin: plugins.Plugin, function: str, call: Callable, *args, **kwar
 
 
 # -- what a return must be -------------------------------------------------------------------------
-def finite(value) -> bool:
+def finite(value: object) -> bool:
     """An int or a finite float (not a bool)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     return isinstance(value, int) or math.isfinite(value)
 
 
-def json_value(value, depth: int = 0) -> bool:
+def json_value(value: object, depth: int = 0) -> bool:
     """A value a record line can hold and read back the same: JSON, numbers finite."""
     if depth > DEPTH:
         return False
@@ -117,7 +122,7 @@ def json_value(value, depth: int = 0) -> bool:
     return False
 
 
-def _position(history, episode: Episode) -> Optional[int]:
+def _position(history: Sequence[Episode], episode: Episode) -> Optional[int]:
     """Where ``episode`` is in ``history`` (the history's episodes are consecutive steps)."""
     first = history[0].step if len(history) else None
     if isinstance(first, int) and isinstance(episode.step, int) and 0 <= episode.step - first < len(history):
@@ -127,13 +132,13 @@ def _position(history, episode: Episode) -> Optional[int]:
     return next((i for i, e in enumerate(history) if e is episode or e == episode), None)
 
 
-def context_breach(context, history, limit: Optional[int]) -> Optional[str]:
+def context_breach(context: object, history: Sequence[Episode], limit: Optional[int]) -> Optional[str]:
     """What is wrong with ``context`` as a select() of ``history`` (None: nothing)."""
     if not isinstance(context, (list, tuple)) or not all(isinstance(e, Episode) for e in context):
         return f"returned {short(context)}"
     if limit is not None and len(context) > limit:
         return f"returned {len(context)} episodes"
-    seen: set = set()
+    seen: set[int] = set()
     for episode in context:
         at = _position(history, episode)
         if at is None:
@@ -144,7 +149,7 @@ def context_breach(context, history, limit: Optional[int]) -> Optional[str]:
     return None
 
 
-def fields_breach(value, part) -> Optional[str]:
+def fields_breach(value: object, part: object) -> Optional[str]:
     """What is wrong with ``value`` as the record fields of ``part``'s declared calls."""
     declared = {call.field for call in getattr(part, "calls", ()) if call.field}
     if isinstance(value, dict) and all(k in declared and (v is None or isinstance(v, str)) for k, v in value.items()):
@@ -152,7 +157,7 @@ def fields_breach(value, part) -> Optional[str]:
     return f"returned {short(value)}"
 
 
-def fields_expected(part) -> str:
+def fields_expected(part: object) -> str:
     declared = [call.field for call in getattr(part, "calls", ()) if call.field]
     return f"a dict from {', '.join(declared)} to text or None" if declared else "{} (it declares no model call)"
 
@@ -162,11 +167,14 @@ class _Edge:
     """A plugin's part behind its checks: the methods below are checked, every other method
     guarded, every other attribute the part's own (read and set)."""
 
-    def __init__(self, part, plugin: plugins.Plugin):
+    _part: object  # set on the instance (object.__setattr__: its own __setattr__ sets the part's)
+    _plugin: plugins.Plugin
+
+    def __init__(self, part: object, plugin: plugins.Plugin) -> None:
         object.__setattr__(self, "_part", part)
         object.__setattr__(self, "_plugin", plugin)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         if name in ("_part", "_plugin"):  # not set yet (a copy being made)
             raise AttributeError(name)
         value = getattr(self._part, name)
@@ -174,10 +182,10 @@ class _Edge:
             return lambda *args, **kwargs: self._call(name, *args, **kwargs)
         return value
 
-    def __setattr__(self, name: str, value) -> None:
+    def __setattr__(self, name: str, value: object) -> None:
         setattr(self._part, name, value)
 
-    def __copy__(self):
+    def __copy__(self) -> Self:
         """The same checks in front of a copy of the part (a policy recalls a step with one)."""
         clone = object.__new__(type(self))
         clone.__dict__.update(self.__dict__)
@@ -187,7 +195,7 @@ class _Edge:
     def __repr__(self) -> str:
         return f"{self._part!r} (checked: {self._plugin.label})"
 
-    def _call(self, name: str, *args, **kwargs):
+    def _call(self, name: str, *args: Any, **kwargs: Any) -> Any:
         result = guarded(self._plugin, name, getattr(self._part, name), *args, **kwargs)
         return self if result is self._part else result
 
@@ -198,12 +206,14 @@ class _Edge:
 class CheckedStrategy(_Edge):
     """A plugin's strategy (module docstring)."""
 
-    def __init__(self, part, plugin: plugins.Plugin, max_examples: int):
+    _limit: Optional[int]  # --max_context_examples where the strategy reads it (set as _part is)
+
+    def __init__(self, part: Strategy, plugin: plugins.Plugin, max_examples: int) -> None:
         super().__init__(part, plugin)
         reads = "max_context_examples" in getattr(part, "reads", ())
         object.__setattr__(self, "_limit", max_examples if reads else None)
 
-    def select(self, history, *args, **kwargs):
+    def select(self, history: Sequence[Episode], *args: Any, **kwargs: Any) -> Sequence[Episode]:
         context = self._call("select", history, *args, **kwargs)
         wrong = context_breach(context, history, self._limit)
         if wrong is not None:
@@ -211,21 +221,21 @@ class CheckedStrategy(_Edge):
             raise self._breach(f"select() {wrong}", f"a list of {most}episodes from the history, each once")
         return context
 
-    def metrics(self):
+    def metrics(self) -> dict[str, Any]:
         value = self._call("metrics")
         if not isinstance(value, dict) or not json_value(value):
             raise self._breach(f"metrics() returned {short(value)}",
                                "a dict of JSON values (text keys, finite numbers)")
         return value
 
-    def prepare(self, *args, **kwargs):
+    def prepare(self, *args: Any, **kwargs: Any) -> dict[str, Optional[str]]:
         value = self._call("prepare", *args, **kwargs)
         wrong = fields_breach(value, self._part)
         if wrong is not None:
             raise self._breach(f"prepare() {wrong}", fields_expected(self._part))
         return value
 
-    def preamble(self, *args, **kwargs):
+    def preamble(self, *args: Any, **kwargs: Any) -> str:
         value = self._call("preamble", *args, **kwargs)
         if not isinstance(value, str):
             raise self._breach(f"preamble() returned {short(value)}", "a string ('' for none)")
@@ -235,7 +245,7 @@ class CheckedStrategy(_Edge):
 class CheckedReward(_Edge):
     """A plugin's reward (module docstring)."""
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> tuple[float, float]:
         value = self._call("__call__", *args, **kwargs)
         if not (isinstance(value, tuple) and len(value) == 2):
             raise self._breach(f"__call__() returned {short(value)}", "(reward, shown feedback)")
@@ -247,20 +257,20 @@ class CheckedReward(_Edge):
                                "1, 0 or 0.5 (what the prompt says of the episode)")
         return value
 
-    def score(self, *args, **kwargs):
+    def score(self, *args: Any, **kwargs: Any) -> float:
         value = self._call("score", *args, **kwargs)
         if not finite(value):
             raise self._breach(f"score() returned {short(value)}", "a finite number")
         return value
 
-    def fields(self):
+    def fields(self) -> dict[str, Optional[str]]:
         value = self._call("fields")
         wrong = fields_breach(value, self._part)
         if wrong is not None:
             raise self._breach(f"fields() {wrong}", fields_expected(self._part))
         return value
 
-    def bind(self, task):
+    def bind(self, task: Task) -> CheckedReward:
         bound = self._call("bind", task)
         if bound is self:
             return self
@@ -270,9 +280,10 @@ class CheckedReward(_Edge):
 
 
 # -- where a run's parts and the figures are made ------------------------------------------------
-def strategy(make: Callable[[], Any], owner: Optional[plugins.Plugin], max_examples: int):
+def strategy(make: Callable[[], Any], owner: Optional[plugins.Plugin], max_examples: int) -> Any:
     """The run's strategy, ``make()``, checked at its edge when ``owner`` is a plugin (its
-    ``build`` guarded too); as it is otherwise."""
+    ``build`` guarded too); as it is otherwise. Any: a CheckedStrategy acts as the Strategy it
+    checks without being one."""
     if owner is None:
         return make()
     part = guarded(owner, "build", make)
@@ -283,22 +294,23 @@ def strategy(make: Callable[[], Any], owner: Optional[plugins.Plugin], max_examp
     return CheckedStrategy(part, owner, max_examples)
 
 
-def reward(make: Callable[[], Any], owner: Optional[plugins.Plugin]):
+def reward(make: Callable[[], Any], owner: Optional[plugins.Plugin]) -> Any:
     """The run's reward, ``make()``, checked at its edge when ``owner`` is a plugin (its
-    ``__init__`` guarded too); as it is otherwise."""
+    ``__init__`` guarded too); as it is otherwise. Any: a CheckedReward acts as the Reward it
+    checks without being one."""
     if owner is None:
         return make()
     part = guarded(owner, "__init__", make)
     return part if isinstance(part, CheckedReward) else CheckedReward(part, owner)
 
 
-def figure(name: str, draw: Callable, owner: Optional[plugins.Plugin]) -> Callable:
+def figure(name: str, draw: Callable[[C], R], owner: Optional[plugins.Plugin]) -> Callable[[C], R]:
     """The figure ``name`` (``draw(ctx)``), checked at its edge when ``owner`` is a plugin: what
     it raises of its own, and a return that is neither a figure nor a string, is a PluginBreach."""
     if owner is None:
         return draw
 
-    def checked(ctx):
+    def checked(ctx: C) -> R:
         from matplotlib.figure import Figure
 
         drawn = guarded(owner, f"figure {name!r}", draw, ctx)

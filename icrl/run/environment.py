@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from .. import __version__
 from ..method.agents import is_learner
@@ -16,14 +17,17 @@ from ..config import BACKEND_NAMES, RunConfig
 from ..infra.diskfull import OneLineFileHandler
 from ..infra.masking import ScrubFilter
 
+if TYPE_CHECKING:
+    from ..backends import Backend, BackendSpec
+
 log = logging.getLogger("icrl")
 
 
-def environment() -> dict:
+def environment() -> dict[str, Any]:
     """Package versions, git commit, platform and device (config.json "environment")."""
     from importlib import metadata
 
-    packages = {}
+    packages: dict[str, str] = {}
     for name in ("torch", "transformers", "datasets", "numpy", "pandas", "vllm", "tokenizers", "gguf", "openai",
                  "anthropic"):
         try:
@@ -47,20 +51,25 @@ def environment() -> dict:
             "packages": packages, "git_commit": commit, "git_dirty": dirty, "device": device}
 
 
-def backend_spec_of(config: RunConfig, engine: bool = True):
+def backend_spec_of(config: RunConfig, engine: bool = True) -> Union[tuple[str], BackendSpec]:
     """The backend a run loads: its backend-role fields and, with ``engine``, the engine-wide
     seed and verbosity the backend takes (vLLM). Without them it is a sweep's group key: vLLM's
     engine seed is unused by seeded requests, so runs of any seed share one engine."""
-    from ..backends import backend_spec
-
     if is_learner(config.spec.agent):
         return ("no model",)  # a learner loads no backend: one group
+    return _model_spec_of(config, engine)
+
+
+def _model_spec_of(config: RunConfig, engine: bool) -> BackendSpec:
+    """``backend_spec_of`` of a run that loads a model (not a learner)."""
+    from ..backends import backend_spec
+
     values = config.values()
     spec = backend_spec(config.spec.model_name, config.spec.backend, {k: values[k] for k in BACKEND_NAMES})
     return spec.with_engine(seed=config.spec.seed, verbose=config.options.verbose) if engine else spec
 
 
-def load_backend_of(config: RunConfig):
+def load_backend_of(config: RunConfig) -> Optional[Backend]:
     """The backend a run loads; None for a learner (no model). With --no-progress the
     libraries' own bars (transformers' "Loading weights", the Hub's downloads) stay hidden too."""
     from ..backends import load_spec
@@ -69,7 +78,7 @@ def load_backend_of(config: RunConfig):
         return None
     if not config.options.progress:
         hide_library_bars()
-    return load_spec(backend_spec_of(config))
+    return load_spec(_model_spec_of(config, engine=True))
 
 
 def hide_library_bars() -> None:
@@ -83,7 +92,7 @@ def hide_library_bars() -> None:
         loaded.disable_progress_bar()
 
 
-def attach_log_file(directory: Path) -> logging.Handler:
+def attach_log_file(directory: Path) -> OneLineFileHandler:
     """The run's log.txt: this thread's messages (a sweep's other runs have their own)."""
     # a full disk: one line, once, said when the run goes on (``LogFailure``); else the records' error says it
     handler = OneLineFileHandler(directory / "log.txt", encoding="utf-8", defer=True)

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
+from ..backends import Backend
 from ..method.agents import is_learner
+from ..method.calls import Models
 from ..config import RunConfig
 from ..errors import UsageError
 from ..records import RunLog, RunRecords, experiment_dir, read_log
 from ..records.log import record_problems
 from ..method.rewards import Reward
-from .data import check_same_data, load_data
+from .data import RunData, check_same_data, load_data
 from .directory import RunDirectory
 from .environment import attach_log_file, detach_log_file, load_backend_of, tell
 from .assemble import assemble, build_reward, by_option, calls_of, plan_of
@@ -40,8 +42,8 @@ class Experiment:
     exact match with the configuration's feedback flipping); ``notes``: lines said once the run
     goes on (not before a refusal, which stays one line), and written to its log."""
 
-    def __init__(self, config: RunConfig, backend=None, observers: Sequence[Observer] = (),
-                 reward: Optional[Reward] = None, notes: Sequence[str] = ()):
+    def __init__(self, config: RunConfig, backend: Any = None, observers: Sequence[Observer] = (),
+                 reward: Optional[Reward] = None, notes: Sequence[str] = ()) -> None:
         s = config.spec
         self.config, self.backend, self.observers = config, backend, list(observers)
         self.notes = list(notes)  # said once the run goes on, and logged (e.g. the settings it ignores)
@@ -52,7 +54,7 @@ class Experiment:
         self.plan: Optional[Plan] = None
         self.loop: Optional[Loop] = None
         self._steps_done = 0
-        self.others: dict = {}  # other models by name (other_model)
+        self.others: dict[str, Optional[Backend]] = {}  # other models by name (other_model)
 
     @property
     def steps(self) -> Optional[int]:
@@ -67,7 +69,7 @@ class Experiment:
         if self.backend is None:
             self.backend = load_backend_of(self.config)
 
-    def other_model(self, name: Optional[str]):
+    def other_model(self, name: Optional[str]) -> Optional[Backend]:
         """Another model the run calls (named by a declared call's option), loaded with the run's
         backend and its options, once per name; None for no name."""
         if not name:
@@ -76,7 +78,7 @@ class Experiment:
             self.others[name] = load_backend_of(self.config.replace(model_name=name, agent="llm"))
         return self.others[name]
 
-    def run(self) -> dict:
+    def run(self) -> dict[str, Any]:
         self.directory.claim()
         try:
             return self._run()
@@ -88,7 +90,7 @@ class Experiment:
                     close()
             self.others.clear()
 
-    def _run(self) -> dict:
+    def _run(self) -> dict[str, Any]:
         cfg, out = self.config, self.out_dir
         decision = decide(cfg, out, self.records)
         self._steps_done = decision.steps_done
@@ -129,7 +131,7 @@ class Experiment:
         finally:
             detach_log_file(handler)
 
-    def _data(self, decision: RunDecision):
+    def _data(self, decision: RunDecision) -> Optional[RunData]:
         """The run's data; None for a finished run whose data cannot be loaded and whose records
         are sound as far as config.json can tell (reported from its records alone)."""
         try:
@@ -145,20 +147,20 @@ class Experiment:
         train, test, found = log.typed()
         return found + record_problems(log.checked_config(), train, test)
 
-    def _check(self, decision: RunDecision, data) -> Checked:
+    def _check(self, decision: RunDecision, data: RunData) -> Checked:
         """The records of a run that goes on (or is finished), checked against the data and the
         arguments; DamagedRecords (one line) for what cannot be repaired."""
         log = decision.recorded()
         check_same_data(self.out_dir, log.checked_config(), data)
         return check_records(log, self.config, data, check_config(log, data), self.reward)
 
-    def _observers(self, data) -> list:
+    def _observers(self, data: RunData) -> list[Observer]:
         cfg, s, out = self.config, self.config.spec, self.out_dir
         observers = [Wandb(s.as_record(), out, str(out.relative_to(cfg.options.output_dir)))] if cfg.options.wandb else []
         what = s.agent if is_learner(s.agent) else s.context_strategy_name or "zero-shot"
         return [*observers, ProgressBar(cfg.options.progress, f"{data.task.name} {what}"), *self.observers]
 
-    def _load_models(self, data):
+    def _load_models(self, data: RunData) -> Models:
         """The models of the run's calls (``icrl.run.assemble.by_option``), loaded now: the acting
         model (a learner has none), then the other models its parts' calls name."""
         cfg, s = self.config, self.config.spec
@@ -174,7 +176,7 @@ class Experiment:
             models(call)
         return models
 
-    def _plan(self, decision: RunDecision, data) -> Plan:
+    def _plan(self, decision: RunDecision, data: RunData) -> Plan:
         """The run's plan: a new run's config.json written, a resumed one's checked, an extended
         one's grown."""
         cfg, s = self.config, self.config.spec
@@ -197,7 +199,7 @@ class Experiment:
         log.info("mode %s, %s context episodes, %d steps, test steps %s",
                  plan.mode, plan.max_examples, plan.steps, list(plan.test_steps))
 
-    def _report_finished(self, log: RunLog, checked: Optional[Checked] = None) -> dict:
+    def _report_finished(self, log: RunLog, checked: Optional[Checked] = None) -> dict[str, Any]:
         """A finished run, checked (against its data when it loads: ``checked``): results.json
         rewritten if missing, unreadable or stale (it is a function of the records)."""
         resolved = log.checked_config().resolved

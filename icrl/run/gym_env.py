@@ -28,7 +28,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional, SupportsInt
 
 import gymnasium as gym
 import numpy as np
@@ -65,14 +65,15 @@ class ClassificationEnv(gym.Env):
         data = load_data(config)
         self.task, self.stream, self.training_seed = data.task, data.train, training_seed
 
-    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
+    def reset(self, *, seed: Optional[int] = None,
+              options: Optional[dict[str, Any]] = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         if seed is not None and seed != self.training_seed:
             self._load(seed)
         self.t = 0
         return self._observation(), self._info()
 
-    def step(self, action):
+    def step(self, action: SupportsInt) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if not 0 <= self.t < len(self.stream):
             raise RuntimeError("the stream is over: call reset()")
         if not self.action_space.contains(np.int64(action)):
@@ -89,7 +90,7 @@ class ClassificationEnv(gym.Env):
     def _observation(self) -> str:
         return self.task.prompt(self.stream[self.t])
 
-    def _info(self) -> dict:
+    def _info(self) -> dict[str, Any]:
         if self.t >= len(self.stream):
             return {"step": self.t}
         return {"step": self.t, "example_id": self.stream[self.t].id}

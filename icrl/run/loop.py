@@ -20,26 +20,57 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Optional, Sequence
+from pathlib import Path
+from typing import Callable, Optional, Protocol, Sequence
 
 from ..backends.usage import Meter
 from ..errors import UsageError
 from ..infra import signals
 from ..method.agents import Decision, Policy
 from ..method.episode import Episode
+from ..method.rewards import Reward
+from ..records.plan import Plan
 from ..records.schema import TestLine, TrainLine, train_line_fields
 from ..records.summary import per_class_accuracy
+from .data import RunData
 from .environment import tell
 from .observers import Observer
 
 log = logging.getLogger("icrl")
 
 
+class LoopRecords(Protocol):
+    """Where the loop writes its lines: the run's files (``icrl.records.RunRecords``) or memory
+    (``icrl.run.assemble.MemoryRecords``)."""
+
+    def append_train(self, line: TrainLine) -> TrainLine: ...
+
+    def append_test(self, line: TestLine) -> TestLine: ...
+
+    def rewrite_train(self, lines: Sequence[TrainLine]) -> None: ...
+
+    def rewrite_test(self, lines: Sequence[TestLine]) -> None: ...
+
+    def refresh_results(self, train: Sequence[TrainLine], test: Sequence[TestLine], steps: int,
+                        mode: str) -> object: ...
+
+
+class Continued(Protocol):
+    """The checked records a run continues from (``icrl.run.rebuild.Checked``)."""
+
+    train: list[TrainLine]
+    test: list[TestLine]
+    repairs: list[str]
+    rewrite_train: bool
+    rewrite_test: bool
+
+
 class Loop:
     """Runs the steps of one run on its records; ``observers`` hear its events."""
 
-    def __init__(self, seed: int, data, plan, policy: Policy, reward, records, observers: Sequence[Observer] = (),
-                 check_directory=lambda: None, meter: Optional[Meter] = None):
+    def __init__(self, seed: int, data: RunData, plan: Plan, policy: Policy, reward: Reward, records: LoopRecords,
+                 observers: Sequence[Observer] = (), check_directory: Callable[[], None] = lambda: None,
+                 meter: Optional[Meter] = None):
         self.data, self.plan = data, plan
         self.meter = meter or Meter()  # the usage its models' APIs report (none for local models)
         self.policy, self.reward, self.records = policy, reward, records
@@ -57,7 +88,7 @@ class Loop:
         return self.plan.mode == "zero_shot"
 
     # -- resuming ------------------------------------------------------------------------------
-    def restore(self, checked, out_dir, resuming: bool) -> int:
+    def restore(self, checked: Continued, out_dir: Path, resuming: bool) -> int:
         """Continue from the checked records (``icrl.run.rebuild.Checked``): write their repairs,
         rebuild the history and the policy's state, recompute missing test steps; returns the
         step to start at."""
@@ -121,9 +152,9 @@ class Loop:
         usage = self.meter.since(spent)
 
         if t in self.plan.test_steps:
-            record = self.records.append_test(self.test_step(t, decision))
-            self.test_recs.append(record)
-            self._emit("on_test", t, record)
+            tested = self.records.append_test(self.test_step(t, decision))
+            self.test_recs.append(tested)
+            self._emit("on_test", t, tested)
 
         if episode is not None and example is not None:
             line = TrainLine(t, example.id, episode.prompt, episode.prediction, episode.feedback, episode.answer,
@@ -170,6 +201,6 @@ class Loop:
         log.info("step %d: test accuracy %.4f", t, line.accuracy)
         return line
 
-    def _emit(self, event: str, *args) -> None:
+    def _emit(self, event: str, *args: object) -> None:
         for observer in self.observers:
             getattr(observer, event)(*args)

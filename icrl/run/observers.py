@@ -11,10 +11,21 @@ training record is on disk; ``on_step(t, loop)`` at the end of each step (after 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence
 
 from ..errors import UsageError
+from ..infra.diskfull import OneLineFileHandler
+from ..records.plan import Plan
 from ..records.schema import TestLine, TrainLine
+
+
+class LoopState(Protocol):
+    """What an observer reads of the loop (``icrl.run.loop.Loop``): its plan and its lines so far."""
+
+    plan: Plan
+    train_recs: list[TrainLine]
+    test_recs: list[TestLine]
 
 
 class Observer:
@@ -22,7 +33,7 @@ class Observer:
 
     wants_test_progress = False
 
-    def on_start(self, loop, start: int) -> None:
+    def on_start(self, loop: LoopState, start: int) -> None:
         pass
 
     def on_test_progress(self, done: int, total: int) -> None:
@@ -34,13 +45,13 @@ class Observer:
     def on_train(self, t: int, record: TrainLine) -> None:
         pass
 
-    def on_step(self, t: int, loop) -> None:
+    def on_step(self, t: int, loop: LoopState) -> None:
         pass
 
-    def on_loop_end(self, loop) -> None:
+    def on_loop_end(self, loop: LoopState) -> None:
         pass
 
-    def on_finish(self, summary: dict) -> None:
+    def on_finish(self, summary: dict[str, Any]) -> None:
         pass
 
 
@@ -49,10 +60,10 @@ class LogFailure(Observer):
     once a step is on disk: the run goes on without its log. A run whose records cannot be
     written either stops with that error alone."""
 
-    def __init__(self, handler):
+    def __init__(self, handler: OneLineFileHandler) -> None:
         self.handler = handler
 
-    def on_step(self, t: int, loop) -> None:
+    def on_step(self, t: int, loop: LoopState) -> None:
         self.handler.say_pending()
 
 
@@ -60,31 +71,31 @@ class ProgressBar(Observer):
     """tqdm over the run's steps; during a test step its postfix shows ``testing i/n``, after
     each step the running train and last test accuracy."""
 
-    def __init__(self, enabled: bool, desc: str):
+    def __init__(self, enabled: bool, desc: str) -> None:
         self.enabled, self.desc = enabled, desc
         self.bar: Any = None  # the tqdm bar, made in on_start
         self.wants_test_progress = enabled
 
-    def on_start(self, loop, start):
+    def on_start(self, loop: LoopState, start: int) -> None:
         from tqdm.auto import tqdm
 
         self.bar = tqdm(total=loop.plan.steps, initial=start, disable=not self.enabled, desc=self.desc,
                         unit="step", dynamic_ncols=True)
 
-    def on_test_progress(self, done, total):
+    def on_test_progress(self, done: int, total: int) -> None:
         self.bar.set_postfix_str(f"testing {done}/{total}")
 
-    def on_step(self, t, loop):
+    def on_step(self, t: int, loop: LoopState) -> None:
         self.bar.set_postfix(postfix(loop.train_recs, loop.test_recs), refresh=False)  # replaces "testing i/n"
         self.bar.update(1)
 
-    def on_loop_end(self, loop):
+    def on_loop_end(self, loop: LoopState) -> None:
         self.bar.close()
 
 
 def postfix(train_recs: Sequence[TrainLine], test_recs: Sequence[TestLine]) -> dict[str, str]:
     scored = [r.accuracy for r in train_recs if r.accuracy is not None]
-    out = {}
+    out: dict[str, str] = {}
     if scored:
         out["train_acc"] = f"{sum(scored) / len(scored):.3f}"
     if test_recs:
@@ -97,7 +108,7 @@ class Wandb(Observer):
     summary at the end. The module is imported when the observer is made (a missing package is
     a UsageError before any model loads)."""
 
-    def __init__(self, config: dict, directory, name: str):
+    def __init__(self, config: dict[str, Any], directory: Path, name: str) -> None:
         try:
             import wandb
         except ImportError:
@@ -106,17 +117,17 @@ class Wandb(Observer):
         self.wandb, self.config, self.directory, self.name = wandb, config, directory, name
         self.run: Any = None  # the wandb run, made in on_start
 
-    def on_start(self, loop, start):
+    def on_start(self, loop: LoopState, start: int) -> None:
         self.run = self.wandb.init(project="icrl", dir=str(self.directory), config=self.config, name=self.name)
 
-    def on_test(self, t, record):
+    def on_test(self, t: int, record: TestLine) -> None:
         self.run.log({"test/accuracy": record.accuracy}, step=t)
 
-    def on_train(self, t, record):
+    def on_train(self, t: int, record: TrainLine) -> None:
         if record.accuracy is not None:
             self.run.log({"train/accuracy": record.accuracy, "train/context_size": record.context_size}, step=t)
 
-    def on_finish(self, summary):
+    def on_finish(self, summary: dict[str, Any]) -> None:
         self.run.summary.update({k: v for k, v in summary.items() if not isinstance(v, dict)})
         self.run.finish()
 
@@ -124,8 +135,8 @@ class Wandb(Observer):
 class TestLines(Observer):
     """A sweep's line per test step, written above its shared bar."""
 
-    def __init__(self, write, label: str):
+    def __init__(self, write: Callable[[str], None], label: str) -> None:
         self.write, self.label = write, label
 
-    def on_test(self, t, record):
+    def on_test(self, t: int, record: TestLine) -> None:
         self.write(f"{self.label}: step {record.step} test accuracy {record.accuracy:.3f}")

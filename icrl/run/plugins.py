@@ -13,7 +13,7 @@ disk, and the same command resumes from them.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional, Union
 
 from ..backends import backend_owner
 from ..config import RunConfig
@@ -24,13 +24,13 @@ from ..records.configfile import ConfigFile
 from .edge import PluginBreach
 
 
-def used(config: RunConfig) -> list:
+def used(config: RunConfig) -> list[dict[str, str]]:
     """config.json "plugins" of this run: the plugins its chosen parts come from (empty: none)."""
     values = config.spec.as_record()
     return plugins.record_of([*chosen_owners(values), backend_owner(config.spec.backend)])
 
 
-def record(config: RunConfig) -> dict:
+def record(config: RunConfig) -> dict[str, list[dict[str, str]]]:
     """What config.json gets for the plugins: ``{"plugins": [...]}``, or nothing when none is used."""
     entries = used(config)
     return {"plugins": entries} if entries else {}
@@ -49,11 +49,11 @@ def failure(exc: BaseException, steps_done: int) -> Optional[str]:
     return PluginBreach(plugin, plugins.said(exc), function=function).line(steps_done)
 
 
-def missing_under(root) -> list:
+def missing_under(root: Union[str, Path]) -> list[str]:
     """The plugins that runs under ``root`` were made with and that are not loaded (module names):
     a command refused for a name or flag it does not know may be one of theirs."""
     loaded = {p.module for p in plugins.loaded()}
-    missing: set = set()
+    missing: set[Any] = set()  # config.json's values, kept where they are module names
     for run in find_runs(root) if Path(root).is_dir() else []:
         try:
             recorded = read_json(run / CONFIG).get("plugins") or []

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Optional, Sequence
+
+import numpy as np
 
 from ..method.calls import ANSWER, TEST_ANSWER, ModelCall
+from ..method.episode import Episode
+from ..method.strategies.base import Strategy
 from ..records.lines import Kept, as_json_text
 from ..records.schema import TestLine, TrainLine
 from ..records.typed import is_int
 from .data import RunData
+
+if TYPE_CHECKING:
+    from ..backends import Generated
 
 TRAIN_FIELDS = frozenset(f.name for f in dataclasses.fields(TrainLine))
 PREDICTION, REASONING, REASONING_TOKENS = "prediction", "reasoning", "reasoning_tokens"  # the model's fields
@@ -31,7 +38,7 @@ class OnRecord:
     what another part's call answered (a guide, a verdict: its declared field). None of it can
     be checked against a model; each must be of the right kind."""
 
-    def __init__(self, labels: Sequence[str]):
+    def __init__(self, labels: Sequence[str]) -> None:
         self.labels = list(labels)
         self.record: Optional[Kept[TrainLine]] = None
         self.test: Optional[list[str]] = None
@@ -65,13 +72,14 @@ class _Answering:
     thinks = False
     reads_prompts = False
 
-    def __init__(self, on_record: OnRecord, call: ModelCall):
+    def __init__(self, on_record: OnRecord, call: ModelCall) -> None:
         self.on, self.call = on_record, call
 
-    def render(self, messages, prefix):
+    def render(self, messages: Sequence[dict[str, Any]], prefix: str) -> str:
         return ""
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         from ..backends import Generated
 
         on, call = self.on, self.call
@@ -96,7 +104,8 @@ class _Answering:
             raise Unverifiable(f"has the {call.field} {written!r}, and its {call.kind} was written at this step")
         return [Generated(written, 0)]
 
-    def predict(self, prompts, labels, temperature, seed, progress=None):
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], None]] = None) -> list[str]:
         on, call = self.on, self.call
         if call == TEST_ANSWER:
             if on.test is None:
@@ -123,18 +132,18 @@ class ContextsOnRecord:
     query_aware = True
     stateful = False
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         if name == "strategy":  # not set yet
             raise AttributeError(name)
         return getattr(self.strategy, name)
 
-    def __init__(self, strategy, model: OnRecord):
+    def __init__(self, strategy: Strategy, model: OnRecord) -> None:
         self.strategy, self.model = strategy, model
-        self.train: Optional[list] = None
-        self.train_metrics: Optional[dict] = None
-        self.test: list = []
+        self.train: object = None  # the step's recorded context and metrics, as recorded: checked when drawn
+        self.train_metrics: object = None
+        self.test: list[list[int]] = []
         self.training = False  # the step's training context is still to be drawn (it comes first)
-        self._metrics: dict = {}
+        self._metrics: dict[str, Any] = {}
 
     def step(self, record: Optional[Kept[TrainLine]], test_line: Optional[Kept[TestLine]], data: RunData) -> None:
         """The contexts of step ``record`` (and of its test line)."""
@@ -145,7 +154,7 @@ class ContextsOnRecord:
             contexts = None if "contexts" in test_line.wrong else test_line.line.contexts
             self.test = list(contexts) if contexts is not None and len(contexts) == len(data.test) else []
 
-    def _episodes(self, history, ids) -> Optional[list]:
+    def _episodes(self, history: Sequence[Episode], ids: object) -> Optional[list[Episode]]:
         by_step = {e.step: e for e in history}
         if not isinstance(ids, list) or len(ids) > self.strategy.max_examples \
                 or len(set(map(as_json_text, ids))) < len(ids) \
@@ -153,7 +162,7 @@ class ContextsOnRecord:
             return None
         return [by_step[i] for i in ids]
 
-    def _metrics_fit(self, metrics, chosen) -> bool:
+    def _metrics_fit(self, metrics: object, chosen: Sequence[Episode]) -> bool:
         """The strategy's metric names; its scores one finite number per episode, the others (a
         learning strategy's, e.g. ``pruned``) the rebuilt ones."""
         shape = self.strategy.metrics()  # once a training step, as the run calls it
@@ -163,7 +172,8 @@ class ContextsOnRecord:
             isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in metrics[k]))
             if k in SCORES else as_json_text(metrics[k]) == as_json_text(shape[k]) for k in shape)
 
-    def select(self, history, rng, query=None):
+    def select(self, history: Sequence[Episode], rng: np.random.Generator,
+               query: Optional[str] = None) -> list[Episode]:
         if self.training:
             self.training = False
             chosen = self._episodes(history, self.train)
@@ -181,16 +191,16 @@ class ContextsOnRecord:
             return []
         return chosen
 
-    def metrics(self):
+    def metrics(self) -> dict[str, Any]:
         return dict(self._metrics)
 
-    def reset(self):
+    def reset(self) -> None:
         self.strategy.reset()
 
-    def forget(self):
+    def forget(self) -> None:
         self.strategy.forget()
 
-    def observe_reward(self, reward, context=()):
+    def observe_reward(self, reward: float, context: Sequence[Episode] = ()) -> None:
         self.strategy.observe_reward(reward, context)
 
 

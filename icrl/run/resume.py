@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..config import ADDED_DEFAULTS, EXTENDING_NAMES, RUNTIME_NAMES, RunConfig
 from ..method.shape import RunShape
@@ -95,7 +95,7 @@ def extension_of(config: RunConfig, out_dir: Path, recorded: ConfigFile) -> Opti
     return steps
 
 
-def config_record(config: RunConfig, plan: Plan, data: RunData, backend: dict) -> dict:
+def config_record(config: RunConfig, plan: Plan, data: RunData, backend: dict[str, Any]) -> dict[str, Any]:
     """config.json of a new run (``backend``: what its backend says of itself, ``describe()``)."""
     task = data.task
     return scrub({

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..backends import offline_chat
-from ..config import RunConfig, given
+from ..config import RunConfig, RunSpec, given
 from ..errors import UsageError
 from ..records import max_context_path, read_json, remove_leftovers, write_json_atomic
 from ..method.agents import is_learner
@@ -20,10 +20,13 @@ from ..method.strategies.base import STRATEGIES
 from .counted_window import check_counted_window
 from .data import RunData
 
+if TYPE_CHECKING:
+    from .window import Chat
+
 log = logging.getLogger("icrl")
 
 
-def resolve_max_examples(config: RunConfig, data: RunData, backend) -> int:
+def resolve_max_examples(config: RunConfig, data: RunData, backend: Any) -> int:
     """--max_context_examples, or when omitted the published search's ``left + 1`` for this
     model, task, mode (ICRL or ICL system prompt) and window, cached per model and task
     under the key ``<icrl|icl>@<window>``. Either way the exemplars are then subtracted
@@ -45,7 +48,7 @@ def resolve_max_examples(config: RunConfig, data: RunData, backend) -> int:
     return fit
 
 
-def acting_budgets(spec) -> dict:
+def acting_budgets(spec: RunSpec) -> dict[str, int]:
     """What the acting model may write (--reasoning) or be shown (the text of a strategy's
     generating call, e.g. a reflection's guide: its whole budget) in a prompt beyond its
     context episodes, as {flag: tokens}, the flags that are set only."""
@@ -56,7 +59,7 @@ def acting_budgets(spec) -> dict:
     return {flag: value for flag, value in {"--reasoning": spec.reasoning, **shown}.items() if value}
 
 
-def search_window(spec, max_model_len: int) -> int:
+def search_window(spec: RunSpec, max_model_len: int) -> int:
     """The window the automatic size is searched in: the model's, less ``acting_budgets``."""
     budgets = acting_budgets(spec)
     window = max_model_len - sum(budgets.values())
@@ -67,7 +70,7 @@ def search_window(spec, max_model_len: int) -> int:
     return window
 
 
-def tokenizer_of(config: RunConfig):
+def tokenizer_of(config: RunConfig) -> Optional[Chat]:
     """The run's model tokenizer and chat template without its weights (loads in seconds), with
     the window --max_model_len gives; None where there is none to load here (a hosted model)."""
     s = config.spec
@@ -104,9 +107,10 @@ def check_window(config: RunConfig, data: RunData) -> None:
                          f"tokens (e.g. 8192) or leave it out")
 
 
-def automatic_size(config: RunConfig, data: RunData, backend) -> int:
+def automatic_size(config: RunConfig, data: RunData, backend: Any) -> int:
     """The published search's size for this run: read from the per-model cache (as ``cached``
-    reads it), else searched (``searched_size``) and written to it."""
+    reads it), else searched (``searched_size``) and written to it. ``backend``: the loaded
+    model, whose window (``max_model_len``) and ``chat`` (a ``Chat``) the search reads."""
     s = config.spec
     path = max_context_path(config.options.output_dir, s.model_name, given(s.task_name, "task_name"))
     window = search_window(s, backend.max_model_len)
@@ -148,7 +152,7 @@ def cached(config: RunConfig, window: int) -> Optional[int]:
     return cached_size(sizes or {}, given(s.icrl, "icrl"), window, s.published_tokenization)[0]
 
 
-def read_sizes(path: Path) -> Optional[dict]:
+def read_sizes(path: Path) -> Optional[dict[str, int]]:
     """The sizes a cache file holds (``{"sizes": {key: n}}``, each n an int above 0; others are
     left out): {} with no file, None for the older format (no "sizes"); ValueError when it is
     not a cache record."""
@@ -164,7 +168,7 @@ def read_sizes(path: Path) -> Optional[dict]:
     return {k: v for k, v in record["sizes"].items() if isinstance(v, int) and not isinstance(v, bool) and v > 0}
 
 
-def searched_size(config: RunConfig, data: RunData, chat, window: int) -> int:
+def searched_size(config: RunConfig, data: RunData, chat: Chat, window: int) -> int:
     """The published search's size (``run.window.find_max_examples``) in ``window`` tokens; a
     window too small for any context is one line naming --max_model_len when it was given."""
     from .window import find_max_examples

@@ -30,13 +30,29 @@ renderings at most, usually a handful.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence
 
 from icrl.method.episode import Episode
 from icrl.errors import UsageError
 from icrl.method.prompts import SYSTEM_PROMPT_ICL, SYSTEM_PROMPT_ICRL, build_messages, feedback_message
+from icrl.tasks import Task
 
 WINDOW_FRACTION = 0.95
+
+
+class Chat(Protocol):
+    """What the search reads of a model's tokenizer and chat template (a backend's ``chat``,
+    ``icrl.backends.offline_chat``)."""
+
+    @property
+    def max_model_len(self) -> int: ...
+
+    @property
+    def supports_system_role(self) -> bool: ...
+
+    def render(self, messages: Sequence[dict[str, Any]], prefix: str) -> str: ...
+
+    def count_tokens(self, text: str) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -69,9 +85,10 @@ class MaxExamplesResult:
         return self.max_examples + 1
 
 
-def _count_many(chat, texts: Sequence[str]) -> List[int]:
+def _count_many(chat: Any, texts: Sequence[str]) -> List[int]:
     """Token counts of many texts in one batch call (same ids as chat.count_tokens); a counter
-    with ``count_many`` (an API's token counter: its requests in flight together) counts them."""
+    with ``count_many`` (an API's token counter: its requests in flight together) counts them.
+    ``chat``: a ``Chat``, asked for the ``count_many`` or the Hugging Face ``tokenizer`` it may have."""
     if not texts:
         return []
     many = getattr(chat, "count_many", None)
@@ -84,7 +101,7 @@ def _count_many(chat, texts: Sequence[str]) -> List[int]:
     return [len(row) for row in ids]
 
 
-def _worst_label(chat, task) -> tuple[str, int, str, int]:
+def _worst_label(chat: Chat, task: Task) -> tuple[str, int, str, int]:
     """(label, feedback, feedback text, tokens) maximising assistant + feedback message tokens.
 
     Ties go to the earlier label and to the negative feedback (as published)."""
@@ -105,7 +122,7 @@ def _worst_label(chat, task) -> tuple[str, int, str, int]:
     return best
 
 
-def search_max_examples(chat, task, max_window_tokens: Optional[int] = None, *,
+def search_max_examples(chat: Chat, task: Task, max_window_tokens: Optional[int] = None, *,
                         icrl: bool = True) -> MaxExamplesResult:
     """The worst-case search (see module docstring) with its details.
 
@@ -157,8 +174,8 @@ def search_max_examples(chat, task, max_window_tokens: Optional[int] = None, *,
         longest_prompt_tokens=ranked_counts[0], num_prompts=len(ranked), renders=len(rendered))
 
 
-def context_messages(task, context: Sequence[Episode], supports_system_role: bool, *,
-                     icrl: bool = True) -> tuple[list[dict], str]:
+def context_messages(task: Task, context: Sequence[Episode], supports_system_role: bool, *,
+                     icrl: bool = True) -> tuple[list[dict[str, Any]], str]:
     """The ICRL messages of ``context`` alone, with no new query (as the published search renders).
 
     ``build_messages`` always ends with the new input; rendering an empty one and taking it
@@ -220,7 +237,7 @@ def _largest_fitting(fits: Callable[[int], bool], hi: int, guess: int = 0) -> in
     return lo
 
 
-def find_max_examples(chat, task, max_window_tokens: Optional[int] = None, *, icrl: bool = True) -> int:
+def find_max_examples(chat: Chat, task: Task, max_window_tokens: Optional[int] = None, *, icrl: bool = True) -> int:
     """The context size the published runner uses when --max_context_examples is omitted:
     one more than the largest number of episodes whose worst-case prompt fits 95% of the
     window (the published search's ``left + 1``).
@@ -230,7 +247,8 @@ def find_max_examples(chat, task, max_window_tokens: Optional[int] = None, *, ic
     return search_max_examples(chat, task, max_window_tokens, icrl=icrl).published_convention
 
 
-def cached_size(sizes: dict, icrl: bool, window: int, published_quirks: bool = False) -> tuple[Optional[int], list]:
+def cached_size(sizes: dict[str, int], icrl: bool, window: int,
+                published_quirks: bool = False) -> tuple[Optional[int], list[str]]:
     """The automatic size cached for a model and task (``sizes``: the cache file's entries), and
     the keys a newly found size is stored under.
 

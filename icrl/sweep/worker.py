@@ -18,6 +18,7 @@ import threading
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Hashable, Optional, Sequence
 
+from ..backends import Backend
 from ..errors import UsageError
 from ..infra import plugins
 from ..infra.masking import scrub
@@ -25,7 +26,6 @@ from ..run.observers import TestLines
 from .lockstep import Outcome
 
 if TYPE_CHECKING:
-    from ..backends import Backend
     from ..run.experiment import Experiment
     from .execution import Run
 

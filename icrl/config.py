@@ -39,7 +39,7 @@ import dataclasses
 import functools
 import json
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Optional, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence, TypeVar
 
 from .backends import BACKEND_CHOICES, FIRST_ANSWER_HELP, FIRST_ANSWER_S
 from .backends.embedded import DEFAULT_MODEL
@@ -50,18 +50,20 @@ from .method import declared_params
 from .method.agents import AgentSetting, agent_params, llm_params
 from .method.declared import registered_calls
 from .method.exploration import Exploration
+from .method.registry import Param
 from .method.rewards import REWARDS, RewardSetting, reward_params
 from .method.shape import RunShape
 from .method.strategies import SAMPLING_METHODS, STRATEGIES
 from .method.strategies.base import StrategyChoice, strategy_params
 
 _FOLDER_NONE = object()
+T = TypeVar("T")
 
 
-def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
-         extends: bool = False, added: bool = False, optional: str = "", only: str = "", param=None,
-         owners: tuple = (), spelled: Optional[str] = None, folder_value: bool = True,
-         choices: Optional[Sequence[str]] = None, switch: bool = False):
+def flag(default: T, help: str, *, folder: object = _FOLDER_NONE, column: Optional[str] = None, backend: bool = False,
+         extends: bool = False, added: bool = False, optional: str = "", only: str = "", param: Optional[Param] = None,
+         owners: tuple[str, ...] = (), spelled: Optional[str] = None, folder_value: bool = True,
+         choices: Optional[Sequence[str]] = None, switch: bool = False) -> T:
     """A configuration field: its default, help text and roles (see the module docstring);
     ``spelled``: the flag's first spelling when it is not ``--<name>`` (which stays an old one);
     ``choices``: the values its flag takes (a list the flag reads when the parser is built);
@@ -76,7 +78,7 @@ def flag(default, help: str, *, folder: Any = _FOLDER_NONE, column: Optional[str
         "switch": switch})
 
 
-def declared_field(param, group: str, owners: tuple = ()):
+def declared_field(param: Param, group: str, owners: tuple[str, ...] = ()) -> Any:
     """The field of a parameter a part of the method declares (recorded with ``group``)."""
     return flag(param.default, param.help, folder=_FOLDER_NONE if param.folder is None else param.folder,
                 column=param.column, optional=group, only=param.only, param=param, owners=owners,
@@ -164,7 +166,7 @@ class _Spec:
                                  "prefills the prediction prefix, chat forces a tool call with an enum of the labels; "
                                  "auto: chat)", folder="api", backend=True,
                        only="llm", choices=("auto", "completions", "chat"))
-    def as_record(self) -> dict:
+    def as_record(self) -> dict[str, Any]:
         """config.json "args": every field (an ``optional`` group only when one of its fields is set;
         a strategy's own parameters for runs of that strategy), sorted by name, as JSON gives it back."""
         set_groups = {f.metadata["optional"] for f in fields(self)
@@ -213,10 +215,12 @@ class RunOptions:
     max_retries: int = flag(5, "retries (with backoff) on 429, 5xx, timeouts", backend=True)
     first_answer_timeout: float = flag(FIRST_ANSWER_S, FIRST_ANSWER_HELP, backend=True, added=True)
 
-    def as_record(self) -> dict:
+    def as_record(self) -> dict[str, Any]:
         """config.json "runtime_args", sorted by name (an ``added`` field only when it is set)."""
-        return json.loads(json.dumps({f.name: getattr(self, f.name) for f in sorted(fields(self), key=lambda f: f.name)
-                                      if not (f.metadata["added"] and getattr(self, f.name) == f.default)}))
+        kept = {f.name: getattr(self, f.name) for f in sorted(fields(self), key=lambda f: f.name)
+                if not (f.metadata["added"] and getattr(self, f.name) == f.default)}
+        found: dict[str, Any] = json.loads(json.dumps(kept))
+        return found
 
 
 @dataclass(frozen=True)
@@ -238,7 +242,7 @@ def _check_parameter_names() -> None:
     parts = [(f"the context strategy {e.base!r}", STRATEGIES.owner(name), e.cls.params)
              for name, e in STRATEGIES.items()] + \
             [(f"the reward {name!r}", REWARDS.owner(name), cls.params) for name, cls in REWARDS.items()]
-    seen: dict = {}
+    seen: dict[str, tuple[Param, str]] = {}
     for what, owner, params in parts:
         for param in params:
             mine = f"{what} of {plugins.owner_text(owner)}"
@@ -252,7 +256,7 @@ def _check_parameter_names() -> None:
 _check_parameter_names()  # before RunSpec: a name declared twice is one line, not a TypeError
 
 
-def _annotation(param):
+def _annotation(param: Param) -> object:
     return Optional[param.type] if param.default is None else param.type
 
 
@@ -282,10 +286,10 @@ class RunConfig:
     options: RunOptions = field(default_factory=RunOptions)
     secrets: Secrets = field(default_factory=Secrets, repr=False)
     demo: bool = False
-    ignored: tuple = ()  # warnings: published settings given that this run does not read (icrl.cli.validate)
+    ignored: tuple[str, ...] = ()  # warnings: published settings given that this run does not read (icrl.cli.validate)
 
     @classmethod
-    def from_values(cls, values: dict, demo: bool = False) -> "RunConfig":
+    def from_values(cls, values: Mapping[str, Any], demo: bool = False) -> "RunConfig":
         """From one flat mapping of field names (every name must be a field of one part)."""
         unknown = set(values) - set(FIELDS)
         if unknown:
@@ -293,17 +297,17 @@ class RunConfig:
         parts = {part: {k: v for k, v in values.items() if FIELDS[k][0] is part} for part in PARTS}
         return cls(RunSpec(**parts[RunSpec]), RunOptions(**parts[RunOptions]), Secrets(**parts[Secrets]), demo)
 
-    def values(self) -> dict:
+    def values(self) -> dict[str, Any]:
         """Every field by name (secrets included: never write this)."""
         return {**_shallow(self.spec), **_shallow(self.options), **_shallow(self.secrets)}
 
-    def runtime_record(self) -> dict:
+    def runtime_record(self) -> dict[str, Any]:
         """config.json "runtime_args": the options, and, as in every record written before they did
         anything, ``ucb_alpha``, ``prob_reset`` and ``p_exploration`` (a copy of "args"' values)."""
         record = {**self.options.as_record(), **{name: getattr(self.spec, name) for name in EXPLORATION_NAMES}}
         return json.loads(json.dumps(dict(sorted(record.items()))))
 
-    def replace(self, **changes) -> "RunConfig":
+    def replace(self, **changes: Any) -> "RunConfig":
         """A copy with some fields (of any part) changed (its warnings kept)."""
         return dataclasses.replace(RunConfig.from_values({**self.values(), **changes}, demo=self.demo),
                                    ignored=self.ignored)
@@ -350,10 +354,10 @@ class RunConfig:
 
 PARTS = (RunSpec, RunOptions, Secrets)
 # field name -> (part, dataclasses.Field)
-FIELDS: dict = {f.name: (part, f) for part in PARTS for f in fields(part)}
+FIELDS: dict[str, tuple[type, dataclasses.Field[Any]]] = {f.name: (part, f) for part in PARTS for f in fields(part)}
 
 
-def _shallow(obj) -> dict:
+def _shallow(obj: _Spec | RunOptions | Secrets) -> dict[str, Any]:
     return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
@@ -385,9 +389,6 @@ LEARNER_ONLY = tuple(f.name for f in fields(RunSpec) if f.metadata.get("only") =
 def flag_of(name: str) -> str:
     """A field's flag as --help shows it first (``--published_quirks`` for published_tokenization)."""
     return FIELDS[name][1].metadata.get("flag") or f"--{name}"
-
-
-T = TypeVar("T")
 
 
 def given(value: Optional[T], name: str) -> T:

@@ -80,7 +80,7 @@ def figures() -> list[tuple[str, Draw]]:
     """(name, draw) of every figure in drawing order: icrl's own, then the plugins' (each
     checked at its edge: ``icrl.run.edge.figure``)."""
     own = dict(_OWN)
-    return [(name, own.get(name) or edge.figure(name, draw, REGISTERED.owner(name)))
+    return [(name, own[name] if draw is None else edge.figure(name, draw, REGISTERED.owner(name)))
             for name, draw in REGISTERED.items()]
 
 

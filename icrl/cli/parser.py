@@ -3,6 +3,7 @@
 set it (a sweep's runs)."""
 
 import argparse
+from typing import Any, NoReturn
 
 from ..errors import UsageError
 from ..infra import plugins
@@ -13,7 +14,7 @@ class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
     the text already says what the default is (or that the flag is required); a required
     option says ``(required)``; None shows as ``none``."""
 
-    def _get_help_string(self, action):
+    def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         if action.default is argparse.SUPPRESS or not action.option_strings:
             return text
@@ -29,15 +30,15 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse whose bad-flag errors are UsageErrors (one line, exit code 2) like our own checks,
     and whose --help shows every option's default once (:class:`HelpFormatter`)."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
         super().__init__(*args, **kwargs)
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
-def add_plugin_flag(parser) -> None:
+def add_plugin_flag(parser: argparse._ActionsContainer) -> None:
     """``--plugin FILE_OR_MODULE`` (repeatable): read before the parser is built
     (``icrl.infra.plugins``); the parser only shows it in --help and accepts it."""
     parser.add_argument(plugins.FLAG, action="append", default=None, metavar="FILE_OR_MODULE", help=plugins.HELP)
@@ -52,7 +53,7 @@ def flag_action(parser: argparse.ArgumentParser, name: str) -> argparse.Action:
     raise UsageError(f"unknown flag --{name} in the sweep; see run_experiment.py --help for the flags")
 
 
-def flag_words(parser: argparse.ArgumentParser, name: str, value) -> list[str]:
+def flag_words(parser: argparse.ArgumentParser, name: str, value: object) -> list[str]:
     """run_experiment.py words that set flag ``name`` to ``value`` (booleans: --x / --no-x)."""
     action = flag_action(parser, name)
     boolean = isinstance(action, argparse.BooleanOptionalAction)

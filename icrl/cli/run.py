@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 import math
 import sys
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 from ..backends import backend_class, backends_taking
 from ..backends.embedded import DEFAULT_MODEL
@@ -62,7 +62,7 @@ API_FLAGS = ("base_url", "api_key", "api_model", "api_mode", "max_concurrency", 
              "first_answer_timeout")
 
 
-def _how(name: str) -> dict:
+def _how(name: str) -> dict[str, Any]:
     """How field ``name``'s flag is spelled: from its type, choices and role (icrl/config.py)."""
     kind = kind_of(name)
     if kind is bool:
@@ -71,7 +71,7 @@ def _how(name: str) -> dict:
     return {**({} if kind is str else {"type": kind}), **({"choices": choices} if choices else {})}
 
 
-def _adder(group):
+def _adder(group: argparse._ActionsContainer) -> Callable[[str], None]:
     """``add(name)``: the flag of field ``name`` with its default, help, type and choices; a field
     spelled otherwise first (``flag_of``) keeps ``--name`` as an old spelling."""
     def add(name: str) -> None:
@@ -80,11 +80,11 @@ def _adder(group):
     return add
 
 
-def _declared_groups() -> dict:
+def _declared_groups() -> dict[Union[str, tuple[str, ...]], list[str]]:
     """The declared parameters' names by --help group: "beyond" (exploration, rewards), "agent",
     then one group per owner set (the base names of the strategies that declare them) for the
     strategies' own."""
-    groups: dict = {"beyond": [], "agent": []}
+    groups: dict[Union[str, tuple[str, ...]], list[str]] = {"beyond": [], "agent": []}
     for d in declared_params():
         if d.group == "agent":
             groups["agent"].append(d.param.name)
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _engine_flags(p) -> None:
+def _engine_flags(p: argparse.ArgumentParser) -> None:
     """Our flags of the run and its backend: where records go, and each backend's options."""
     ours = _adder(p.add_argument_group("icrl options"))
     for name in RUN_FLAGS:
@@ -164,7 +164,7 @@ def parse_args(argv: Optional[Sequence[str]], weights: bool = True) -> RunConfig
     return dataclasses.replace(config, ignored=ignored)
 
 
-def one_spelling(values: dict) -> None:
+def one_spelling(values: dict[str, Any]) -> None:
     """Spellings of one computation name one run (its folder and config.json's args): --api_model
     the same as --model_name is no --api_model, and an --api_mode that auto is before the backend
     loads (the backend class's ``auto_mode``: --backend anthropic's chat; openai's chat for a model
@@ -177,11 +177,11 @@ def one_spelling(values: dict) -> None:
             values["api_mode"] = "auto"
 
 
-def spelled_flags(parser: argparse.ArgumentParser, words: Sequence[str]) -> dict:
+def spelled_flags(parser: argparse.ArgumentParser, words: Sequence[str]) -> dict[str, str]:
     """Field name -> the option string the user typed for it (its last use; an abbreviation is
     taken as typed)."""
     options = {option: action.dest for action in parser._actions for option in action.option_strings}
-    spelled = {}
+    spelled: dict[str, str] = {}
     for word in words:
         flag = str(word).split("=", 1)[0]
         if not flag.startswith("--"):
@@ -193,7 +193,7 @@ def spelled_flags(parser: argparse.ArgumentParser, words: Sequence[str]) -> dict
     return spelled
 
 
-def learner_values(values: dict) -> None:
+def learner_values(values: dict[str, Any]) -> None:
     """A learner's run (--agent other than llm) has no model and is an ICRL run (rewards)."""
     if values["model_name"] != default_of("model_name"):
         raise UsageError(f"--agent {values['agent']} is a learner, not a model: drop --model_name")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass, fields
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 from ..errors import UsageError
 from .parser import ArgumentParser, add_plugin_flag
@@ -24,7 +24,7 @@ from .presets import preset_help
 class SweepOptions:
     preset: Optional[str] = None
     config: Optional[str] = None
-    grid: tuple = ()
+    grid: tuple[str, ...] = ()
     shard: Optional[str] = None
     dry_run: bool = False
     max_parallel: Optional[int] = None
@@ -40,9 +40,9 @@ class SweepOptions:
     ray_gpus_per_worker: Optional[float] = None
     ray_cpus_per_worker: float = 1.0
     ray_wait_s: float = 600.0
-    shard_of: Optional[tuple] = None  # resolved from shard
+    shard_of: Optional[tuple[int, int]] = None  # resolved from shard
     sweep_name: Optional[str] = None  # resolved: name, else preset or file name, else a timestamp
-    ignored: tuple = ()  # warnings: options given that this (dry) run does not read
+    ignored: tuple[str, ...] = ()  # warnings: options given that this (dry) run does not read
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -145,10 +145,10 @@ def check_numbers(parsed: argparse.Namespace) -> None:
         raise UsageError(f"--ray_wait_s must be a number of seconds above 0, got {parsed.ray_wait_s}")
 
 
-def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict:
+def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict[str, str]:
     """The sweep options the user typed (before a ``--``): field name -> the option string."""
     options = {option: action.dest for action in parser._actions for option in action.option_strings}
-    given = {}
+    given: dict[str, str] = {}
     for word in argv:
         if word == "--":
             break
@@ -158,7 +158,7 @@ def given_options(parser: argparse.ArgumentParser, argv: Sequence[str]) -> dict:
     return given
 
 
-def unread_options(parsed: argparse.Namespace, given: dict) -> tuple:
+def unread_options(parsed: argparse.Namespace, given: Mapping[str, str]) -> tuple[str, ...]:
     """Refuse the options given that nothing would read; the warnings for those a dry run does
     not read (the same command without --dry_run / --estimate reads them)."""
     if "reward_share" in given and not parsed.estimate:

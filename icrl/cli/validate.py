@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from ..backends import BACKEND_CHOICES, backends_taking, has_local_model, resolve_backend_name, takes_option
-from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, flag_of
+from ..config import BACKEND_NAMES, LEARNER_ONLY, LLM_ONLY, RunConfig, RunSpec, flag_of
 from ..method.shape import RunShape
 from ..method.strategies.base import unread_settings
 from .flags import default_of
@@ -33,7 +33,7 @@ API_ONLY = ("api_mode", "api_model")  # settings of what a run computes that onl
 MAX_WINDOW = 1 << 24  # 16M tokens: above any model's window; a bigger number is a typo
 
 
-def check_flags(values: Mapping) -> None:
+def check_flags(values: Mapping[str, Any]) -> None:
     """The parsed flags (a run_experiment.py parser's values), before zero-shot and learner runs
     are resolved: what cannot be right whatever the rest says."""
     if not str(values["output_dir"]).strip():
@@ -66,12 +66,12 @@ def _takes(backend: str, option: str) -> bool:
     return backend in BACKEND_CHOICES and takes_option(backend, option)
 
 
-def _either(names: list) -> str:
+def _either(names: list[str]) -> str:
     """``a, b or c``."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
 
 
-def ignored_settings(values: Mapping, spelled: Optional[Mapping[str, str]] = None) -> tuple:
+def ignored_settings(values: Mapping[str, Any], spelled: Optional[Mapping[str, str]] = None) -> tuple[str, ...]:
     """The published settings given that the chosen method does not read, one warning each (the
     parsed flags, before zero-shot is resolved): --max_contexts and
     --approximate_context_sampling_method outside the approximate strategies, a strategy for a
@@ -107,7 +107,7 @@ BACKEND_ONLY = ("max_concurrency", "timeout", "max_retries", "first_answer_timeo
                 "gpu_memory_utilization", "enforce_eager")
 
 
-def unread_backend_options(values: Mapping, spelled: Optional[Mapping[str, str]] = None) -> tuple:
+def unread_backend_options(values: Mapping[str, Any], spelled: Optional[Mapping[str, str]] = None) -> tuple[str, ...]:
     """One warning per backend option given that the run's backend does not take (``--timeout``
     with ``--backend vllm``): accepted, so a command meant for another machine's backend still
     runs (the vLLM options are checked whatever the backend), and said. A learner loads no
@@ -344,7 +344,7 @@ class WrongAgentSetting(UsageError):
     crossed both kinds with one base says how to split them (icrl.sweep.runner)."""
 
 
-def refuse_settings(spec, names, who: str, spelled: Optional[Mapping[str, str]] = None) -> None:
+def refuse_settings(spec: RunSpec, names: Sequence[str], who: str, spelled: Optional[Mapping[str, str]] = None) -> None:
     """Raise WrongAgentSetting naming every field of ``names`` that is set (differs from its default)."""
     given = [flag_name(n, spelled) for n in names if getattr(spec, n) != default_of(n)]
     if given:

@@ -6,13 +6,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from ..errors import UsageError
 from ..run.window import WINDOW_FRACTION, MaxExamplesResult, search_max_examples
 from ..infra import plugins
 from ..infra.masking import register, scrub
 from .parser import ArgumentParser, add_plugin_flag
+
+if TYPE_CHECKING:
+    from ..backends import Backend
+    from ..backends.chat import ChatTokenizer
+    from ..tasks import Task
 
 API_COUNTERS = ("gemini", "anthropic")  # backends whose API counts tokens (count_many) for the search
 
@@ -85,7 +90,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling) if args.backend == "local" else \
             _load_api(args.backend, args.model_name, args.base_url, args.max_window_tokens, args.api_key)
         try:
-            if args.backend == "anthropic" and args.max_window_tokens is None and not chat.max_input_tokens:
+            # the window the Anthropic API gives (its backend alone has one)
+            if args.backend == "anthropic" and args.max_window_tokens is None \
+                    and not getattr(chat, "max_input_tokens", None):
                 raise UsageError(f"the Anthropic API does not say the window of {args.model_name!r}: give "
                                  f"--max_window_tokens (its window in tokens, e.g. 200000)")
             result = search_max_examples(chat, task, args.max_window_tokens, icrl=args.icrl)
@@ -110,7 +117,7 @@ def _quiet_transformers() -> None:
         pass
 
 
-def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[str] = None):
+def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[str] = None) -> ChatTokenizer:
     from icrl.backends.chat import load_chat_tokenizer
 
     try:
@@ -123,7 +130,7 @@ def _load_chat(model_name: str, hf_token: Optional[str], rope_scaling: Optional[
 
 
 def _load_api(backend: str, model_name: str, base_url: Optional[str], window: Optional[int],
-              api_key: Optional[str] = None):
+              api_key: Optional[str] = None) -> Backend:
     """An API backend as the counter: its token counter, and its window (Gemini's from the API)."""
     from icrl.backends import load_backend
 
@@ -131,7 +138,8 @@ def _load_api(backend: str, model_name: str, base_url: Optional[str], window: Op
     return load_backend(model_name, backend, base_url=base_url, api_key=api_key, **extra)
 
 
-def _report(result: MaxExamplesResult, args, chat, task, seconds: float) -> None:
+def _report(result: MaxExamplesResult, args: argparse.Namespace, chat: Union[ChatTokenizer, Backend], task: Task,
+            seconds: float) -> None:
     n = result.max_examples
     lines = [
         f"model: {args.model_name} (maximum length {chat.max_model_len} tokens)",

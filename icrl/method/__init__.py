@@ -26,7 +26,7 @@ class Declared(NamedTuple):
 
     param: Param
     group: str
-    owners: tuple = ()
+    owners: tuple[str, ...] = ()
 
 
 def declared_params() -> list[Declared]:

@@ -20,7 +20,7 @@ text), so that its budget is checked against its model's window before any model
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
 
 from .episode import StepRecord
 
@@ -58,7 +58,31 @@ TEST_ANSWER = ModelCall("test_answer", summary="test calls")
 Models = Callable[[ModelCall], Any]
 
 
-def declared_calls(*parts) -> list[ModelCall]:
+class Written(Protocol):
+    """What a model wrote freely after one prompt (``icrl.backends.Generated``)."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+
+class Model(Protocol):
+    """What a part asks of the model of a call it declares (``icrl.backends.Backend`` and
+    ``Reasoner`` have it; so do the stand-ins of the records check and the estimate): a rendered
+    prompt, a label among ``labels`` after each prompt, free text after each prompt."""
+
+    def render(self, messages: Sequence[dict[str, str]], prefix: str) -> str: ...
+
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], None]] = None) -> list[str]: ...
+
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> Sequence[Written]: ...
+
+
+def declared_calls(*parts: object) -> list[ModelCall]:
     """The calls that ``parts`` (a strategy, a reward, None for none) declare, each once, in order."""
     out: list[ModelCall] = []
     for part in parts:

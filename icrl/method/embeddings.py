@@ -33,13 +33,16 @@ import importlib.util
 import os
 import re
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import numpy as np
 
 from icrl.errors import UsageError
 from icrl.infra.atomic import write_atomic
 from icrl.infra.cache import cache_root
+
+if TYPE_CHECKING:
+    from sentence_transformers import SentenceTransformer
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 DIMENSIONS = {DEFAULT_MODEL: 384}  # known sizes: cached vectors are checked without loading the model
@@ -64,7 +67,7 @@ def _packaged_model_dir(name: str) -> Optional[Path]:
 class Embedder:
     """Embeds texts with a sentence-transformers model, caching each vector on disk (module docstring)."""
 
-    def __init__(self, name: str = DEFAULT_MODEL, cache_dir: Optional[os.PathLike] = None):
+    def __init__(self, name: str = DEFAULT_MODEL, cache_dir: Union[str, os.PathLike[str], None] = None):
         if not isinstance(name, str) or not name.strip():
             raise UsageError(f"embedding model name must be a non-empty string (got {name!r})")
         self.name = name
@@ -79,7 +82,7 @@ class Embedder:
     # --- model -------------------------------------------------------------------------------
 
     @property
-    def model(self):
+    def model(self) -> SentenceTransformer:
         """The sentence-transformers model, loaded on first use (CPU)."""
         if self._model is None:
             self._model = self._load()
@@ -88,7 +91,7 @@ class Embedder:
             self._dim = int(dimension())
         return self._model
 
-    def _load(self):
+    def _load(self) -> SentenceTransformer:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError:

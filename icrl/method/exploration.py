@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from ..errors import UsageError
-from .episode import StepRecord
+from .episode import Episode, StepRecord
 from .registry import Param, Registry, finite_non_negative, probability
 from .shape import RunShape
 from .strategies import strategy_of
@@ -175,7 +175,8 @@ class Exploration:
             return 0
         return next((t for t in range(step, 0, -1) if self.resets_at(seed, t)), 0)
 
-    def replay(self, strategy, history: Sequence, train_recs: Sequence[StepRecord], seed: int):
+    def replay(self, strategy: Strategy, history: Sequence[Episode], train_recs: Sequence[StepRecord],
+               seed: int) -> Strategy:
         """Rebuild a stateful (or learning) strategy's state after steps 0..len(history)-1, as if
         they had run live: each step's reset (``forget``), select on the visible history (stateful
         ones), and the reward of a step that showed its context to the model (not explored; the

@@ -9,8 +9,9 @@ import numpy as np
 from icrl.errors import UsageError
 
 
-def shown_feedback(reward: int, seed: int, step: int, flip: bool, flip_prob: Optional[float]) -> int:
-    """The feedback shown for step ``step``'s episode, given its true ``reward`` (1 or 0).
+def shown_feedback(reward: float, seed: int, step: int, flip: bool, flip_prob: Optional[float]) -> float:
+    """The feedback shown for step ``step``'s episode, given its true ``reward`` (1 or 0; a
+    partial credit's 0.5, which a flip leaves 0.5).
 
     Without ``flip`` it is the reward. With ``flip`` it is ``1 - reward`` exactly when
     ``numpy.random.default_rng(seed + step).random() < flip_prob``: a fresh generator of its

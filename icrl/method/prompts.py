@@ -13,9 +13,10 @@ prompt and then the prediction prefix (e.g. ``Intent:``), after which the model 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from typing import Optional, Protocol, Sequence, Union
 
 from icrl.method.episode import Episode
+from icrl.method.task import TaskView
 from icrl.errors import UsageError
 
 SYSTEM_PROMPT_ICRL = (
@@ -30,9 +31,10 @@ REASONING_INSTRUCTION = "Before you answer, think in a few sentences; then write
 
 
 PARTIAL_FEEDBACK = 0.5  # --reward coarse_credit: a wrong label of the right parent class (ours)
+Exemplar = Union[Episode, tuple[str, str]]  # a gold (prompt, answer) pair, or an episode showing one
 
 
-def feedback_message(prediction: str, feedback) -> str:
+def feedback_message(prediction: str, feedback: Optional[float]) -> str:
     """The user message telling the model whether ``prediction`` was right (1), wrong (0) or,
     with a graded reward (ours, not the paper's), partly right (0.5)."""
     if feedback == PARTIAL_FEEDBACK:
@@ -45,10 +47,10 @@ def feedback_message(prediction: str, feedback) -> str:
     return f"The answer '{prediction}' is wrong! You can do better!"
 
 
-def build_messages(task, context: Sequence[Episode], prompt: str, mode: str, *,
-                   omit_feedback: bool = False, exemplars: Sequence = (),
+def build_messages(task: TaskView, context: Sequence[Episode], prompt: str, mode: str, *,
+                   omit_feedback: bool = False, exemplars: Sequence[Exemplar] = (),
                    supports_system_role: bool = True, reasoning: bool = False,
-                   preamble: str = "") -> tuple[list[dict], str]:
+                   preamble: str = "") -> tuple[list[dict[str, str]], str]:
     """(messages, prefix) for predicting ``prompt`` after ``context``.
 
     mode "icrl": the context's inputs, predictions and feedbacks (no feedback messages with
@@ -101,7 +103,7 @@ def build_messages(task, context: Sequence[Episode], prompt: str, mode: str, *,
     return messages, prefix
 
 
-def _prediction(episode) -> str:
+def _prediction(episode: Episode) -> str:
     """An ICRL context episode's prediction (a supervised-ICL episode has none to show)."""
     if episode.prediction is None:
         step = getattr(episode, "step", "?")
@@ -109,12 +111,38 @@ def _prediction(episode) -> str:
     return episode.prediction
 
 
-def _as_pair(exemplar) -> tuple[str, str]:
-    """(prompt, gold answer) from a pair or an Episode-like object."""
-    if hasattr(exemplar, "prompt"):
+def _as_pair(exemplar: Exemplar) -> tuple[str, str]:
+    """(prompt, gold answer) from a pair or an Episode."""
+    if isinstance(exemplar, Episode):
         return exemplar.prompt, exemplar.answer
     prompt, answer = exemplar
     return prompt, answer
+
+
+class Frame(Protocol):
+    """Where a call's reasoning goes (``icrl.backends.ReasoningFrame``)."""
+
+    @property
+    def prompt(self) -> str: ...
+
+    @property
+    def stop(self) -> str: ...
+
+    def answer_prompt(self, reasoning: str) -> str: ...
+
+
+class Renderer(Protocol):
+    """What renders a call's messages: a backend or a chat tokenizer (``icrl.backends``)."""
+
+    @property
+    def supports_system_role(self) -> bool: ...
+
+    @property
+    def thinks(self) -> bool: ...
+
+    def render(self, messages: Sequence[dict[str, str]], prefix: str) -> str: ...
+
+    def reasoning_frame(self, messages: Sequence[dict[str, str]], prefix: str) -> Frame: ...
 
 
 @dataclass(frozen=True)
@@ -127,23 +155,24 @@ class Prompter:
     ``model`` is what renders: a backend or a chat tokenizer (``supports_system_role``,
     ``thinks``, ``render``, ``reasoning_frame``)."""
 
-    task: Any  # prediction_prefix, description
+    task: TaskView  # its prediction_prefix and description
     mode: str
     omit_feedback: bool = False
-    exemplars: tuple = ()
+    exemplars: tuple[Exemplar, ...] = ()
     reasoning: bool = False
 
-    def messages(self, model, context: Sequence[Episode], prompt: str, preamble: str = "") -> tuple[list, str]:
+    def messages(self, model: Renderer, context: Sequence[Episode], prompt: str,
+                 preamble: str = "") -> tuple[list[dict[str, str]], str]:
         """(messages, prefix) of the call predicting ``prompt`` after ``context``."""
         return build_messages(self.task, context, prompt, self.mode, omit_feedback=self.omit_feedback,
                               exemplars=self.exemplars, supports_system_role=model.supports_system_role,
                               reasoning=self.reasoning and not model.thinks, preamble=preamble)
 
-    def frame(self, model, context: Sequence[Episode], prompt: str, preamble: str = ""):
+    def frame(self, model: Renderer, context: Sequence[Episode], prompt: str, preamble: str = "") -> Frame:
         """Where the call's reasoning goes (``icrl.backends.ReasoningFrame``)."""
         return model.reasoning_frame(*self.messages(model, context, prompt, preamble))
 
-    def render(self, model, context: Sequence[Episode], prompt: str, preamble: str = "",
+    def render(self, model: Renderer, context: Sequence[Episode], prompt: str, preamble: str = "",
                reasoning: Optional[str] = None) -> str:
         """The call's prompt as the model reads it; with ``reasoning`` (what the model wrote
         first), the prompt its label is chosen after."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, Iterator, Mapping, Optional, TypeVar
+from typing import Any, Callable, Generic, ItemsView, Iterator, Mapping, Optional, TypeVar
 
 from ..errors import UsageError
 from ..infra import plugins
@@ -39,7 +39,7 @@ class Param:
     default: Any
     help: str
     type: type = float
-    choices: tuple = ()
+    choices: tuple[Any, ...] = ()
     check: Optional[Callable[[Any], Optional[str]]] = None
     folder: Optional[str] = None
     column: Optional[str] = None
@@ -51,13 +51,13 @@ class Param:
     def flag(self) -> str:
         return f"--{self.name}"
 
-    def label_of(self, value) -> Optional[str]:
+    def label_of(self, value: object) -> Optional[str]:
         """Its part of a run's label for ``value`` (None while at the default, or without a label)."""
         if self.label is None or value is None or value == self.default or value != value:  # NaN: unset
             return None
         return self.label.format(f"{value:g}" if isinstance(value, float) else value)
 
-    def problem(self, value) -> Optional[str]:
+    def problem(self, value: object) -> Optional[str]:
         """A one-line refusal of ``value`` (None when it is valid or the default)."""
         if value is None or value == self.default:
             return None
@@ -67,12 +67,12 @@ class Param:
         return f"{self.flag} must be {wrong}, got {value}" if wrong else None
 
 
-def probability(value) -> Optional[str]:
+def probability(value: float) -> Optional[str]:
     """``Param.check``: a probability in [0, 1] (NaN is not one)."""
     return None if 0 <= value <= 1 else "a probability in [0, 1]"
 
 
-def finite_non_negative(value) -> Optional[str]:
+def finite_non_negative(value: float) -> Optional[str]:
     """``Param.check``: a finite number >= 0."""
     return None if 0 <= value < float("inf") else "a finite number >= 0"
 
@@ -116,10 +116,10 @@ class Registry(Generic[T]):
     def names(self) -> tuple[str, ...]:
         return tuple(self._items)
 
-    def items(self):
+    def items(self) -> ItemsView[str, T]:
         return self._items.items()
 
-    def __contains__(self, name) -> bool:
+    def __contains__(self, name: object) -> bool:
         return name in self._items
 
     def __iter__(self) -> Iterator[T]:
@@ -129,10 +129,10 @@ class Registry(Generic[T]):
         return len(self._items)
 
 
-_REGISTRIES: "weakref.WeakSet[Registry]" = weakref.WeakSet()
+_REGISTRIES: "weakref.WeakSet[Registry[Any]]" = weakref.WeakSet()
 
 
-def chosen_owners(values: Mapping[str, Any]) -> list:
+def chosen_owners(values: Mapping[str, Any]) -> list[Optional[plugins.Plugin]]:
     """The owners of the parts a run's configuration ``values`` chooses by name (each registry's
     flag, e.g. --reward): the plugins the run uses (None: icrl's own)."""
     return [registry.owner(values[registry.flag[2:]]) for registry in list(_REGISTRIES)

@@ -28,10 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional, TypeVar
 
 from ..errors import UsageError
-from .calls import ModelCall
+from .calls import Model, ModelCall
 from .feedback import shown_feedback
 from .registry import Param, Registry
 from .shape import RunShape
+from .task import TaskView
 
 REWARDS: Registry[type[Reward]] = Registry("reward", "--reward")
 DEFAULT_REWARD = "exact_match"
@@ -50,43 +51,44 @@ class Reward:
 
     name = "reward"
     summary = ""
-    params: tuple = ()  # its own parameters (flags), beyond --reward itself
+    params: tuple[Param, ...] = ()  # its own parameters (flags), beyond --reward itself
     same_as_accuracy = False  # True: the reward is the exact-match accuracy, not recorded again
-    calls: tuple = ()  # the model calls it makes (icrl.method.calls): a judge's verdict
+    calls: tuple[ModelCall, ...] = ()  # the model calls it makes (icrl.method.calls): a judge's verdict
     scores_tests = True  # False: test steps record no mean reward (it would cost a model call per item)
 
-    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
+    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params: Any) -> None:
         self.flip, self.flip_prob = flip, flip_prob
         self.values = params  # its own parameters' values (the class's ``params`` declares them), by name
 
-    def bind(self, task) -> "Reward":
+    def bind(self, task: TaskView) -> "Reward":
         """Called with the run's task once it is loaded; raise UsageError if the reward cannot
         apply to it."""
         return self
 
-    def attach(self, call: ModelCall, model) -> "Reward":
+    def attach(self, call: ModelCall, model: Model) -> "Reward":
         """The model that answers its declared ``call`` (one of ``calls``), before the run starts."""
         return self
 
-    def score(self, prediction: str, answer: str):
+    def score(self, prediction: str, answer: str) -> float:
         """The reward of ``prediction`` when the gold label is ``answer`` (a rule on the gold label;
         test steps are scored with it)."""
         raise NotImplementedError
 
-    def reward_of(self, prediction: str, answer: str, prompt: str, seed: int):
+    def reward_of(self, prediction: str, answer: str, prompt: str, seed: int) -> float:
         """The reward of one training step on the input ``prompt`` (a judge reads it; a rule
         scores the gold label)."""
         return self.score(prediction, answer)
 
-    def fields(self) -> dict:
+    def fields(self) -> dict[str, Optional[str]]:
         """Record fields of the last ``__call__`` beside the reward (a judge's raw answer)."""
         return {}
 
-    def shown(self, reward) -> int:
+    def shown(self, reward: float) -> float:
         """The feedback a reward shows in context, 1 (right) or 0 (wrong), before any flipping."""
         return reward
 
-    def __call__(self, prediction: str, answer: str, *, seed: int, step: int, prompt: str = "") -> tuple:
+    def __call__(self, prediction: str, answer: str, *, seed: int, step: int,
+                 prompt: str = "") -> tuple[float, float]:
         """(reward, shown feedback) of one training step on input ``prompt``."""
         reward = self.reward_of(prediction, answer, prompt, seed + step)
         return reward, shown_feedback(self.shown(reward), seed, step, self.flip, self.flip_prob)
@@ -100,7 +102,7 @@ class ExactMatch(Reward):
     summary = "1 for the right label, else 0 (the paper's)"
     same_as_accuracy = True
 
-    def score(self, prediction, answer):
+    def score(self, prediction: str, answer: str) -> int:
         return int(prediction == answer)
 
 
@@ -115,18 +117,18 @@ class CoarseCredit(Reward):
                "[hierarchy], e.g. trec_fine")
     PARTIAL = 0.5
 
-    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
+    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params: Any) -> None:
         super().__init__(flip, flip_prob, **params)
-        self.parent: dict = {}
+        self.parent: dict[str, str] = {}
 
-    def bind(self, task):
+    def bind(self, task: TaskView) -> Reward:
         if not task.hierarchy:
             raise UsageError(f"--reward coarse_credit needs a task whose labels have parent classes (a [hierarchy] "
                              f"table, e.g. trec_fine); {task.name} has none")
         self.parent = dict(task.hierarchy)
         return self
 
-    def score(self, prediction, answer):
+    def score(self, prediction: str, answer: str) -> float:
         if prediction == answer:
             return 1
         parent = self.parent.get(answer)
@@ -138,7 +140,8 @@ JUDGE_MODEL = Param("judge_model", None, "--reward judge: the model that judges 
                     column="judge_model", label="judged by {}")
 JUDGE_PREFIX = "Verdict:"
 VERDICTS = ("yes", "no")
-VERDICT = ModelCall("verdict", field="judge", option="judge_model", summary="judge calls")
+JUDGE_FIELD = "judge"  # the training line's field of the raw verdict
+VERDICT = ModelCall("verdict", field=JUDGE_FIELD, option="judge_model", summary="judge calls")
 
 
 @register_reward
@@ -158,52 +161,55 @@ class Judge(Reward):
     calls = (VERDICT,)
     scores_tests = False
 
-    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params):
+    def __init__(self, flip: bool = False, flip_prob: Optional[float] = None, **params: Any) -> None:
         super().__init__(flip, flip_prob, **params)
-        self.backend: Optional[Any] = None  # the model that judges (its declared call's: ``attach``)
-        self.task: Optional[Any] = None
+        self.backend: Optional[Model] = None  # the model that judges (its declared call's: ``attach``)
+        self.task: Optional[TaskView] = None
         self.last: Optional[str] = None
 
-    def attach(self, call, model):
+    def attach(self, call: ModelCall, model: Model) -> Reward:
         self.backend = model
         return self
 
-    def bind(self, task):
+    def bind(self, task: TaskView) -> Reward:
         self.task = task
         return self
 
-    def reward_of(self, prediction, answer, prompt, seed):
-        backend = self.backend
+    def reward_of(self, prediction: str, answer: str, prompt: str, seed: int) -> int:
+        backend, task = self.backend, self.task
         if backend is None:
             raise RuntimeError(f"{self.name}: no model is attached for its {VERDICT.kind} call (attach)")
-        text = backend.render(judge_messages(self.task, prompt, prediction), JUDGE_PREFIX)
+        if task is None:
+            raise RuntimeError(f"{self.name}: no task is bound (bind)")
+        text = backend.render(judge_messages(task, prompt, prediction), JUDGE_PREFIX)
         (self.last,) = backend.predict([text], list(VERDICTS), 0.0, seed)
         return int(self.last == "yes")
 
-    def fields(self):
-        return {VERDICT.field: self.last}
+    def fields(self) -> dict[str, Optional[str]]:
+        return {JUDGE_FIELD: self.last}
 
     @classmethod
-    def call_prompt(cls, call, task, prompt: str, label: str) -> tuple:
+    def call_prompt(cls, call: ModelCall, task: TaskView, prompt: str,
+                    label: str) -> tuple[list[dict[str, str]], str, tuple[str, ...]]:
         """The smallest prompt of its ``call`` on the input ``prompt`` (proposed ``label``): its
         messages, the prefix, the answers it may give (a budget check, ``icrl.run.budgets``)."""
         return judge_messages(task, prompt, label), JUDGE_PREFIX, VERDICTS
 
 
-def judge_messages(task, prompt: str, prediction: str) -> list[dict]:
+def judge_messages(task: TaskView, prompt: str, prediction: str) -> list[dict[str, str]]:
     """What the judge is asked: the input, the proposed label, the labels; never the gold label."""
     return [{"role": "system", "content": "You check the answers of a classifier. Reply yes or no."},
             {"role": "user", "content": f"{task.description}\nLabels: {', '.join(task.labels)}.\n\n{prompt}\n"
                                         f"Proposed answer: {prediction}\nIs the proposed answer right?"}]
 
 
-def reward_names() -> tuple:
+def reward_names() -> tuple[str, ...]:
     """The registered rewards' names (the choices of --reward)."""
     return REWARDS.names()
 
 
 def make_reward(name: str = DEFAULT_REWARD, flip: bool = False, flip_prob: Optional[float] = None,
-                **params) -> Reward:
+                **params: Any) -> Reward:
     """The reward registered as ``name`` (``params``: its own parameters), with the feedback flipping."""
     return REWARDS.get(name)(flip=flip, flip_prob=flip_prob, **params)
 

@@ -16,13 +16,15 @@ with its title and its own parameters (flags).
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Any, Mapping, Optional, Union
 
 from ...errors import UsageError
 from ..registry import Param, Registry
+from ..strategies.base import Strategy
+from ..task import Row, RunStream
 from .features import FEATURES, featurize  # noqa: F401
 from .learners import EpsilonGreedy, Learner, LearnerPolicy, LinUCB, Supervised
-from .llm import LLMPolicy
+from .llm import ActingModel, LLMPolicy
 from .policy import AgentSetting, Decision, Policy  # noqa: F401
 
 # An agent's class: the LLM's policy, or a learner that LearnerPolicy runs. Both declare name,
@@ -38,17 +40,20 @@ AGENT = Param("agent", "llm", "llm: an LLM with a context strategy (the paper); 
               type=str, choices=AGENTS.names())
 
 
-def is_learner(agent) -> bool:
+def is_learner(agent: Optional[str]) -> bool:
     return agent not in (None, "llm")
 
 
-def make_policy(setting: AgentSetting, data, *, backend=None, strategy=None, mode: str = "icrl", debug_k: int = 0,
-                tester=None) -> Policy:
+def make_policy(setting: AgentSetting, data: RunStream[Row], *, backend: Optional[ActingModel] = None,
+                strategy: Optional[Strategy] = None, mode: str = "icrl", debug_k: int = 0,
+                tester: Optional[ActingModel] = None) -> Policy:
     """The agent of a run: ``setting`` its agent's, ``data`` its RunData; an LLM's ``backend`` (its
     training calls), ``tester`` (its test calls; default: ``backend``), ``strategy`` (None for
     zero-shot) and ``mode``."""
     if is_learner(setting.agent):
         return LearnerPolicy.of_run(learner_class(setting.agent), setting, data)
+    if backend is None:
+        raise ValueError(f"--agent {setting.agent}: an LLM's policy needs its model (backend)")
     return LLMPolicy(backend, data.task, strategy, mode, setting, data.exemplar_pairs, debug_k, tester)
 
 
@@ -71,7 +76,7 @@ def llm_params() -> list[Param]:
     return list(LLMPolicy.params)
 
 
-def label_of_args(args: dict) -> str:
+def label_of_args(args: Mapping[str, Any]) -> str:
     """The name a figure or table gives a learner's run (config.json "args"), e.g. "LinUCB (tfidf)",
     "LinUCB (minilm, alpha=0.5)": its title, its features, its own parameters that are not at
     their defaults."""
@@ -85,7 +90,7 @@ def label_of_args(args: dict) -> str:
     return f"{cls.title} ({', '.join(parts)})"
 
 
-def agent_folder(args: dict) -> str:
+def agent_folder(args: Mapping[str, Any]) -> str:
     """The run folder's first part for a learner, in place of the model's: ``agent+<agent>+<features>``
     (a model's folder never holds a '+': icrl.records.safepaths)."""
     return f"agent+{args['agent']}+{args.get('features', FEATURES.default)}"

@@ -16,7 +16,7 @@ Every vector gets a constant 1 appended (the intercept of each arm's ridge model
 from __future__ import annotations
 
 import functools
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -30,7 +30,8 @@ SVD_SEED = 0
 TFIDF_VOCABULARY = 5000  # the most frequent unigrams and bigrams seen in at least two inputs
 
 
-def featurize(kind: str, fit_texts: Sequence[str], train_texts: Sequence[str], test_texts: Sequence[str]) -> tuple:
+def featurize(kind: str, fit_texts: Sequence[str], train_texts: Sequence[str],
+              test_texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
     """(training matrix, test matrix), rows unit length then a constant 1 appended. ``fit_texts``:
     the texts TF-IDF and its SVD are fitted on (the task's whole training split, inputs only, so
     that a longer run, --train_k, sees the same features as the shorter one it extends). The
@@ -50,7 +51,7 @@ def featurize(kind: str, fit_texts: Sequence[str], train_texts: Sequence[str], t
 
 
 @functools.lru_cache(maxsize=4)
-def _fitted_tfidf(fit_texts: tuple):
+def _fitted_tfidf(fit_texts: tuple[str, ...]) -> Callable[[Sequence[str]], np.ndarray]:
     """texts -> reduced TF-IDF vectors, fitted on ``fit_texts``."""
     from sklearn.decomposition import TruncatedSVD
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -65,7 +66,7 @@ def _fitted_tfidf(fit_texts: tuple):
     return lambda texts: svd.transform(vectorizer.transform(texts))
 
 
-def _finish(X) -> np.ndarray:
+def _finish(X: np.ndarray) -> np.ndarray:
     X = np.asarray(X, dtype=np.float64)
     norms = np.linalg.norm(X, axis=1, keepdims=True)
     X = X / np.where(norms > 0, norms, 1.0)

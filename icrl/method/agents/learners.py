@@ -22,12 +22,13 @@ a test step with its greedy labels; nothing is learned from a test item.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from ..episode import StepRecord
+from ..episode import Episode, StepRecord
 from ..registry import Param, finite_non_negative
+from ..task import Row, RunStream
 from .features import featurize
 from .policy import AgentSetting, Decision, Policy
 
@@ -79,7 +80,7 @@ class Learner:
     def __init__(self, n_arms: int, dim: int, seed: int, lam: float = 1.0):
         self.n_arms, self.seed = n_arms, seed
         self.model = RidgeArms(n_arms, dim, lam)
-        self.last_metrics: dict = {}
+        self.last_metrics: dict[str, Any] = {}
 
     @classmethod
     def of(cls, n_arms: int, dim: int, setting: AgentSetting) -> "Learner":
@@ -115,7 +116,7 @@ class LinUCB(Learner):
     def of(cls, n_arms: int, dim: int, setting: AgentSetting) -> "LinUCB":
         return cls(n_arms, dim, setting.seed, alpha=float(setting.values.get(BANDIT_ALPHA.name, BANDIT_ALPHA.default)))
 
-    def act(self, x, step):
+    def act(self, x: np.ndarray, step: int) -> int:
         self.last_metrics = {}
         return _argmax(self.model.means(x) + self.alpha * self.model.widths(x), self.rng(step))
 
@@ -135,7 +136,7 @@ class EpsilonGreedy(Learner):
         epsilon = setting.values.get(BANDIT_EPSILON.name, BANDIT_EPSILON.default)
         return cls(n_arms, dim, setting.seed, epsilon=float(epsilon))
 
-    def act(self, x, step):
+    def act(self, x: np.ndarray, step: int) -> int:
         rng = self.rng(step)
         explored = bool(rng.random() < self.epsilon)
         self.last_metrics = {"explored": explored}
@@ -160,15 +161,15 @@ class Supervised(Learner):
     def of(cls, n_arms: int, dim: int, setting: AgentSetting) -> "Supervised":
         return cls(n_arms, dim, setting.seed)
 
-    def act(self, x, step):
+    def act(self, x: np.ndarray, step: int) -> int:
         return _argmax(x @ self.A_inv @ self.B, self.rng(step))
 
-    def learn(self, x, arm, reward, gold):
+    def learn(self, x: np.ndarray, arm: int, reward: float, gold: int) -> None:
         Ax = self.A_inv @ x
         self.A_inv -= np.outer(Ax, Ax) / (1.0 + x @ Ax)
         self.B[:, gold] += x
 
-    def greedy(self, X):
+    def greedy(self, X: np.ndarray) -> np.ndarray:
         return np.argmax(X @ (self.A_inv @ self.B), axis=1)
 
 
@@ -177,14 +178,15 @@ class LearnerPolicy(Policy):
     (``--agent``), built with ``setting``; the features of the training stream and test items
     (``features``: a pair of matrices) are computed once."""
 
-    def __init__(self, learner_class: type[Learner], setting: AgentSetting, labels: Sequence[str], features: tuple):
+    def __init__(self, learner_class: type[Learner], setting: AgentSetting, labels: Sequence[str],
+                 features: tuple[np.ndarray, np.ndarray]):
         self.learner_class, self.setting, self.labels = learner_class, setting, list(labels)
         self.index = {label: i for i, label in enumerate(self.labels)}
         self.X_train, self.X_test = features
         self.learner = learner_class.of(len(self.labels), self.X_train.shape[1], setting)
 
     @classmethod
-    def of_run(cls, learner_class: type[Learner], setting: AgentSetting, data) -> "LearnerPolicy":
+    def of_run(cls, learner_class: type[Learner], setting: AgentSetting, data: RunStream[Row]) -> "LearnerPolicy":
         """The policy of a run (``icrl.run.data.RunData``): features of its training stream and test items,
         fitted on the task's training inputs."""
         task = data.task
@@ -199,25 +201,28 @@ class LearnerPolicy(Policy):
         policy.replay(records, [])
         return policy
 
-    def act(self, step, prompt, history):
+    def act(self, step: int, prompt: str, history: Sequence[Episode]) -> Decision:
         label = self.labels[self.learner.act(self.X_train[step], step)]
         return Decision(metrics=dict(self.learner.last_metrics), prediction=label)
 
-    def learn(self, step, decision, reward, answer):
+    def learn(self, step: int, decision: Decision, reward: float, answer: str) -> None:
+        assert decision.prediction is not None, "a learner's step has a prediction"
         self.learner.learn(self.X_train[step], self.index[decision.prediction], float(reward), self.index[answer])
 
-    def test(self, step, decision, prompts, progress=None):
-        learner = (decision.snapshot or self).learner
+    def test(self, step: int, decision: Decision, prompts: Sequence[str],
+             progress: Optional[Callable[[int], None]] = None) -> tuple[list[str], dict[str, Any]]:
+        snapshot = decision.snapshot  # the policy as it was at a recalled step
+        learner = (snapshot if isinstance(snapshot, LearnerPolicy) else self).learner
         predictions = [self.labels[i] for i in learner.greedy(self.X_test)]
         if progress is not None:
             progress(len(predictions))
         return predictions, {"context_size": 0, "context": []}
 
-    def replay(self, records, history):
+    def replay(self, records: Sequence[StepRecord], history: Sequence[Episode]) -> None:
         for r in records:  # the graded reward when recorded, else exact match
             assert r.prediction is not None and r.earned is not None, "a learner's step has a prediction and a reward"
             self.learner.learn(self.X_train[r.step], self.index[r.prediction], float(r.earned), self.index[r.answer])
 
-    def recall(self, step, records, history):
+    def recall(self, step: int, records: Sequence[StepRecord], history: Sequence[Episode]) -> Decision:
         return Decision(metrics=records[step].metrics, prediction=records[step].prediction,
                         snapshot=self.replayed(records[:step]))

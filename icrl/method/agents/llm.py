@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 import numpy as np
 
-from ..prompts import Prompter
+from ..calls import Model
+from ..episode import Episode, StepRecord
+from ..prompts import Exemplar, Prompter, Renderer
 from ..registry import Param
+from ..strategies.base import Strategy
+from ..task import TaskView
 from .policy import AgentSetting, Decision, Policy
 
 REASONING = Param("reasoning", None, "think before each answer (ours): at every call the model first writes up to "
@@ -47,6 +51,14 @@ REASONING = Param("reasoning", None, "think before each answer (ours): at every 
                   folder_value=False, column="reasoning", label="reasoning {}", only="llm")
 
 log = logging.getLogger("icrl")
+
+
+class ActingModel(Model, Renderer, Protocol):
+    """What the policy asks of its model: the calls of ``Model``, the prompts as ``Renderer``
+    renders them (a stand-in that reads no prompt says so: ``reads_prompts = False``), and
+    config.json's "backend"."""
+
+    def describe(self) -> dict[str, Any]: ...
 
 
 def query_rng(seed: int, step: int, index: int) -> np.random.Generator:
@@ -63,8 +75,9 @@ class LLMPolicy(Policy):
     params: tuple[Param, ...] = (REASONING,)
     summary = "an LLM with a context strategy (the paper)"
 
-    def __init__(self, backend, task, strategy, mode: str, setting: AgentSetting, exemplars: Sequence = (),
-                 debug_k: int = 0, tester=None):
+    def __init__(self, backend: ActingModel, task: TaskView, strategy: Optional[Strategy], mode: str,
+                 setting: AgentSetting, exemplars: Sequence[Exemplar] = (), debug_k: int = 0,
+                 tester: Optional[ActingModel] = None):
         self.backend, self.task, self.strategy, self.mode = backend, task, strategy, mode
         self.tester = backend if tester is None else tester
         self.seed, self.temperature = setting.seed, setting.temperature
@@ -75,15 +88,22 @@ class LLMPolicy(Policy):
         self.model_calls = 0
         self.visible_from = 0  # --prob_reset: the first step whose episode a context may hold
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return self.backend.describe()
 
     @property
     def query_aware(self) -> bool:
         return bool(getattr(self.strategy, "query_aware", False))
 
+    def _strategy(self) -> Strategy:
+        """The strategy of a run with training steps (a zero-shot run has neither)."""
+        if self.strategy is None:
+            raise ValueError("a zero-shot run has no context strategy and no training step")
+        return self.strategy
+
     # -- the model ------------------------------------------------------------------------------
-    def predict(self, rendered: list[str], seed: int, progress=None, model=None) -> list[str]:
+    def predict(self, rendered: list[str], seed: int, progress: Optional[Callable[[int], None]] = None,
+                model: Optional[ActingModel] = None) -> list[str]:
         options = {} if progress is None else {"progress": progress}
         out = (model or self.backend).predict(rendered, self.task.labels, self.temperature, seed, **options)
         if self.model_calls < self.debug_k:
@@ -92,8 +112,9 @@ class LLMPolicy(Policy):
         self.model_calls += 1
         return out
 
-    def answer(self, contexts: Sequence, prompts: Sequence[str], seed: int, preamble: str = "",
-               progress=None, model=None) -> tuple[list[str], dict]:
+    def answer(self, contexts: Sequence[Sequence[Episode]], prompts: Sequence[str], seed: int, preamble: str = "",
+               progress: Optional[Callable[[int], None]] = None,
+               model: Optional[ActingModel] = None) -> tuple[list[str], dict[str, Any]]:
         """A label per prompt (each after its context) from ``model`` (default: ``backend``), and
         with --reasoning the record fields of the reasoning before each (``reasoning``,
         ``reasoning_tokens``: lists, one per prompt)."""
@@ -115,19 +136,20 @@ class LLMPolicy(Policy):
         return labels, {"reasoning": [g.text for g in written], "reasoning_tokens": [g.tokens for g in written]}
 
     # -- the policy -----------------------------------------------------------------------------
-    def act(self, step, prompt, history):
-        fields: dict = {}
+    def act(self, step: int, prompt: str, history: Sequence[Episode]) -> Decision:
+        strategy = self._strategy()
+        fields: dict[str, Any] = {}
         if self.explore.prob_reset is not None:
             fields["reset"] = self.explore.resets_at(self.seed, step)
             if fields["reset"]:
-                self.strategy.forget()
+                strategy.forget()
                 self.visible_from = step
         visible = list(history[self.visible_from:])
-        fields.update(self.strategy.prepare(step, visible, self.task, self.seed, self.temperature))
+        fields.update(strategy.prepare(step, visible, self.task, self.seed, self.temperature))
         query = {"query": prompt} if self.query_aware else {}
-        context = self.strategy.select(visible, np.random.default_rng(self.seed + step), **query)
-        preamble = self.strategy.preamble(visible, self.task.labels)
-        decision = Decision(context, self.strategy.metrics(), None, fields, visible, preamble=preamble)
+        context = strategy.select(visible, np.random.default_rng(self.seed + step), **query)
+        preamble = strategy.preamble(visible, self.task.labels)
+        decision = Decision(context, strategy.metrics(), None, fields, visible, preamble=preamble)
         if self.mode != "icrl":  # supervised ICL: no call, no reward
             return decision
         explored = self.explore.explored_label(self.seed, step, self.task.labels)
@@ -142,13 +164,16 @@ class LLMPolicy(Policy):
             fields.update({k: v[0] for k, v in reasoning.items()})
         return decision
 
-    def learn(self, step, decision, reward, answer):
+    def learn(self, step: int, decision: Decision, reward: float, answer: str) -> None:
         if decision.prediction is not None and not decision.explored:
-            self.strategy.observe_reward(reward, decision.context)  # --ucb_alpha, curated retrieval
+            self._strategy().observe_reward(reward, decision.context)  # --ucb_alpha, curated retrieval
 
-    def test(self, step, decision, prompts, progress=None):
+    def test(self, step: int, decision: Decision, prompts: Sequence[str],
+             progress: Optional[Callable[[int], None]] = None) -> tuple[list[str], dict[str, Any]]:
+        shown: dict[str, Any]
         if self.query_aware:
-            contexts = [self.strategy.select(decision.visible, query_rng(self.seed, step, i), query=p)
+            strategy = self._strategy()
+            contexts = [strategy.select(decision.visible, query_rng(self.seed, step, i), query=p)
                         for i, p in enumerate(prompts)]
             shown = {"context_size": [len(c) for c in contexts],  # steps of the whole history
                      "contexts": [[e.step for e in c] for c in contexts]}
@@ -159,13 +184,13 @@ class LLMPolicy(Policy):
                                              self.tester)
         return predictions, {**shown, **reasoning}
 
-    def replay(self, records, history):
+    def replay(self, records: Sequence[StepRecord], history: Sequence[Episode]) -> None:
         if self.strategy is not None:
             self.explore.replay(self.strategy, history, records, self.seed)
             self.strategy.restore(records, len(records) - 1)  # what its own calls answered: read back
         self.visible_from = self.explore.last_reset(self.seed, len(records) - 1)
 
-    def recall(self, step, records, history):
+    def recall(self, step: int, records: Sequence[StepRecord], history: Sequence[Episode]) -> Decision:
         record = records[step]
         context = [history[i] for i in record.context]
         visible = list(history[self.explore.last_reset(self.seed, step):step])

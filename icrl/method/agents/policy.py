@@ -55,24 +55,28 @@ class Decision:
     ``snapshot``: the policy as it was at a recalled step (a learner's test predictions);
     ``preamble``: text the strategy puts before the episodes (a summary, a written guide)."""
 
-    context: list = field(default_factory=list)
-    metrics: dict = field(default_factory=dict)
+    context: list[Episode] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
     prediction: Optional[str] = None
-    fields: dict = field(default_factory=dict)
-    visible: list = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=dict)
+    visible: list[Episode] = field(default_factory=list)
     explored: bool = False
-    snapshot: Any = None
+    snapshot: Optional[Policy] = None
     preamble: str = ""
 
     @property
     def context_ids(self) -> list[int]:
-        return [episode.step for episode in self.context]
+        """The steps of the episodes shown (a context holds episodes of the run's history, each with its step)."""
+        ids = [episode.step for episode in self.context if episode.step is not None]
+        if len(ids) != len(self.context):
+            raise ValueError("a context episode has no step: a context holds episodes of the run's history")
+        return ids
 
 
 class Policy:
     """An agent of a run (see the module docstring)."""
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """config.json "backend": the model the policy calls (``{"name": "none"}`` without one)."""
         return {"name": "none"}
 
@@ -80,11 +84,11 @@ class Policy:
         """Training step ``step`` on ``prompt``, after the episodes of steps 0..step-1."""
         raise NotImplementedError
 
-    def learn(self, step: int, decision: Decision, reward, answer: str) -> None:
+    def learn(self, step: int, decision: Decision, reward: float, answer: str) -> None:
         """The step's reward (and gold answer: only a learner given the gold label reads it)."""
 
     def test(self, step: int, decision: Decision, prompts: Sequence[str],
-             progress: Optional[Callable[[int], None]] = None) -> tuple[list[str], dict]:
+             progress: Optional[Callable[[int], None]] = None) -> tuple[list[str], dict[str, Any]]:
         """(a prediction per test prompt, the test record's fields of what was shown:
         ``context_size`` with ``context`` or ``contexts``) with ``decision``'s state; tells
         ``progress`` how many prompts are done."""

@@ -3,13 +3,14 @@ one of them shown each step, so that a prefix cache keeps most of each prompt.""
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import numpy as np
 
 from ...errors import UsageError
 from ..episode import Episode
-from .base import Strategy, _any, _is_int, register_strategy
+from .base import Setting, Strategy, _any, _is_int, register_strategy
+from .ucb import UCB
 
 SAMPLING_METHODS = ("uniform", "exact")
 
@@ -58,8 +59,8 @@ class Approximate(Strategy):
     summary = "K contexts grown online, one shown each step (approximate ICRL; --max_contexts, " \
               "--approximate_context_sampling_method)"
 
-    def __init__(self, max_examples, p_keep, accept=_any, *, max_contexts: int, sampling_method: str,
-                 reoffer: bool = False, chooser=None):
+    def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any, *,
+                 max_contexts: int, sampling_method: str, reoffer: bool = False, chooser: Optional[UCB] = None):
         super().__init__(max_examples, p_keep, accept)
         self.max_contexts = max_contexts
         self.sampling_method = sampling_method
@@ -70,38 +71,39 @@ class Approximate(Strategy):
         self.reset()
 
     @classmethod
-    def build(cls, setting):
+    def build(cls, setting: Setting) -> Approximate:
         v = setting.values
         return cls(setting.max_examples, setting.p_keep, setting.accept, max_contexts=v["max_contexts"],
                    sampling_method=v["approximate_context_sampling_method"], reoffer=setting.published_quirks)
 
     @classmethod
-    def check(cls, name, values):
+    def check(cls, name: str, values: Mapping[str, Any]) -> None:
         if not _is_int(values.get("max_contexts")) or values["max_contexts"] < 1:
             raise UsageError(f"{name} needs --max_contexts >= 1 (e.g. 8)")
         if values.get("approximate_context_sampling_method") not in SAMPLING_METHODS:
             raise UsageError(f"{name} needs --approximate_context_sampling_method {' or '.join(SAMPLING_METHODS)}")
 
     @classmethod
-    def folder(cls, name, args):
+    def folder(cls, name: str, args: Mapping[str, Any]) -> str:
         return f"{name}_{args['approximate_context_sampling_method']}_{args['max_contexts']}"
 
     @classmethod
-    def label_parts(cls, row):
+    def label_parts(cls, row: Mapping[str, Any]) -> list[str]:
         return [f"K={_fmt(row['max_contexts'])} {row['sampling_method']}"]
 
-    def reset(self):
+    def reset(self) -> None:
         self.forget()
         if self.chooser is not None:
             self.chooser.reset()
 
-    def forget(self):
+    def forget(self) -> None:
         """Empty the contexts; a chooser keeps its statistics (they belong to the K slots)."""
         self.contexts: list[list[Episode]] = [[] for _ in range(self.max_contexts)]
         self.log_probs: list[float] = [0.0] * self.max_contexts
         self._last_index: Optional[int] = None
 
-    def select(self, history, rng, query=None):
+    def select(self, history: Sequence[Episode], rng: np.random.Generator,
+               query: Optional[str] = None) -> list[Episode]:
         if self.reoffer:  # the newest episode that passes the filter, as published
             newest = next((episode for episode in reversed(history) if self.accept(episode)), None)
         else:
@@ -119,7 +121,7 @@ class Approximate(Strategy):
                     self.log_probs[k] += self._log_drop
         return self._choose(self._pick(rng, early=False))
 
-    def _pick(self, rng, early: bool) -> int:
+    def _pick(self, rng: np.random.Generator, early: bool) -> int:
         """The index of the context to show (``early``: no episode has passed the filter yet)."""
         if self.chooser is not None:
             return self.chooser.pick()
@@ -131,11 +133,11 @@ class Approximate(Strategy):
         self._last_index = k
         return list(self.contexts[k])
 
-    def observe_reward(self, reward, context=()) -> None:
+    def observe_reward(self, reward: float, context: Sequence[Episode] = ()) -> None:
         if self.chooser is not None:  # the context it chose last: the training step's (one select a step)
             self.chooser.observe(self._last_index, reward)
 
-    def metrics(self):
+    def metrics(self) -> dict[str, Any]:
         if self._last_index is None:
             return {}
         out = {"context_index": self._last_index, "context_lengths": [len(context) for context in self.contexts]}
@@ -152,7 +154,7 @@ def softmax(log_probs: Sequence[float]) -> np.ndarray:
     return np.exp(values - np.logaddexp.reduce(values))
 
 
-def _fmt(value) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
     return "-" if value is None or value != value else str(value)

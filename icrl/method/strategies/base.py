@@ -37,9 +37,11 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, TypeV
 import numpy as np
 
 from ...errors import UsageError
+from ..calls import Model, ModelCall
 from ..episode import Episode, StepRecord
 from ..registry import Param, Registry
 from ..shape import RunShape
+from ..task import TaskView
 
 
 # --- filters ---------------------------------------------------------------------------
@@ -115,10 +117,10 @@ class Strategy:
 
     name = ""
     family = ""
-    filters: tuple = tuple(FILTERS)
+    filters: tuple[str, ...] = tuple(FILTERS)
     stateful = False
     learns = False  # True: observe_reward changes what later selects choose (replayed on resume)
-    calls: tuple = ()  # the model calls it makes itself (icrl.method.calls; the acting model's are the agent's)
+    calls: tuple[ModelCall, ...] = ()  # its own model calls (icrl.method.calls; the acting model's are the agent's)
     query_aware = False  # True: select() is given the input the context is for (``query``)
     params: tuple[Param, ...] = ()
     uses: tuple[str, ...] = ()
@@ -158,10 +160,11 @@ class Strategy:
         """The context for one input (``query``: given to query-aware strategies only)."""
         raise NotImplementedError
 
-    def attach(self, call, model) -> None:
+    def attach(self, call: ModelCall, model: Model) -> None:
         """The model that answers its declared ``call`` (one of ``calls``), before the run starts."""
 
-    def prepare(self, step: int, history: Sequence[Episode], task, seed: int, temperature: float) -> dict:
+    def prepare(self, step: int, history: Sequence[Episode], task: TaskView, seed: int,
+                temperature: float) -> dict[str, Optional[str]]:
         """Called before ``select`` at every training step: the model calls the strategy makes
         there (its ``calls``, seeded from ``seed``), and the training line's fields that record
         their answers ({} when it makes none)."""
@@ -171,7 +174,7 @@ class Strategy:
         """Its state at training step ``upto`` read back from the training ``records`` (what its
         own calls answered: never asked again on resume)."""
 
-    def metrics(self) -> dict:
+    def metrics(self) -> dict[str, Any]:
         """Extra per-step metrics of the last select (empty for stateless strategies)."""
         return {}
 
@@ -187,7 +190,7 @@ class Strategy:
         strategy's own choices (UCB's statistics); by default the same as ``reset``."""
         self.reset()
 
-    def observe_reward(self, reward, context: Sequence[Episode] = ()) -> None:
+    def observe_reward(self, reward: float, context: Sequence[Episode] = ()) -> None:
         """The reward of a training step that the model predicted with ``context`` (the episodes
         its select chose; not after an explored step). Only strategies that learn from it use it."""
 
@@ -279,7 +282,7 @@ def owners_of(param: str) -> list[str]:
     return list(dict.fromkeys(e.base for e in STRATEGIES if any(p.name == param for p in e.cls.params)))
 
 
-def _is_int(value) -> bool:
+def _is_int(value: object) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 

@@ -18,13 +18,13 @@ history.
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from ...errors import UsageError
 from ..episode import Episode
 from ..registry import Param, probability
-from .base import _any, register_strategy
-from .retrieval import Embedding, Knn, Lexical
+from .base import Setting, _any, register_strategy
+from .retrieval import Embedding, Knn, Lexical, Similarity
 
 CURATE_MIN_USES = Param("curate_min_uses", 3, "curated retrieval: contexts an episode is in before it can be pruned",
                         type=int, check=lambda n: None if n >= 1 else "a number of uses >= 1", folder="minuses",
@@ -40,20 +40,21 @@ class Curated(Knn):
     learns = True
     params = (CURATE_MIN_USES, CURATE_THRESHOLD)
 
-    def __init__(self, max_examples, p_keep, accept=_any, *, similarity, min_uses: int = 3, threshold: float = 0.3):
+    def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any, *,
+                 similarity: Similarity, min_uses: int = 3, threshold: float = 0.3):
         self.min_uses, self.threshold = min_uses, threshold
         super().__init__(max_examples, p_keep, self._keeps, similarity=similarity)
         self.filter = accept
         self.reset()
 
     @classmethod
-    def build(cls, setting):
+    def build(cls, setting: Setting) -> Curated:
         v = setting.values
         return cls(setting.max_examples, setting.p_keep, setting.accept, similarity=cls.similarity_class(),
                    min_uses=v["curate_min_uses"], threshold=v["curate_threshold"])
 
     @classmethod
-    def check(cls, name, values):
+    def check(cls, name: str, values: Mapping[str, Any]) -> None:
         if values.get("icrl") is False:
             raise UsageError(f"{name} prunes by reward: supervised ICL (--no-icrl) has none; use --icrl or knn_"
                              f"{cls.similarity_class.name}")
@@ -61,7 +62,7 @@ class Curated(Knn):
     def _keeps(self, episode: Episode) -> bool:
         return self.filter(episode) and episode.step not in self.pruned
 
-    def reset(self):
+    def reset(self) -> None:
         self.use_counts: dict[int, int] = {}  # contexts each episode (by step) was in
         self.rewarded: dict[int, float] = {}
         self.pruned: set[int] = set()
@@ -72,7 +73,7 @@ class Curated(Knn):
         uses = self.use_counts.get(step, 0)
         return self.rewarded.get(step, 0.0) / uses if uses else float("nan")
 
-    def observe_reward(self, reward, context: Sequence[Episode] = ()):
+    def observe_reward(self, reward: float, context: Sequence[Episode] = ()) -> None:
         for episode in context:
             s = episode.step
             if s is None:  # an episode made outside the run's history (the size search's) has no step
@@ -84,7 +85,7 @@ class Curated(Knn):
                 self.pruned.add(s)
                 self.newly.append(s)
 
-    def metrics(self):
+    def metrics(self) -> dict[str, Any]:
         """The scores of the last select and the episodes pruned since the last training step's
         metrics (called once a training step)."""
         newly, self.newly = sorted(self.newly), []

@@ -3,8 +3,11 @@ with probability p_keep, then the kept ones are cut to the context size, statele
 
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import numpy as np
 
+from ..episode import Episode
 from .base import Strategy, register_strategy
 
 
@@ -19,7 +22,8 @@ class RandomStrategy(Strategy):
     family = "random"
     published = True
 
-    def select(self, history, rng, query=None):
+    def select(self, history: Sequence[Episode], rng: np.random.Generator,
+               query: Optional[str] = None) -> list[Episode]:
         pool = [episode for episode in history if self.accept(episode)]
         keep = rng.binomial(1, self.p_keep, size=len(pool))
         idx = rng.permutation(np.nonzero(keep == 1)[0])
@@ -40,7 +44,7 @@ class BiasedStart(RandomStrategy):
     title = "oldest (start)"
     summary = "of the kept episodes, the oldest"
 
-    def _cut(self, idx):
+    def _cut(self, idx: np.ndarray) -> np.ndarray:
         return np.sort(idx)[: self.max_examples]
 
 
@@ -55,7 +59,7 @@ class BiasedEnd(RandomStrategy):
     title = "most recent (end)"
     summary = "of the kept episodes, the most recent (naive ICRL at p_keep 1)"
 
-    def _cut(self, idx):
+    def _cut(self, idx: np.ndarray) -> np.ndarray:
         idx = np.sort(idx)
         return idx[max(len(idx) - self.max_examples, 0):]  # not idx[-m:]: m = 0 means none
 
@@ -71,5 +75,5 @@ class Unbiased(RandomStrategy):
     title = "random (unbiased)"
     summary = "of the kept episodes, a uniform random choice (explorative ICRL: _only_positive, p_keep 0.1)"
 
-    def _cut(self, idx):
+    def _cut(self, idx: np.ndarray) -> np.ndarray:
         return np.sort(idx[: self.max_examples])

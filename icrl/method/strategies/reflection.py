@@ -19,13 +19,16 @@ A resumed run reads the guides back from its records; the guide is never in the 
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
 
 from ...errors import UsageError
-from ..calls import ModelCall
+from ..calls import Model, ModelCall
 from ..episode import Episode, StepRecord
 from ..registry import Param
-from .base import Strategy, _any, register_strategy
+from ..task import TaskView
+from .base import Setting, Strategy, _any, register_strategy
 from .summary import summary_text
 
 REFLECT_EVERY = Param("reflect_every", 10, "reflection: the model writes a new guide every this many steps", type=int,
@@ -40,11 +43,12 @@ REFLECTION_MODEL = Param("reflection_model", None, "reflection: the model that w
 GUIDE_HEADING = "A guide you wrote from your earlier answers:"
 PREFIX = "Guide:"
 SEED_OFFSET = 1000003  # the guide's generation seed: seed + step + this
-GUIDE = ModelCall("guide", field="reflection", option="reflection_model", generates=True,
+GUIDE_FIELD = "reflection"  # the training line's field of a guide written at its step
+GUIDE = ModelCall("guide", field=GUIDE_FIELD, option="reflection_model", generates=True,
                   budget="reflection_tokens", summary="guides written")
 
 
-def reflection_messages(task, history: Sequence[Episode], window: int) -> list[dict]:
+def reflection_messages(task: TaskView, history: Sequence[Episode], window: int) -> list[dict[str, str]]:
     """The messages that ask for a guide (see the module docstring)."""
     recent = "\n".join(f"{e.prompt} -> {e.prediction} ({_said(e.feedback)})" for e in history[-window:])
     return [{"role": "system", "content": "You help a classifier that learns only from feedback on its answers."},
@@ -53,8 +57,8 @@ def reflection_messages(task, history: Sequence[Episode], window: int) -> list[d
                                         f"Write a short guide (a few sentences) for answering the next inputs."}]
 
 
-def _said(feedback) -> str:
-    return {1: "right", 0: "wrong"}.get(feedback, "partly right")
+def _said(feedback: Optional[float]) -> str:
+    return "right" if feedback == 1 else "wrong" if feedback == 0 else "partly right"
 
 
 @register_strategy
@@ -70,26 +74,27 @@ class Reflection(Strategy):
     summary = "a guide the model writes every --reflect_every steps from its answers and rewards, then the " \
               "most recent episodes"
 
-    def __init__(self, max_examples, p_keep, accept=_any, every: int = 10, tokens: int = 64):
+    def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any,
+                 every: int = 10, tokens: int = 64):
         super().__init__(max_examples, p_keep, accept)
         self.every, self.tokens = every, tokens
-        self.writer: Optional[Any] = None  # the model that writes the guides (GUIDE's model: ``attach``)
+        self.writer: Optional[Model] = None  # the model that writes the guides (GUIDE's model: ``attach``)
         self.reset()
 
     @classmethod
-    def build(cls, setting):
+    def build(cls, setting: Setting) -> Reflection:
         v = setting.values
         return cls(setting.max_examples, setting.p_keep, setting.accept, v["reflect_every"], v["reflection_tokens"])
 
     @classmethod
-    def check(cls, name, values):
+    def check(cls, name: str, values: Mapping[str, Any]) -> None:
         if values.get("context_p_keep", 1.0) != 1.0:
             raise UsageError(f"--context_p_keep keeps or drops episodes; {name} shows the most recent: drop it")
         if values.get("icrl") is False:
             raise UsageError(f"{name} reflects on answers and rewards: supervised ICL (--no-icrl) has neither; "
                              f"use --icrl")
 
-    def reset(self):
+    def reset(self) -> None:
         self.guide: Optional[str] = None
         self.guide_step: Optional[int] = None
 
@@ -100,16 +105,18 @@ class Reflection(Strategy):
     def take(self, guide: str, step: int) -> None:
         self.guide, self.guide_step = guide, step
 
-    def attach(self, call, model):
+    def attach(self, call: ModelCall, model: Model) -> None:
         self.writer = model
 
     @classmethod
-    def call_prompt(cls, call, task, prompt: str, label: str) -> tuple:
+    def call_prompt(cls, call: ModelCall, task: TaskView, prompt: str,
+                    label: str) -> tuple[list[dict[str, str]], str, None]:
         """The smallest prompt of its ``call`` (no history yet): its messages, the prefix, and
         None for the answers (it writes freely; a budget check, ``icrl.run.budgets``)."""
         return reflection_messages(task, [], 1), PREFIX, None
 
-    def prepare(self, step, history, task, seed, temperature):
+    def prepare(self, step: int, history: Sequence[Episode], task: TaskView, seed: int,
+                temperature: float) -> dict[str, Optional[str]]:
         """A new guide at the steps it is due, written by ``writer`` from ``history`` (the
         episodes the step's context may show); the training line records it (``reflection``)."""
         if not self.due(step):
@@ -120,21 +127,22 @@ class Reflection(Strategy):
         prompt = writer.render(reflection_messages(task, history, self.every), PREFIX)
         (written,) = writer.generate([prompt], self.tokens, temperature, seed + step + SEED_OFFSET)
         self.take(written.text.strip(), step)
-        return {GUIDE.field: self.guide}
+        return {GUIDE_FIELD: self.guide}
 
     def restore(self, records: Sequence[StepRecord], upto: int) -> None:
         """The guide in use at step ``upto`` (the last written at or before it), from records."""
         self.reset()
         for record in records[:upto + 1]:
-            guide = record.answers.get(GUIDE.field or "")
+            guide = record.answers.get(GUIDE_FIELD)
             if guide is not None:
                 self.take(guide, record.step)
 
-    def select(self, history, rng, query=None):
+    def select(self, history: Sequence[Episode], rng: np.random.Generator,
+               query: Optional[str] = None) -> list[Episode]:
         return list(history[max(len(history) - self.max_examples, 0):])
 
-    def metrics(self):
+    def metrics(self) -> dict[str, Any]:
         return {} if self.guide_step is None else {"reflection_step": self.guide_step}
 
-    def preamble(self, history, labels):
+    def preamble(self, history: Sequence[Episode], labels: Sequence[str]) -> str:
         return "" if self.guide is None else f"{GUIDE_HEADING}\n{self.guide.strip()}"

@@ -31,15 +31,21 @@ resumes exactly; caches (tokens, vectors, the BM25 index of the last pool) only 
 
 from __future__ import annotations
 
-from typing import Any, Callable, Optional, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Sequence, TypeVar
 
 import numpy as np
 
 from ..episode import Episode
-from .base import Strategy, _any, register_strategy
+from .base import Setting, Strategy, _any, register_strategy
+
+if TYPE_CHECKING:
+    import bm25s
+
+    from ..embeddings import Embedder
 
 BM25_STOPWORDS = "english"
 SCORE_DIGITS = 6
+V = TypeVar("V")
 
 
 class Similarity:
@@ -51,22 +57,21 @@ class Similarity:
         raise NotImplementedError
 
 
-class _LastPool:
+class _LastPool(Generic[V]):
     """The value computed for the last list of documents (same texts, same order), reused while
     the documents are unchanged: at a test step every test input is scored against one pool."""
 
-    def __init__(self, build: Callable[[tuple[str, ...]], Any]):
+    def __init__(self, build: Callable[[tuple[str, ...]], V]):
         self.build = build
-        self.documents: Optional[tuple] = None
-        self.value: Any = None  # what ``build`` made of ``documents``
+        self.last: Optional[tuple[tuple[str, ...], V]] = None  # the documents, and what ``build`` made of them
         self.builds = 0
 
-    def __call__(self, documents: Sequence[str]):
-        documents = tuple(documents)
-        if documents != self.documents:
-            self.value, self.documents = self.build(documents), documents
+    def __call__(self, documents: Sequence[str]) -> V:
+        key = tuple(documents)
+        if self.last is None or key != self.last[0]:
+            self.last = key, self.build(key)
             self.builds += 1
-        return self.value
+        return self.last[1]
 
 
 class Lexical(Similarity):
@@ -74,7 +79,7 @@ class Lexical(Similarity):
 
     name = "lexical"
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._tokens: dict[str, list[str]] = {}
         self._index = _LastPool(self._build)
 
@@ -86,7 +91,7 @@ class Lexical(Similarity):
             self._tokens[text] = tokens
         return tokens
 
-    def _build(self, documents: tuple):
+    def _build(self, documents: tuple[str, ...]) -> Optional[bm25s.BM25]:
         corpus = [self.tokens(text) for text in documents]
         if not any(corpus):
             return None  # no document has a token: every score is 0
@@ -95,7 +100,7 @@ class Lexical(Similarity):
         index.index(corpus, show_progress=False)
         return index
 
-    def scores(self, query, documents):
+    def scores(self, query: str, documents: Sequence[str]) -> np.ndarray:
         if not documents:
             return np.zeros(0)
         index, tokens = self._index(documents), self.tokens(query)
@@ -109,18 +114,18 @@ class Embedding(Similarity):
 
     name = "embedding"
 
-    def __init__(self, embedder=None):
+    def __init__(self, embedder: Optional[Embedder] = None) -> None:
         self._embedder = embedder
         self._matrix = _LastPool(lambda documents: self.embedder.embed(documents))
 
     @property
-    def embedder(self):
+    def embedder(self) -> Embedder:
         if self._embedder is None:
             from icrl.method.embeddings import Embedder
             self._embedder = Embedder()
         return self._embedder
 
-    def scores(self, query, documents):
+    def scores(self, query: str, documents: Sequence[str]) -> np.ndarray:
         if not documents:
             return np.zeros(0)
         vectors = self._matrix(documents)
@@ -141,7 +146,8 @@ class Knn(Strategy):
         self.similarity = similarity
         self._last_scores: list[float] = []
 
-    def select(self, history, rng, query=None):
+    def select(self, history: Sequence[Episode], rng: np.random.Generator,
+               query: Optional[str] = None) -> list[Episode]:
         if query is None:
             raise ValueError("knn strategies choose a context for an input: call select(..., query=prompt)")
         pool = [episode for episode in history if self.accept(episode)]
@@ -154,7 +160,7 @@ class Knn(Strategy):
         return [kept[i] for i in chosen]
 
     @classmethod
-    def build(cls, setting):
+    def build(cls, setting: Setting) -> Knn:
         return cls(setting.max_examples, setting.p_keep, setting.accept, similarity=cls.similarity_class())
 
     @classmethod
@@ -162,7 +168,7 @@ class Knn(Strategy):
         """The k most similar of all episodes (p_keep 1, no filter): a part of another strategy."""
         return cls(k, 1.0, _any, similarity=cls.similarity_class())
 
-    def metrics(self):
+    def metrics(self) -> dict[str, Any]:
         return {"knn_scores": list(self._last_scores)}
 
 

@@ -25,12 +25,14 @@ is supervised ICL (its episodes have no answer or reward to count).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+import numpy as np
 
 from ...errors import UsageError
 from ..episode import Episode
 from ..registry import Param
-from .base import Strategy, _any, register_strategy
+from .base import Setting, Strategy, _any, register_strategy
 from .retrieval import KnnLexical
 
 SUMMARY_EPISODES = Param("summary_episodes", 0, "summary strategies: how many episodes follow the summary (summary: "
@@ -57,7 +59,7 @@ def summary_text(history: Sequence[Episode], labels: Sequence[str]) -> str:
     return "\n".join([HEADING, *lines])
 
 
-def refuse_episode_settings(name: str, values) -> None:
+def refuse_episode_settings(name: str, values: Mapping[str, Any]) -> None:
     """A strategy that summarises every episode takes no setting that drops or hides some."""
     if values.get("context_p_keep", 1.0) != 1.0:
         raise UsageError(f"--context_p_keep keeps or drops episodes; {name} summarises every episode: drop it")
@@ -78,22 +80,23 @@ class Summary(Strategy):
     reads = ()  # its episodes are --summary_episodes, all of them summarised
     summary = "a per-label summary of the answers and rewards so far, then the --summary_episodes most recent episodes"
 
-    def __init__(self, max_examples, p_keep, accept=_any, episodes: int = 0):
+    def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any, episodes: int = 0):
         super().__init__(max_examples, p_keep, accept)
         self.episodes = episodes
 
     @classmethod
-    def build(cls, setting):
+    def build(cls, setting: Setting) -> Summary:
         return cls(setting.max_examples, setting.p_keep, setting.accept, setting.values["summary_episodes"])
 
     @classmethod
-    def check(cls, name, values):
+    def check(cls, name: str, values: Mapping[str, Any]) -> None:
         refuse_episode_settings(name, values)
 
-    def select(self, history, rng, query=None):
+    def select(self, history: Sequence[Episode], rng: np.random.Generator,
+               query: Optional[str] = None) -> list[Episode]:
         return list(history[max(len(history) - self.episodes, 0):]) if self.episodes else []
 
-    def preamble(self, history, labels):
+    def preamble(self, history: Sequence[Episode], labels: Sequence[str]) -> str:
         return summary_text(history, labels)
 
 
@@ -105,12 +108,13 @@ class SummaryKnn(Summary):
     query_aware = True
     summary = "a per-label summary of the answers and rewards so far, then the --summary_episodes most similar episodes"
 
-    def __init__(self, max_examples, p_keep, accept=_any, episodes: int = 0):
+    def __init__(self, max_examples: int, p_keep: float, accept: Callable[[Episode], bool] = _any, episodes: int = 0):
         super().__init__(max_examples, p_keep, accept, episodes)
         self.knn = KnnLexical.build_for(episodes)
 
-    def select(self, history, rng, query=None):
+    def select(self, history: Sequence[Episode], rng: np.random.Generator,
+               query: Optional[str] = None) -> list[Episode]:
         return self.knn.select(history, rng, query=query) if self.episodes else []
 
-    def metrics(self):
+    def metrics(self) -> dict[str, Any]:
         return self.knn.metrics() if self.episodes else {}

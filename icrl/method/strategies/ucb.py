@@ -4,7 +4,7 @@ which of the K contexts to show, chosen from the rewards of the steps that showe
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional
 
 
 class UCB:
@@ -26,7 +26,7 @@ class UCB:
     def reset(self) -> None:
         self.counts = [0] * self.k
         self.sums = [0.0] * self.k
-        self._scores: list = [None] * self.k
+        self._scores: list[float] = [math.inf] * self.k  # inf: not tried yet
 
     def pick(self) -> int:
         total = sum(self.counts)
@@ -34,13 +34,13 @@ class UCB:
                         for n, s in zip(self.counts, self.sums)]
         return max(range(self.k), key=lambda i: (self._scores[i], -i))
 
-    def observe(self, k: Optional[int], reward) -> None:
+    def observe(self, k: Optional[int], reward: float) -> None:
         """The reward of the step that showed context ``k``."""
         assert k is not None, "a reward follows the pick that showed a context"
         self.counts[k] += 1
         self.sums[k] += float(reward)
 
-    def metrics(self, k: int) -> dict:
+    def metrics(self, k: int) -> dict[str, Any]:
         """``ucb``: the shown context's score (None while untried), every slot's count and mean."""
         score = self._scores[k]
         return {"ucb": {"score": None if score == math.inf else score, "counts": list(self.counts),

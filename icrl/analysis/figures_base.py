@@ -224,6 +224,11 @@ class Context:
     def runs(self) -> pd.DataFrame:
         return self.results.runs
 
+    def note(self, text: str) -> None:
+        """A console note, said once however many figures meet it."""
+        if text not in self.notes:
+            self.notes.append(text)
+
 
 
 

@@ -91,8 +91,7 @@ def _panel(ctx: Context, ax: Axes, model: str, task: str, here: pd.DataFrame, mi
         note = (f"beyond_paper: {_short_model(model)} / {task}: drawn on test set {test_set}; left out "
                 f"{len(left_out)} run(s) on other test sets ({', '.join(sorted(set(left_out['label'])))}); "
                 f"--filter test_k=... to choose")
-        if note not in ctx.notes:
-            ctx.notes.append(note)
+        ctx.note(note)
     mine = mine[mine["test_set"] == test_set]
     here = here[here["test_set"] == test_set]
     test = ctx.results.test()

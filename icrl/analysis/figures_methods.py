@@ -50,8 +50,7 @@ def _comparable(ctx: "Context", here: pd.DataFrame, model: str, task: str) -> tu
         note = (f"{_short_model(model)} / {task}: figures show runs of {length} steps on test set {test_set}; "
                 f"left out {len(left_out)} run(s) of other lengths or test sets "
                 f"({', '.join(sorted(set(left_out['label'])))}); --filter train_k=... test_k=... to choose")
-        if note not in ctx.notes:
-            ctx.notes.append(note)
+        ctx.note(note)
     return here[keep], description
 
 
@@ -75,8 +74,7 @@ def _main_runs(ctx: Context) -> pd.DataFrame:
         note = (f"method figures: {int(other.sum())} run(s) of the paper's methods at other settings not drawn "
                 f"({', '.join(sorted(set(_other_label(row) for _, row in runs[other].iterrows())))}): "
                 f"{PAPER_RULES}; --other_runs draws them as dashed lines")
-        if note not in ctx.notes:
-            ctx.notes.append(note)
+        ctx.note(note)
         return runs[~other]
     return runs
 
@@ -152,8 +150,7 @@ def _draw_methods(ctx: Context, ax: Axes, runs: pd.DataFrame, here: pd.DataFrame
         if n_configs > 1:
             note = (f"{n_configs} configurations of {method} for {model} / {task}; main_results, "
                     f"regret and train_accuracy show {chosen['label'].iloc[0]} (--filter to choose)")
-            if note not in ctx.notes:
-                ctx.notes.append(note)
+            ctx.note(note)
         draw_panel(ax, chosen, method)
         drawn[method] = chosen
     others = here[here["method"].isin(METHODS) & (here["method"] != here["paper_method"])]
@@ -202,8 +199,7 @@ def _learners(ctx: Context, runs: pd.DataFrame, here: pd.DataFrame, task: str) -
     if not ctx.other_runs:
         note = (f"method figures: {len(learners)} run(s) of learners that are not LLMs on {task} not drawn "
                 f"({', '.join(sorted(set(learners['model'])))}); --other_runs draws them as dashed lines")
-        if note not in ctx.notes:
-            ctx.notes.append(note)
+        ctx.note(note)
         return []
     return list(learners.groupby("model", sort=True))
 

@@ -10,21 +10,14 @@ from typing import IO, TYPE_CHECKING, Any, Sequence, Union
 
 from ..errors import UsageError
 from ..records import write_atomic
-from ..viewer.page import asset, fill_page
+from ..viewer.page import HEAD, asset, fill_page
 
 if TYPE_CHECKING:
     from ..analysis.results import Results
 
 VIEWERS = "viewers"  # the folder beside the report that holds each run's viewer page
 
-TEMPLATE = """<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>{css}</style></head>
-<body>
-<header><h1>{title}</h1><div class="source" id="source"></div></header>
-<section><ul id="notes"></ul></section>
+TEMPLATE = HEAD + """<section><ul id="notes"></ul></section>
 <section id="leaderboard-section"><h2>Benchmark score per model</h2>
 <p class="explain">The icrl_bench suite (docs/tools.md, "The benchmark score"): the mean gain of explorative ICRL over
 zero-shot across the tasks, divided by the mean gain of supervised ICL (gold labels in context) over zero-shot, with a

@@ -12,14 +12,16 @@ from typing import Any, Union
 from ..errors import UsageError
 from .data import viewer_data
 
-TEMPLATE = """<!DOCTYPE html>
+HEAD = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
 <style>{css}</style></head>
 <body>
 <header><h1>{title}</h1><div class="source" id="source"></div></header>
-<section><h2>Runs</h2><div id="runs"></div></section>
+"""  # a page's head and header: the viewer's and the report's
+
+TEMPLATE = HEAD + """<section><h2>Runs</h2><div id="runs"></div></section>
 <section id="curves"><h2>Curves <span class="muted">(click a chart to go to a step)</span></h2>
 <div class="charts" id="charts"></div></section>
 <section id="browser"><h2>Step browser</h2>

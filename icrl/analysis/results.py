@@ -47,7 +47,6 @@ import pandas as pd
 
 from ..errors import UsageError
 from ..records import TEST, TRAIN, find_runs
-from ..run.plugins import check_loaded
 from ..run.readback import CheckedRun, read_run
 from .failures import FAILURE_COLUMNS, run_failures
 from .runs import (ARG_COLUMNS, BASELINES, CONFIG_COLUMNS, DEFAULT_EXPLORATIVE_P_KEEP, INTEGER_COLUMNS, METHODS,
@@ -71,7 +70,6 @@ class Results:
         self._states: dict[str, CheckedRun] = {}
         for run_dir in find_runs(self.root):
             state = read_run(run_dir)  # checked as a resume checks it: DamagedRecords where it refuses
-            check_loaded(state.config, run_dir)  # made with a plugin: it is loaded, unchanged
             if state.problems:
                 self.notes.append(f"damaged run {run_dir} (not counted as finished): {state.damage}")
             rows.append(run_row(state, self.root, explorative_p_keep))

@@ -33,6 +33,7 @@ from ..records.schema import TestLine, TrainLine
 from ..tasks import Task, data_at_hand, load_task
 from .assemble import build_reward
 from .data import RunData, check_same_data, load_data
+from .plugins import check_loaded
 from .rebuild import check_config, check_records
 
 
@@ -96,6 +97,7 @@ def read_run(directory: Path) -> CheckedRun:
     """The run in ``directory`` checked as a resume checks it (module docstring)."""
     log = read_log(Path(directory)).refuse()
     config = log.checked_config()
+    check_loaded(config, log.directory)  # made with a plugin: it is loaded, unchanged (before its names are read)
     data, why = _data(config)
     if data is not None:
         try:

@@ -8,7 +8,8 @@ run_experiment.py writes alone, whichever worker writes them and whoever shares 
 Runs already finished are reported as such; unfinished ones resume from their records, so a
 batch taken over from a worker that died carries on where that worker stopped. A worker loads
 the driver's plugins ($ICRL_PLUGINS, set by ray_launcher) when it starts, before any run's words
-are parsed.
+are parsed and before the run configuration is built: this module imports none of icrl's run
+configuration at import time (a Ray worker process imports it first).
 """
 
 from __future__ import annotations
@@ -18,14 +19,13 @@ import threading
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, Hashable, Optional, Sequence
 
-from ..backends import Backend
 from ..errors import UsageError
 from ..infra import plugins
 from ..infra.masking import scrub
-from ..run.observers import TestLines
 from .lockstep import Outcome
 
 if TYPE_CHECKING:
+    from ..backends import Backend
     from ..run.experiment import Experiment
     from .execution import Run
 
@@ -37,6 +37,8 @@ class Reporter:
     """What the driver polls: steps done per run (by sweep index) and the test lines so far."""
 
     def __init__(self, experiments: dict[Run, Experiment], sink: "SweepWorker") -> None:
+        from ..run.observers import TestLines  # here: the module is imported before the plugins load
+
         self.experiments, self.sink = experiments, sink
         for run, exp in experiments.items():
             exp.observers.append(TestLines(sink.line, run.label()))

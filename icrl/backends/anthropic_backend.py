@@ -27,13 +27,13 @@ from typing import Any, Optional
 
 from ..errors import ServiceFailure, UsageError
 from ..infra.masking import register_args, strip_userinfo
-from .anthropic_requests import (MODES, count_request, encode_prompt, generation_request, message_request, parse_text,
+from .anthropic_requests import (MODES, count_request, encode_prompt, free_message_request, message_request, parse_text,
                                  parse_tool, text_of, usage_of)
 from .in_flight import PredictAsOneCall, all_in_flight
 from .keys import find_key, missing_key, refused_key
 from .watched_loop import WatchedLoop
-from .server_watch import (COMPLETION, COUNTS, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, SilenceWatch, answers,
-                           bad_response)
+from .server_watch import (COMPLETION, COUNTS, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, SilenceWatch,
+                           bad_response, model_list_answers)
 from .usage import Usage
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,7 @@ class AnthropicBackend(PredictAsOneCall):
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self._max_model_len = max_model_len
         self._anthropic = anthropic
-        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: answers(f"{self.url}/v1"),
+        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: model_list_answers(f"{self.url}/v1"),
                              first_s=first_answer_timeout, advice=NETWORK)
         self._client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=self._key.value, timeout=timeout,
                                                 max_retries=max_retries, http_client=anthropic.DefaultAsyncHttpxClient(
@@ -142,7 +142,7 @@ class AnthropicBackend(PredictAsOneCall):
         async def one(prompt, semaphore):
             async with semaphore:
                 doc = json.loads(prompt)
-                body = generation_request(self.api_model, doc["messages"], max_tokens, stop, doc.get("cache_at"))
+                body = free_message_request(self.api_model, doc["messages"], max_tokens, stop, doc.get("cache_at"))
                 response = await self._create(body)
             text = text_of(response)
             for marker in stop:

@@ -115,7 +115,7 @@ def message_request(model: str, messages: Sequence[dict], prefix: str, labels: S
     return body
 
 
-def generation_request(model: str, messages: Sequence[dict], max_tokens: int, stop: Sequence[str],
+def free_message_request(model: str, messages: Sequence[dict], max_tokens: int, stop: Sequence[str],
                        cache_at: Optional[int] = AUTO) -> dict:
     """Keyword arguments of ``client.messages.create`` for free text after the messages."""
     system, turns = turns_of(messages)

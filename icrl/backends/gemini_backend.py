@@ -36,7 +36,7 @@ from . import gemini_requests as req
 from .in_flight import PredictAsOneCall, all_in_flight
 from .keys import find_key, missing_key, refused_key
 from .server_watch import (COMPLETION, COUNTS, DEAD_S, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, PROBE_TIMEOUT_S,
-                           SilenceWatch, answers)
+                           SilenceWatch, model_list_answers)
 from .usage import Usage
 from .watched_loop import WatchedLoop
 
@@ -115,7 +115,7 @@ class GeminiBackend(PredictAsOneCall):
         retry = types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=1.0, exp_base=2.0, max_delay=60.0)
         probe_url, headers = f"{self.endpoint}/{self.api_version}", {"x-goog-api-key": key}
         wait = min(PROBE_TIMEOUT_S, DEAD_S, timeout) / 2  # the watch's own probe's wait
-        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: answers(probe_url, headers, wait),
+        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: model_list_answers(probe_url, headers, wait),
                              first_s=first_answer_timeout, advice=NETWORK)
         self._client = genai.Client(api_key=key, http_options=types.HttpOptions(
             base_url=self.endpoint, api_version=self.api_version, timeout=int(timeout * 1000), retry_options=retry,

@@ -78,7 +78,7 @@ def decode(rendered: str) -> Optional[dict]:
     return json.loads(rendered)[_MARK]
 
 
-def answers(prefix: str, labels: Sequence[str]) -> list[str]:
+def enum_answers(prefix: str, labels: Sequence[str]) -> list[str]:
     """The enum the answer is held to: the prediction prefix, a space, the label."""
     return [f"{prefix} {label}" for label in labels]
 
@@ -90,8 +90,8 @@ def generation_config(system: str, prefix: str, labels: Sequence[str], temperatu
     if temperature < 0:
         raise UsageError(f"--temperature must be >= 0, got {temperature}")
     config: dict[str, Any] = {
-        "candidate_count": 1, "temperature": float(temperature),
-        "response_mime_type": ENUM_MIME_TYPE, "response_schema": {"type": "STRING", "enum": answers(prefix, labels)},
+        "candidate_count": 1, "temperature": float(temperature), "response_mime_type": ENUM_MIME_TYPE,
+        "response_schema": {"type": "STRING", "enum": enum_answers(prefix, labels)},
         "safety_settings": [{"category": c, "threshold": "BLOCK_NONE"} for c in HARM_CATEGORIES]}
     if cache is not None:
         config["cached_content"] = cache
@@ -139,7 +139,7 @@ def answer_text(response) -> str:
 
 def label_of(text: str, prefix: str, labels: Sequence[str]) -> Optional[str]:
     """The label whose ``"<prefix> <label>"`` the answer is (None when it is none of them)."""
-    wanted = dict(zip(answers(prefix, labels), labels))
+    wanted = dict(zip(enum_answers(prefix, labels), labels))
     return wanted.get(text.strip())
 
 

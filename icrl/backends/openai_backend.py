@@ -40,7 +40,7 @@ from .keys import find_key, missing_key, refused_key
 from .watched_loop import WatchedLoop
 from .server_watch import FIRST_ANSWER_S, MODEL_LIST, NETWORK, RESTART, SilenceWatch, bad_response, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
-                              generation_request, parse_chat, parse_completion, shared_text_prefix)
+                              free_completion_request, parse_chat, parse_completion, shared_text_prefix)
 from .openai_usage import ServerCounts
 from .usage import Usage, caller
 from .choices import max_label_tokens, sampling_kwargs
@@ -185,7 +185,7 @@ class OpenAIBackend(PredictAsOneCall):
                         text = getattr(message, "reasoning_content", None) or message.content or ""
                     else:
                         response = await self._watch.answer(self._client.completions.create(
-                            **generation_request(self.api_model, prompt, max_tokens, temperature, seed, stop)))
+                            **free_completion_request(self.api_model, prompt, max_tokens, temperature, seed, stop)))
                         text = response.choices[0].text or ""
                     self._count(response.usage, None)
                 except UsageError:

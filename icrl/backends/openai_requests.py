@@ -76,7 +76,7 @@ def decode_messages(rendered: str) -> list[dict]:
     return json.loads(rendered)["messages"]
 
 
-def generation_request(model: str, prompt: str, max_tokens: int, temperature: float, seed: int,
+def free_completion_request(model: str, prompt: str, max_tokens: int, temperature: float, seed: int,
                        stop: Sequence[str]) -> dict:
     """Keyword arguments of `client.completions.create` for free text after a rendered prompt."""
     return {"model": model, "prompt": prompt, **sampling_kwargs(temperature, seed, max_tokens), "stop": list(stop),

@@ -54,7 +54,7 @@ PROBE_EVERY_S = 10.0
 PROBE_TIMEOUT_S = 10.0
 
 
-def answers(url: str, headers: Optional[dict] = None, timeout: float = PROBE_TIMEOUT_S) -> bool:
+def model_list_answers(url: str, headers: Optional[dict] = None, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """Whether the server at ``url`` (a base URL) answers a GET of its model list at all within
     ``timeout``: any HTTP status counts (an error page is an answer), silence or a refused
     connection does not."""
@@ -90,7 +90,7 @@ class SilenceWatch:
         self.notice_s = min(notice_s, timeout / 2)
         self.dead_s = min(dead_s, timeout)
         self.bound_s = 2 * timeout  # a request that timed out, tried once more
-        self.probe = probe or (lambda: answers(url, timeout=min(PROBE_TIMEOUT_S, self.dead_s / 2)))
+        self.probe = probe or (lambda: model_list_answers(url, timeout=min(PROBE_TIMEOUT_S, self.dead_s / 2)))
         self.last = self.said = self.probed = self.alive = self.unanswered = self.started = 0.0
         self.dead, self.why, self.heard, self.asking, self.batch_heard = False, "", False, COMPLETION, False
         self._cancel: Callable[[], None] = lambda: None

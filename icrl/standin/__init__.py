@@ -6,8 +6,8 @@ is tested, with no network and no key (docs/backends.md, "Trying a hosted backen
     python -m icrl.standin gemini -- python run_experiment.py --backend gemini ...   # one command
 
 ``STANDINS``: per API, how its stand-in starts and what a run sets to reach it (the
-``--base_url``, the environment variables of the URL and the key). ``start(api, ...)`` starts
-one: ``openai_server.FakeOpenAIServer``, ``anthropic_server.FakeAnthropicServer`` or
+``--base_url``, the environment variables of the URL and the key). ``start_standin(api, ...)``
+starts one: ``openai_server.FakeOpenAIServer``, ``anthropic_server.FakeAnthropicServer`` or
 ``gemini_server.GeminiServer``; ``silent=True`` a server that accepts connections and answers
 nothing (``openai_server.SilentServer``), ``stuck=True`` one that answers its model list or
 lookup and never a completion. The tests use the same classes.
@@ -65,9 +65,9 @@ def default_models(api: str) -> list[str]:
     return sorted(name for name in load_prices(None).models if name.startswith(STANDINS[api].prefix))
 
 
-def start(api: str, models: Sequence[str] = (), port: int = 0, window: Optional[int] = None, silent: bool = False,
-          stuck: bool = False):
-    """The stand-in of ``api`` (a context manager: ``with start("gemini") as server: server.base_url``)."""
+def start_standin(api: str, models: Sequence[str] = (), port: int = 0, window: Optional[int] = None,
+                  silent: bool = False, stuck: bool = False):
+    """The stand-in of ``api`` (a context manager: ``with start_standin("gemini") as server: server.base_url``)."""
     standin = STANDINS[api]
     if silent:
         return _Silent(port, standin.path)

@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 
 from ..cli.standin import parse
 from ..errors import UsageError
-from . import STANDINS, start
+from . import STANDINS, start_standin
 
 
 def lines(api: str, server, silent: bool, stuck: bool) -> list[str]:
@@ -31,7 +31,7 @@ def lines(api: str, server, silent: bool, stuck: bool) -> list[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args, command = parse(sys.argv[1:] if argv is None else argv)
-        server = start(args.api, args.model, args.port, args.window, args.silent, args.stuck)
+        server = start_standin(args.api, args.model, args.port, args.window, args.silent, args.stuck)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -19,7 +19,6 @@ usage (``icrl.backends.usage.ReportsUsage``); ``count_tokens`` asks the API's to
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -29,8 +28,9 @@ from ..errors import ServiceFailure, UsageError
 from ..infra.masking import register_args, strip_userinfo
 from .anthropic_requests import (MODES, count_request, encode_prompt, free_message_request, message_request, parse_text,
                                  parse_tool, text_of, usage_of)
-from .in_flight import PredictAsOneCall, all_in_flight
+from .in_flight import PredictAsOneCall, all_in_flight, gather_or_cancel
 from .keys import find_key, missing_key, refused_key
+from .sdk import check_limits, import_sdk
 from .watched_loop import WatchedLoop
 from .server_watch import (COMPLETION, COUNTS, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, SilenceWatch,
                            bad_response, model_list_answers)
@@ -43,14 +43,6 @@ INSTALL_HINT = ("the anthropic backend needs the anthropic package: pip install 
                 "anthropic)")
 KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
 ADVICE = f"is --base_url the Anthropic API ({DEFAULT_URL}, or a proxy of it)?"
-
-
-def import_anthropic():
-    try:
-        import anthropic
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-    return anthropic
 
 
 class AnthropicBackend(PredictAsOneCall):
@@ -66,12 +58,10 @@ class AnthropicBackend(PredictAsOneCall):
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
                  timeout: float = 600.0, max_retries: int = 5, max_model_len: Optional[int] = None,
                  first_answer_timeout: float = FIRST_ANSWER_S):
-        anthropic = import_anthropic()
+        anthropic = import_sdk("anthropic", INSTALL_HINT)
         if api_mode not in ("auto", *MODES):
             raise UsageError(f"--api_mode must be one of auto, {', '.join(MODES)}, got {api_mode!r}")
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
-                             "--max_retries >= 0")
+        check_limits(max_concurrency, timeout, max_retries, first_answer_timeout)
         self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_URL).rstrip("/")
         self.url = str(strip_userinfo(self.base_url))  # shown and recorded: never a user:password@
         register_args({"api_key": api_key, "base_url": self.base_url})
@@ -279,10 +269,4 @@ class AnthropicBackend(PredictAsOneCall):
     async def _call(self, prompts, labels, semaphore) -> list[str]:
         if not prompts:
             return []
-        tasks = [asyncio.ensure_future(self._one(semaphore, p, labels)) for p in prompts]
-        try:
-            return list(await asyncio.gather(*tasks))
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return await gather_or_cancel(self._one(semaphore, p, labels) for p in prompts)

@@ -33,8 +33,9 @@ from typing import Optional, Sequence
 from ..errors import ServiceFailure, UsageError
 from ..infra.masking import scrub, strip_userinfo
 from . import gemini_requests as req
-from .in_flight import PredictAsOneCall, all_in_flight
+from .in_flight import PredictAsOneCall, all_in_flight, gather_or_cancel
 from .keys import find_key, missing_key, refused_key
+from .sdk import check_limits, import_sdk
 from .server_watch import (COMPLETION, COUNTS, DEAD_S, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, PROBE_TIMEOUT_S,
                            SilenceWatch, model_list_answers)
 from .usage import Usage
@@ -50,15 +51,6 @@ DEFAULT_URL = "https://generativelanguage.googleapis.com"
 API_VERSIONS = ("v1beta", "v1alpha", "v1")
 CACHE_MIN_TOKENS = 1024  # the smallest context cache the API takes (Gemini 2.x Flash; a refusal raises it)
 CACHE_TTL = "3600s"  # deleted after its call; the TTL only bounds a cache a killed run leaves
-
-
-def import_genai():
-    try:
-        from google import genai
-        from google.genai import errors, types
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-    return genai, errors, types
 
 
 def split_version(base_url: str) -> tuple[str, str]:
@@ -96,11 +88,10 @@ class GeminiBackend(PredictAsOneCall):
                  api_model: Optional[str] = None, max_concurrency: int = 32, timeout: float = 600.0,
                  max_retries: int = 5, max_model_len: Optional[int] = None, cache_min_tokens: int = CACHE_MIN_TOKENS,
                  first_answer_timeout: float = FIRST_ANSWER_S):
-        genai, self._errors, self._types = import_genai()
-        types = self._types
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
-                             "--max_retries >= 0")
+        genai = import_sdk("google.genai", INSTALL_HINT)
+        self._errors = import_sdk("google.genai.errors", INSTALL_HINT)
+        types = self._types = import_sdk("google.genai.types", INSTALL_HINT)
+        check_limits(max_concurrency, timeout, max_retries, first_answer_timeout)
         self._key = find_key(api_key, KEY_VARIABLES)  # masked wherever it could be shown or written
         if not self._key:
             raise missing_key("Gemini", self._key)
@@ -242,14 +233,10 @@ class GeminiBackend(PredictAsOneCall):
         if len(requests) < len(decoded):
             raise UsageError("the gemini backend predicts on prompts it rendered itself (render), not on plain text")
         cache = await self._cache(requests)
-        tasks = [asyncio.ensure_future(self._one(r, call.labels, call.temperature, call.seed, semaphore, cache))
-                 for r in requests]
         try:
-            return list(await asyncio.gather(*tasks))
+            return await gather_or_cancel(self._one(r, call.labels, call.temperature, call.seed, semaphore, cache)
+                                          for r in requests)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             if cache is not None:
                 await self._drop(cache)
 

@@ -35,13 +35,14 @@ from typing import Optional
 from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
 from .chat import ChatTokenizer, load_chat_tokenizer
-from .in_flight import PredictAsOneCall, all_in_flight
+from .in_flight import PredictAsOneCall, all_in_flight, gather_or_cancel
 from .keys import find_key, missing_key, refused_key
 from .watched_loop import WatchedLoop
 from .server_watch import FIRST_ANSWER_S, MODEL_LIST, NETWORK, RESTART, SilenceWatch, bad_response, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
                               free_completion_request, parse_chat, parse_completion, shared_text_prefix)
 from .openai_usage import ServerCounts
+from .sdk import check_limits, import_sdk
 from .usage import Usage, caller
 from .choices import max_label_tokens, sampling_kwargs
 
@@ -53,14 +54,6 @@ CONSTRAINTS = ("structured_outputs", "guided_choice")
 INSTALL_HINT = "the openai backend needs the openai package: pip install -e .[openai] (or pip install openai)"
 OPENAI_URL = "https://api.openai.com/v1"
 KEY_VARIABLES = ("OPENAI_API_KEY",)
-
-
-def import_openai():
-    try:
-        import openai
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-    return openai
 
 
 class OpenAIBackend(PredictAsOneCall):
@@ -75,12 +68,10 @@ class OpenAIBackend(PredictAsOneCall):
                  timeout: float = 600.0, max_retries: int = 5, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
                  warm_shared_prefix: bool = True, first_answer_timeout: float = FIRST_ANSWER_S):
-        openai = import_openai()
+        openai = import_sdk("openai", INSTALL_HINT)
         if api_mode not in API_MODES:
             raise UsageError(f"--api_mode must be one of {', '.join(API_MODES)}, got {api_mode!r}")
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
-                             "--max_retries >= 0")
+        check_limits(max_concurrency, timeout, max_retries, first_answer_timeout)
         self.model_name = model_name
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
         self.api_model = api_model or model_name
@@ -382,12 +373,6 @@ class OpenAIBackend(PredictAsOneCall):
                     model=self.api_model, prompt=head, max_tokens=1, temperature=0.0,
                     extra_body={"add_special_tokens": False}))
                 self.counts.warmed(getattr(warm, "usage", None))
-            tasks = [asyncio.ensure_future(self._one(semaphore, p, labels, temperature, seed)) for p in prompts]
-            try:
-                return list(await asyncio.gather(*tasks))
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            return await gather_or_cancel(self._one(semaphore, p, labels, temperature, seed) for p in prompts)
         except openai.APIError as exc:
             raise self._fail(exc) from None

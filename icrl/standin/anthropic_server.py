@@ -30,7 +30,7 @@ import threading
 import time
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, Served, read_body, send
+from .http import HOST, QuietServer, Served, routed
 
 MODEL = "claude-standin-1"
 KEY = "sk-ant-standin-SECRET"
@@ -53,7 +53,7 @@ class FakeAnthropicServer(Served):
         self.problems: list[str] = []
         self.cached: set[str] = set()
         self.lock = threading.Lock()
-        self.httpd = QuietServer(_handler(self), port)
+        self.httpd = QuietServer(routed(self.handle), port)
         self.port = self.httpd.port
         self.base_url = f"http://{HOST}:{self.port}"
         self.serve()  # from the start: some tests use it without ``with``
@@ -177,22 +177,3 @@ def _model(name: str, window) -> dict:
 
 def _error(kind: str, message: str) -> dict:
     return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def _handler(fake: FakeAnthropicServer):
-    class AnthropicHandler(Quiet):
-        def _answer(self, method: str) -> None:
-            body = read_body(self)
-            if body is None:  # the client went away mid-request (a killed run): nothing to answer
-                return
-            out = fake.handle(method, self.path.split("?")[0], self.headers, body)
-            status, payload, headers = out if len(out) == 3 else (*out, {})
-            send(self, status, payload, headers)
-
-        def do_GET(self):  # http.server's names
-            self._answer("GET")
-
-        def do_POST(self):
-            self._answer("POST")
-
-    return AnthropicHandler

@@ -4,8 +4,10 @@
 a client that went away (a killed run) not printed, many requests in flight at once (a backend
 sends up to --max_concurrency together: the default backlog of 5 resets some). ``send(handler,
 status, body, headers)``: a JSON body (or raw bytes, for the cues that send garbage) with its
-length. ``serving(server)`` runs ``serve_forever`` in a daemon thread; ``Served``: a stand-in
-whose ``httpd`` serves from ``with`` (or from its start, once ``serve`` is called) to the end of it.
+length. ``routed(handle)``: a handler class that answers GET and POST with ``handle(method, path,
+headers, body)`` (its ``Reply``). ``serving(server)`` runs ``serve_forever`` in a daemon thread;
+``Served``: a stand-in whose ``httpd`` serves from ``with`` (or from its start, once ``serve`` is
+called) to the end of it.
 """
 
 from __future__ import annotations
@@ -85,3 +87,26 @@ class Quiet(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+
+def routed(handle) -> type[Quiet]:
+    """A handler class that answers each GET and POST with ``handle(method, path, headers, body)``
+    (the path without its query, the JSON body; a client that went away mid-request is not answered):
+    (status, body) or (status, body, headers)."""
+
+    class Routed(Quiet):
+        def _answer(self, method: str) -> None:
+            body = read_body(self)
+            if body is None:  # the client went away mid-request (a killed run): nothing to answer
+                return
+            out = handle(method, self.path.split("?")[0], self.headers, body)
+            status, payload, headers = out if len(out) == 3 else (*out, {})
+            send(self, status, payload, headers)
+
+        def do_GET(self):  # http.server's names
+            self._answer("GET")
+
+        def do_POST(self):
+            self._answer("POST")
+
+    return Routed

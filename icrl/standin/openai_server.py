@@ -24,7 +24,7 @@ import time
 from typing import Optional, Sequence
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, Served, read_body, send
+from .http import HOST, QuietServer, Served, routed
 
 MODEL = "org/fake-model"
 
@@ -43,7 +43,7 @@ class FakeOpenAIServer(Served):
         self.injected: dict = {}
         self.requests: list = []
         self.lock = threading.Lock()
-        self.httpd = QuietServer(_handler(self), port)
+        self.httpd = QuietServer(routed(self.handle), port)
         self.port = self.httpd.port
         self.base_url = f"http://{HOST}:{self.port}/v1"
 
@@ -97,24 +97,6 @@ class FakeOpenAIServer(Served):
                                           "message": {"role": "assistant", "content": json.dumps({"label": label})}}],
                      "usage": {"prompt_tokens": 2, "completion_tokens": 1, "total_tokens": 3,
                                "prompt_tokens_details": {"cached_tokens": 1}}}
-
-
-def _handler(fake: FakeOpenAIServer):
-    class OpenAIHandler(Quiet):
-        def _answer(self, method: str) -> None:
-            body = read_body(self) if method == "POST" else {}
-            if body is None:
-                return
-            status, payload = fake.handle(method, self.path.split("?")[0], self.headers, body)
-            send(self, status, payload)
-
-        def do_GET(self):  # http.server's names
-            self._answer("GET")
-
-        def do_POST(self):
-            self._answer("POST")
-
-    return OpenAIHandler
 
 
 class SilentServer:

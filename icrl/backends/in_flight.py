@@ -16,7 +16,9 @@ of the step in flight together; progress said once, when they have all answered)
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Awaitable, Callable, Coroutine, Iterable, Optional, TypeVar
+from typing import Any, Awaitable, Callable, Coroutine, Iterable, Optional, Sequence, TypeVar
+
+from . import Call
 
 Item = TypeVar("Item")
 Result = TypeVar("Result")
@@ -43,12 +45,11 @@ async def gather_or_cancel(coroutines: Iterable[Coroutine[Any, Any, Result]]) ->
 class PredictAsOneCall:
     """``predict`` through ``predict_calls`` (see the module docstring)."""
 
-    def predict_calls(self, calls) -> list:
+    def predict_calls(self, calls: Sequence[Call]) -> list[list[str]]:
         raise NotImplementedError
 
-    def predict(self, prompts, labels, temperature, seed, progress: Optional[Callable[[int], Any]] = None):
-        from . import Call
-
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], Any]] = None) -> list[str]:
         out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
         if progress is not None:  # all requests of the call finish together
             progress(len(prompts))

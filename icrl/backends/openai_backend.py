@@ -30,10 +30,11 @@ import asyncio
 import json
 import logging
 import os
-from typing import Optional
+from typing import Any, Awaitable, Hashable, Optional, Sequence
 
 from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
+from . import Call, Generated, Message
 from .chat import ChatTokenizer, load_chat_tokenizer
 from .in_flight import PredictAsOneCall, all_in_flight, gather_or_cancel
 from .keys import find_key, missing_key, refused_key
@@ -45,6 +46,7 @@ from .openai_usage import ServerCounts
 from .sdk import check_limits, import_sdk
 from .usage import Usage, caller
 from .choices import max_label_tokens, sampling_kwargs
+from .frame import ReasoningFrame
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ class OpenAIBackend(PredictAsOneCall):
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
                  timeout: float = 600.0, max_retries: int = 5, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
-                 warm_shared_prefix: bool = True, first_answer_timeout: float = FIRST_ANSWER_S):
+                 warm_shared_prefix: bool = True, first_answer_timeout: float = FIRST_ANSWER_S) -> None:
         openai = import_sdk("openai", INSTALL_HINT)
         if api_mode not in API_MODES:
             raise UsageError(f"--api_mode must be one of {', '.join(API_MODES)}, got {api_mode!r}")
@@ -144,7 +146,7 @@ class OpenAIBackend(PredictAsOneCall):
     def eot_token(self) -> str:
         return "" if self.chat is None else self.chat.eot_token
 
-    def render(self, messages, prefix):
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
         if self.api_mode == "chat":
             return encode_messages(messages, prefix)
         return self._template().render(messages, prefix)
@@ -153,19 +155,20 @@ class OpenAIBackend(PredictAsOneCall):
     def thinks(self) -> bool:
         return self.api_mode == "completions" and bool(getattr(self.chat, "thinking", False))
 
-    def reasoning_frame(self, messages, prefix):
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> ReasoningFrame:
         if self.api_mode == "chat":
             return chat_frame(messages, prefix)
         return self._template().reasoning_frame(messages, prefix)
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         """Free text after each prompt (``icrl.backends.Reasoner``), the requests in flight
         together: completions mode continues the rendered prompt up to ``stop``; chat mode asks
         for the answer to the messages, and a server that returns the reasoning apart (a
         reasoning parser: ``reasoning_content``) gives that as the reasoning."""
         openai = self._openai
 
-        async def one(prompt, semaphore):
+        async def one(prompt: str, semaphore: asyncio.Semaphore) -> Generated:
             async with semaphore:
                 try:
                     if self.api_mode == "chat":
@@ -192,8 +195,6 @@ class OpenAIBackend(PredictAsOneCall):
                 tokens = self.chat.count_tokens(text) if self.chat is not None else len(text.split())
             return Generated(text, int(tokens))
 
-        from . import Generated
-
         if not prompts:
             return []
         try:
@@ -201,7 +202,7 @@ class OpenAIBackend(PredictAsOneCall):
         except openai.APIError as exc:
             raise self._fail(exc) from None
 
-    def count_tokens(self, text):
+    def count_tokens(self, text: str) -> int:
         if self.chat is None:
             raise UsageError(f"no local tokenizer for {self.model_name!r} to count tokens with")
         if self.api_mode == "chat":
@@ -209,8 +210,8 @@ class OpenAIBackend(PredictAsOneCall):
             return self.chat.count_tokens(self.chat.render(doc["messages"], ""))
         return self.chat.count_tokens(text)
 
-    def describe(self) -> dict:
-        out: dict[str, object] = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
                "base_url": self.url, "api_mode": self.api_mode,
                "constraint": self.constraint if self.api_mode == "completions" else "response_format json_schema enum",
                "local_tokenizer": self.chat is not None, "supports_system_role": self.supports_system_role}
@@ -221,10 +222,10 @@ class OpenAIBackend(PredictAsOneCall):
     def usage(self) -> Usage:
         return self.counts.tally.total()
 
-    def usage_of(self, key) -> Usage:
+    def usage_of(self, key: Hashable) -> Usage:
         return self.counts.tally.of(key)
 
-    def predict_calls(self, calls):
+    def predict_calls(self, calls: Sequence[Call]) -> list[list[str]]:
         """Several calls (runs of a sweep) with all their requests in flight together, at most
         --max_concurrency at a time overall."""
         if self.api_mode == "completions" and self.chat is not None:
@@ -235,7 +236,7 @@ class OpenAIBackend(PredictAsOneCall):
                     check_prompt_lengths([self.chat.encode(p) for p in call.prompts],
                                          max_label_tokens(call.labels), self.max_model_len)
 
-        def send(call, semaphore):
+        def send(call: Call, semaphore: asyncio.Semaphore) -> Awaitable[list[str]]:
             return self._predict_all(list(call.prompts), list(call.labels), call.temperature, call.seed, semaphore,
                                      call.key)
 
@@ -317,7 +318,8 @@ class OpenAIBackend(PredictAsOneCall):
         log.warning("%s %s: using chat completions", self.url, why)
         return "chat"
 
-    async def _complete(self, prompt: str, labels, temperature, seed, constraint, probe: bool = False) -> str:
+    async def _complete(self, prompt: str, labels: Sequence[str], temperature: float, seed: int, constraint: str,
+                        probe: bool = False) -> str:
         try:
             response = await self._watch.answer(self._client.completions.create(
                 **completion_request(self.api_model, prompt, labels, temperature, seed, constraint)))
@@ -329,7 +331,8 @@ class OpenAIBackend(PredictAsOneCall):
             raise bad_response(self.url, "completions", exc) from None
         return text
 
-    async def _chat(self, messages, labels, temperature, seed) -> str:
+    async def _chat(self, messages: Sequence[Message], labels: Sequence[str], temperature: float,
+                    seed: int) -> Optional[str]:
         try:
             response = await self._watch.answer(self._client.chat.completions.create(
                 **chat_request(self.api_model, messages, labels, temperature, seed)))
@@ -341,10 +344,11 @@ class OpenAIBackend(PredictAsOneCall):
             raise bad_response(self.url, "chat completions", exc) from None
         return text
 
-    def _count(self, usage, prompt: Optional[str]) -> None:
+    def _count(self, usage: Any, prompt: Optional[str]) -> None:
         self.counts.add(usage, prompt, self.chat)
 
-    async def _one(self, semaphore, prompt, labels, temperature, seed) -> str:
+    async def _one(self, semaphore: asyncio.Semaphore, prompt: str, labels: Sequence[str], temperature: float,
+                   seed: int) -> str:
         async with semaphore:
             if self.api_mode == "chat":
                 text = await self._chat(decode_messages(prompt), labels, temperature, seed)
@@ -358,7 +362,8 @@ class OpenAIBackend(PredictAsOneCall):
                              f"try --api_mode {'chat' if self.api_mode == 'completions' else 'completions'}")
         return label
 
-    async def _predict_all(self, prompts, labels, temperature, seed, semaphore=None, key=None) -> list[str]:
+    async def _predict_all(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                           semaphore: Optional[asyncio.Semaphore] = None, key: Optional[Hashable] = None) -> list[str]:
         openai = self._openai
         if not prompts:
             return []

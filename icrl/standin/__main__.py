@@ -13,10 +13,10 @@ from typing import Optional, Sequence
 
 from ..cli.standin import parse
 from ..errors import UsageError
-from . import STANDINS, start_standin
+from . import STANDINS, StandIn, start_standin
 
 
-def lines(api: str, server, silent: bool, stuck: bool) -> list[str]:
+def lines(api: str, server: StandIn, silent: bool, stuck: bool) -> list[str]:
     """What the stand-in says it is, and what to set to reach it."""
     standin = STANDINS[api]
     how = ("accepts connections and answers nothing" if silent else
@@ -55,7 +55,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def _run(command: list, env: dict) -> int:
+def _run(command: list[str], env: dict[str, str]) -> int:
     """Run ``command`` with ``env`` added to the environment; its exit code."""
     try:
         return subprocess.run(command, env={**os.environ, **env}).returncode

@@ -29,10 +29,10 @@ import json
 import re
 import threading
 import time
-from typing import Optional, Sequence
+from typing import Any, Iterable, Optional, Sequence
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, Served, send
+from .http import HOST, Body, Quiet, QuietServer, Served, send
 
 MODEL = "gemini-1.5-flash-8b"
 KEY = "test-gemini-key-0123456789"
@@ -42,11 +42,11 @@ _PATH = re.compile(r"^/v1beta/models/(?P<model>[^:/?]+)(?::(?P<method>\w+))?")
 _CACHE = re.compile(r"^/v1beta/cachedContents(?:/(?P<id>[^/?]+))?$")
 
 
-def words(contents) -> int:
+def words(contents: Iterable[dict[str, Any]]) -> int:
     return sum(len(part.get("text", "").split()) for turn in contents for part in turn.get("parts", []))
 
 
-def shape_fault(body: dict) -> Optional[str]:
+def shape_fault(body: dict[str, Any]) -> Optional[str]:
     """What differs from the published request shape (None: nothing)."""
     if set(body) != {"contents", "systemInstruction", "safetySettings", "generationConfig"}:
         return f"fields {sorted(body)}"
@@ -84,7 +84,7 @@ class _GeminiHandler(Quiet):
 
     stand_in: GeminiServer
 
-    def _send(self, status: int, body) -> None:
+    def _send(self, status: int, body: Body) -> None:
         send(self, status, body)
 
     def _error(self, status: int, reason: str, message: str) -> None:
@@ -97,7 +97,7 @@ class _GeminiHandler(Quiet):
                                    "status": "INVALID_ARGUMENT", "details": [{"reason": "API_KEY_INVALID"}]}})
         return True
 
-    def do_GET(self):
+    def do_GET(self) -> None:
         server = self.stand_in
         if self._refused():
             return
@@ -110,7 +110,7 @@ class _GeminiHandler(Quiet):
         self._send(200, {"name": f"models/{match['model']}", "inputTokenLimit": server.window, "outputTokenLimit": 8192,
                          "supportedGenerationMethods": ["generateContent", "countTokens"]})
 
-    def do_POST(self):
+    def do_POST(self) -> None:
         server = self.stand_in
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if self._refused():
@@ -130,7 +130,7 @@ class _GeminiHandler(Quiet):
             number = len(server.requests)
         self._generate(server, body, number)
 
-    def do_DELETE(self):
+    def do_DELETE(self) -> None:
         server = self.stand_in
         if self._refused():
             return
@@ -141,7 +141,7 @@ class _GeminiHandler(Quiet):
         del server.caches[name]
         self._send(200, {})
 
-    def _create_cache(self, server, body: dict) -> None:
+    def _create_cache(self, server: GeminiServer, body: dict[str, Any]) -> None:
         if set(body) - {"model", "ttl", "contents", "systemInstruction"} or \
                 body.get("model") not in [f"models/{m}" for m in server.models]:
             return self._error(400, "INVALID_ARGUMENT", f"not a cache of {', '.join(server.models)}: {sorted(body)}")
@@ -155,7 +155,7 @@ class _GeminiHandler(Quiet):
             server.caches[name] = body
         self._send(200, {"name": name, "model": body["model"], "usageMetadata": {"totalTokenCount": size}})
 
-    def _generate(self, server, body: dict, number: int) -> None:
+    def _generate(self, server: GeminiServer, body: dict[str, Any], number: int) -> None:
         mode = server.mode
         time.sleep(server.delay)
         cached = 0
@@ -204,11 +204,11 @@ class GeminiServer(Served):
                  models: Sequence[str] = (MODEL,), port: int = 0):
         self.mode, self.failures, self.window, self.delay = mode, failures, window, delay
         self.cache_floor, self.per_word, self.key, self.models = cache_floor, per_word, key, list(models)
-        self.caches: dict = {}
-        self.created: list = []
-        self.requests: list = []
-        self.counted: list = []
-        self.faults: list = []
+        self.caches: dict[str, dict[str, Any]] = {}
+        self.created: list[str] = []
+        self.requests: list[dict[str, Any]] = []
+        self.counted: list[dict[str, Any]] = []
+        self.faults: list[str] = []
         self.lock = threading.Lock()
         self.httpd = QuietServer(_handler(self), port)
         self.port = self.httpd.port

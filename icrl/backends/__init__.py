@@ -21,12 +21,12 @@ import functools
 import importlib
 import importlib.util
 import inspect
-from typing import Any, Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, Union, runtime_checkable
+from typing import Any, Callable, Hashable, NamedTuple, Optional, Protocol, Sequence, Sized, Union, runtime_checkable
 
 from ..errors import UsageError
 from ..infra import plugins
 from .embedded import DEFAULT_MODEL
-from .frame import ReasoningFrame
+from .frame import Message, ReasoningFrame
 
 # CLI name -> "module:Class", imported on demand.
 BACKENDS: dict[str, Union[str, type]] = {  # a class, or "module:Class" imported when chosen
@@ -43,7 +43,7 @@ FIRST_ANSWER_S = 60.0
 FIRST_ANSWER_HELP = ("seconds a call waits, whatever --timeout says, for the server's first answer (any HTTP answer, "
                      "an error's too) to a request for a completion (a call of token counts: for a count); none by "
                      "then is one line (a dead or stuck server); once one was answered, --timeout's bounds apply")
-_OWNERS: dict = {}  # name -> the plugin that registered it (icrl.infra.plugins)
+_OWNERS: dict[str, Optional[plugins.Plugin]] = {}  # name -> the plugin that registered it (icrl.infra.plugins)
 
 
 def register_backend(name: str, cls: type) -> type:
@@ -65,7 +65,7 @@ def _unregister(name: str) -> None:
         BACKEND_CHOICES.remove(name)
 
 
-def backend_owner(name: str):
+def backend_owner(name: str) -> Optional[plugins.Plugin]:
     """The plugin that registered the backend ``name`` (None: icrl's own)."""
     return _OWNERS.get(name)
 
@@ -80,7 +80,7 @@ class Backend(Protocol):
     supports_system_role: bool
     eot_token: str
 
-    def render(self, messages: Sequence[dict], prefix: str) -> str:
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
         """Chat template with the generation prompt, then the prediction prefix."""
 
     def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
@@ -92,7 +92,7 @@ class Backend(Protocol):
     def count_tokens(self, text: str) -> int:
         """Tokens of already-rendered text."""
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """Settings worth recording with the results (no secrets)."""
 
 
@@ -102,7 +102,7 @@ class Reasoner(Protocol):
 
     thinks: bool  # the chat template has a thinking mode (a ``<think>`` block)
 
-    def reasoning_frame(self, messages: Sequence[dict], prefix: str) -> "ReasoningFrame":
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> ReasoningFrame:
         """Where the model's reasoning goes for these messages (see ``ReasoningFrame``)."""
 
     def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
@@ -131,14 +131,34 @@ class Call(NamedTuple):
     key: Optional[Hashable] = None
 
 
-def predict_calls(backend, calls: Sequence[Call]) -> list[list[str]]:
+def predict_calls(backend: Any, calls: Sequence[Call]) -> list[list[str]]:
     """The outputs of several independent predict() calls, each exactly what ``backend.predict``
     gives for it alone; backends that can serve them together (vLLM: one engine call; the
-    server: all requests in flight at once) define ``predict_calls``."""
+    server: all requests in flight at once) define ``predict_calls``. ``backend``: any ``Backend``
+    (typed Any: a caller may hold it narrowed to one of ``usage``'s protocols)."""
     method = getattr(backend, "predict_calls", None)
     if method is not None:
         return method(calls)
     return [backend.predict(c.prompts, c.labels, c.temperature, c.seed) for c in calls]
+
+
+class ChatTemplate(Protocol):
+    """A model's chat template and token counter, with its window: what a backend renders and counts
+    with (``chat.ChatTokenizer``, ``fake.FakeChat``), loaded or not (``offline_chat``)."""
+
+    max_model_len: int
+    supports_system_role: bool
+    eot_token: str
+    published_tokenization: bool
+
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
+        """Chat template with the generation prompt, then the prediction prefix."""
+
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> ReasoningFrame:
+        """Where the model's reasoning goes for these messages."""
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of already-rendered text."""
 
 
 class ChatBackend:
@@ -147,7 +167,7 @@ class ChatBackend:
     name = "base"
     local_model = True  # the model is a folder or a Hub id loaded here (module docstring)
 
-    def __init__(self, model_name: str, chat):
+    def __init__(self, model_name: str, chat: ChatTemplate) -> None:
         self.model_name = model_name
         self.chat = chat
 
@@ -163,20 +183,20 @@ class ChatBackend:
     def eot_token(self) -> str:
         return self.chat.eot_token
 
-    def render(self, messages, prefix):
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
         return self.chat.render(messages, prefix)
 
     @property
     def thinks(self) -> bool:
         return bool(getattr(self.chat, "thinking", False))
 
-    def reasoning_frame(self, messages, prefix) -> ReasoningFrame:
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> ReasoningFrame:
         return self.chat.reasoning_frame(messages, prefix)
 
-    def count_tokens(self, text):
+    def count_tokens(self, text: str) -> int:
         return self.chat.count_tokens(text)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model_name": self.model_name, "max_model_len": self.max_model_len,
                 "supports_system_role": self.supports_system_role, "eot_token": self.eot_token,
                 "published_tokenization": bool(getattr(self.chat, "published_tokenization", False))}
@@ -200,8 +220,8 @@ def shared_prefix_length(seqs: Sequence[Sequence[int]]) -> int:
     return shared
 
 
-def check_prompt_lengths(ids: Sequence[Sequence[int]], answer_tokens: int, max_model_len: int) -> None:
-    """A prompt and its longest answer must fit the model window."""
+def check_prompt_lengths(ids: Sequence[Sized], answer_tokens: int, max_model_len: int) -> None:
+    """A prompt (its tokens) and its longest answer must fit the model window."""
     longest = max(len(x) for x in ids)
     if longest + answer_tokens > max_model_len:
         raise UsageError(f"a prompt has {longest} tokens, more than the model's {max_model_len} allow; "
@@ -248,7 +268,7 @@ def backends_taking(option: str) -> list[str]:
 
 def offline_chat(backend: str, model_name: str, *, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
-                 rope_scaling: Optional[str] = None):
+                 rope_scaling: Optional[str] = None) -> ChatTemplate:
     """The tokenizer and chat template of ``backend``'s model ``model_name`` without its weights
     (what the window, the context-size search, the budgets and the estimate read before a model
     loads): the class's ``offline_chat`` classmethod where it has one (the fake's own; a hosted
@@ -289,7 +309,7 @@ def options_class(cls: type) -> type:
         repr=False)  # never shows the token or key it may hold
 
 
-def make_options(name: str, **options):
+def make_options(name: str, **options: Any) -> Any:
     """Backend ``name``'s options object; an option it does not take is a one-line UsageError."""
     cls = options_class(backend_class(name))
     known = [f.name for f in dataclasses.fields(cls)]
@@ -309,14 +329,14 @@ class BackendSpec:
     name: str
     options: Any
 
-    def with_engine(self, **values) -> "BackendSpec":
+    def with_engine(self, **values: Any) -> BackendSpec:
         """The spec with the engine-wide values (e.g. vLLM's ``seed``) the backend takes."""
         names = {f.name for f in dataclasses.fields(self.options)}
         taken = {k: v for k, v in values.items() if k in names}
         return dataclasses.replace(self, options=dataclasses.replace(self.options, **taken))
 
 
-def backend_spec(model_name: str, backend: str, values: dict) -> BackendSpec:
+def backend_spec(model_name: str, backend: str, values: dict[str, Any]) -> BackendSpec:
     """The spec of ``backend`` for ``model_name``, its options taken from ``values`` (a run's
     configuration values: those the backend does not take are left out)."""
     name = resolve_backend_name(backend)
@@ -330,7 +350,7 @@ def load_spec(spec: BackendSpec) -> Backend:
     return load_backend(spec.model_name, spec.name, **options)
 
 
-def load_backend(model_name: str = DEFAULT_MODEL, backend: str = "auto", **options) -> Backend:
+def load_backend(model_name: str = DEFAULT_MODEL, backend: str = "auto", **options: Any) -> Backend:
     """Instantiate a backend by name; ``options`` are that backend's options (see
     ``options_class``): one it does not take is a UsageError."""
     name = resolve_backend_name(backend)

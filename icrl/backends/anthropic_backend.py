@@ -23,34 +23,31 @@ import asyncio
 import json
 import logging
 import os
-from typing import Any, Optional
+from typing import Any, Awaitable, Coroutine, Optional, Sequence, TypeVar
 
 from ..errors import ServiceFailure, UsageError
 from ..infra.masking import register_args, strip_userinfo
-from .anthropic_requests import (MODES, count_request, encode_prompt, generation_request, message_request, parse_text,
+from . import Call, Generated, Message
+from .anthropic_requests import (MODES, count_request, encode_prompt, free_message_request, message_request, parse_text,
                                  parse_tool, text_of, usage_of)
-from .in_flight import PredictAsOneCall, all_in_flight
+from .frame import ReasoningFrame
+from .in_flight import PredictAsOneCall, all_in_flight, gather_or_cancel
 from .keys import find_key, missing_key, refused_key
+from .sdk import check_limits, import_sdk
 from .watched_loop import WatchedLoop
-from .server_watch import (COMPLETION, COUNTS, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, SilenceWatch, answers,
-                           bad_response)
+from .server_watch import (COMPLETION, COUNTS, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, SilenceWatch,
+                           bad_response, model_list_answers)
 from .usage import Usage
 
 log = logging.getLogger(__name__)
+
+Result = TypeVar("Result")
 
 DEFAULT_URL = "https://api.anthropic.com"
 INSTALL_HINT = ("the anthropic backend needs the anthropic package: pip install -e .[anthropic] (or pip install "
                 "anthropic)")
 KEY_VARIABLES = ("ANTHROPIC_API_KEY",)
 ADVICE = f"is --base_url the Anthropic API ({DEFAULT_URL}, or a proxy of it)?"
-
-
-def import_anthropic():
-    try:
-        import anthropic
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-    return anthropic
 
 
 class AnthropicBackend(PredictAsOneCall):
@@ -65,13 +62,11 @@ class AnthropicBackend(PredictAsOneCall):
     def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
                  timeout: float = 600.0, max_retries: int = 5, max_model_len: Optional[int] = None,
-                 first_answer_timeout: float = FIRST_ANSWER_S):
-        anthropic = import_anthropic()
+                 first_answer_timeout: float = FIRST_ANSWER_S) -> None:
+        anthropic = import_sdk("anthropic", INSTALL_HINT)
         if api_mode not in ("auto", *MODES):
             raise UsageError(f"--api_mode must be one of auto, {', '.join(MODES)}, got {api_mode!r}")
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
-                             "--max_retries >= 0")
+        check_limits(max_concurrency, timeout, max_retries, first_answer_timeout)
         self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_URL).rstrip("/")
         self.url = str(strip_userinfo(self.base_url))  # shown and recorded: never a user:password@
         register_args({"api_key": api_key, "base_url": self.base_url})
@@ -83,7 +78,7 @@ class AnthropicBackend(PredictAsOneCall):
         self.max_concurrency, self.timeout, self.max_retries = max_concurrency, timeout, max_retries
         self._max_model_len = max_model_len
         self._anthropic = anthropic
-        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: answers(f"{self.url}/v1"),
+        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: model_list_answers(f"{self.url}/v1"),
                              first_s=first_answer_timeout, advice=NETWORK)
         self._client = anthropic.AsyncAnthropic(base_url=self.base_url, api_key=self._key.value, timeout=timeout,
                                                 max_retries=max_retries, http_client=anthropic.DefaultAsyncHttpxClient(
@@ -93,7 +88,7 @@ class AnthropicBackend(PredictAsOneCall):
         self._usage = Usage()
         self._counted: dict[str, int] = {}
         self.chat = self  # what the window search reads: render, count_many, max_model_len
-        self._said: set = set()  # the temperatures said not to be sent
+        self._said: set[float] = set()  # the temperatures said not to be sent
         self.check_model()
 
     @classmethod
@@ -112,11 +107,11 @@ class AnthropicBackend(PredictAsOneCall):
                          f"(its window in tokens, e.g. 200000; the automatic context size is then searched with the "
                          f"API's token counter) or --max_context_examples")
 
-    def render(self, messages, prefix):
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
         """The messages themselves, as JSON: the API renders them."""
         return encode_prompt(messages, prefix)
 
-    def reasoning_frame(self, messages, prefix):
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> ReasoningFrame:
         """Reasoning in the answer's text: the messages, then the reasoning as the assistant's turn
         and a user turn asking for the answer."""
         from .openai_requests import chat_frame
@@ -124,25 +119,25 @@ class AnthropicBackend(PredictAsOneCall):
         frame = chat_frame(messages, prefix)
         return frame._replace(prompt=self.render(messages, prefix))  # with the breakpoint before the query
 
-    def predict_calls(self, calls):
+    def predict_calls(self, calls: Sequence[Call]) -> list[list[str]]:
         """Several calls (runs of a sweep) with all their requests in flight together, at most
         --max_concurrency at a time overall. The seeds are not sent (the API takes none)."""
         for call in calls:
             self._say_temperature(call.temperature)
 
-        def send(call, semaphore):
+        def send(call: Call, semaphore: asyncio.Semaphore) -> Awaitable[list[str]]:
             return self._call(list(call.prompts), list(call.labels), semaphore)
 
         return [list(x) for x in self._guarded(all_in_flight(calls, send, self.max_concurrency))]
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         """Free text after each prompt's messages (``icrl.backends.Reasoner``), up to ``stop``."""
-        from . import Generated
 
-        async def one(prompt, semaphore):
+        async def one(prompt: str, semaphore: asyncio.Semaphore) -> Generated:
             async with semaphore:
                 doc = json.loads(prompt)
-                body = generation_request(self.api_model, doc["messages"], max_tokens, stop, doc.get("cache_at"))
+                body = free_message_request(self.api_model, doc["messages"], max_tokens, stop, doc.get("cache_at"))
                 response = await self._create(body)
             text = text_of(response)
             for marker in stop:
@@ -151,16 +146,16 @@ class AnthropicBackend(PredictAsOneCall):
 
         return self._guarded(all_in_flight(prompts, one, self.max_concurrency)) if prompts else []
 
-    def count_tokens(self, text):
+    def count_tokens(self, text: str) -> int:
         return self.count_many([text])[0]
 
-    def count_many(self, texts):
+    def count_many(self, texts: Sequence[str]) -> list[int]:
         """Input tokens of each text by the API's token counter: a rendered prompt as the
         completions mode sends it, any other text as one user turn; each text asked once, the
         requests in flight together (at most --max_concurrency). The window search reads it."""
         missing = [t for t in dict.fromkeys(texts) if t not in self._counted]
         if missing:
-            async def one(text, semaphore):
+            async def one(text: str, semaphore: asyncio.Semaphore) -> int:
                 try:
                     doc = json.loads(text)
                     messages, prefix = doc["messages"], doc.get("prefix", "")
@@ -184,7 +179,7 @@ class AnthropicBackend(PredictAsOneCall):
     def usage(self) -> Usage:
         return self._usage
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         constraint = ("prefilled prediction prefix, text checked against the labels" if self.api_mode == "completions"
                       else "forced tool call, label enum")
         out: dict[str, Any] = {
@@ -207,9 +202,10 @@ class AnthropicBackend(PredictAsOneCall):
         """The API answers, takes the key and knows ``api_model`` (else one line)."""
         client = self._client.with_options(max_retries=min(1, self.max_retries))  # a missing API is said at once
         info = self._guarded(client.models.retrieve(self.api_model), MODEL_DETAILS)
-        self.max_input_tokens = getattr(info, "max_input_tokens", None)  # the model's window, when the API says
+        # the model's window, when the API says
+        self.max_input_tokens: Optional[int] = getattr(info, "max_input_tokens", None)
 
-    def _guarded(self, coroutine, asking: str = COMPLETION):
+    def _guarded(self, coroutine: Coroutine[Any, Any, Result], asking: str = COMPLETION) -> Result:
         """Run ``coroutine`` on the backend's loop under the silence watch (``asking``: what it asks
         for); a failure of the API is one line."""
         try:
@@ -244,7 +240,7 @@ class AnthropicBackend(PredictAsOneCall):
         return ServiceFailure(f"the Anthropic API at {self.url} failed ({what}: {detail}) after {self.max_retries} "
                               f"retries", "rerun the same command")
 
-    async def _create(self, body: dict):
+    async def _create(self, body: dict[str, Any]) -> Any:
         """One Messages request; its usage counted; a 200 that is not a message is one line."""
         try:
             response = await self._watch.answer(self._client.messages.create(**body))
@@ -259,7 +255,7 @@ class AnthropicBackend(PredictAsOneCall):
                              f"{getattr(response, 'stop_reason', None)!r}): nothing to read a label from")
         return response
 
-    async def _one(self, semaphore, prompt: str, labels) -> str:
+    async def _one(self, semaphore: asyncio.Semaphore, prompt: str, labels: Sequence[str]) -> str:
         doc = json.loads(prompt)
         body = message_request(self.api_model, doc["messages"], doc["prefix"], labels, self.api_mode,
                                doc.get("cache_at"))
@@ -276,13 +272,7 @@ class AnthropicBackend(PredictAsOneCall):
                                  f"rerun the same command, or try --api_mode {other}")
         return label
 
-    async def _call(self, prompts, labels, semaphore) -> list[str]:
+    async def _call(self, prompts: Sequence[str], labels: Sequence[str], semaphore: asyncio.Semaphore) -> list[str]:
         if not prompts:
             return []
-        tasks = [asyncio.ensure_future(self._one(semaphore, p, labels)) for p in prompts]
-        try:
-            return list(await asyncio.gather(*tasks))
-        finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        return await gather_or_cancel(self._one(semaphore, p, labels) for p in prompts)

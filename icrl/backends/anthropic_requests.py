@@ -27,6 +27,7 @@ import json
 from typing import Any, Optional, Sequence
 
 from .choices import max_label_tokens
+from .frame import Message
 from .usage import Usage
 
 TOOL = "answer"
@@ -36,11 +37,11 @@ MODES = ("completions", "chat")
 AUTO = -1  # with_breakpoint: the last context turn of the turns given
 
 
-def turns_of(messages: Sequence[dict]) -> tuple[Optional[str], list[dict]]:
+def turns_of(messages: Sequence[Message]) -> tuple[Optional[str], list[dict[str, Any]]]:
     """(the system prompt or None, the user/assistant turns with turns of one role in a row joined
     by a blank line)."""
     system = None
-    turns: list[dict] = []
+    turns: list[dict[str, Any]] = []
     for message in messages:
         role, content = message["role"], message["content"]
         if role == "system":
@@ -52,7 +53,7 @@ def turns_of(messages: Sequence[dict]) -> tuple[Optional[str], list[dict]]:
     return system, turns
 
 
-def breakpoint_at(turns: Sequence[dict]) -> Optional[int]:
+def breakpoint_at(turns: Sequence[dict[str, Any]]) -> Optional[int]:
     """The index of the last context turn: the last assistant turn before the final (query) turn;
     None without a context."""
     for i in range(len(turns) - 2, -1, -1):
@@ -61,7 +62,7 @@ def breakpoint_at(turns: Sequence[dict]) -> Optional[int]:
     return None
 
 
-def with_breakpoint(turns: list[dict], at: Optional[int] = AUTO) -> list[dict]:
+def with_breakpoint(turns: list[dict[str, Any]], at: Optional[int] = AUTO) -> list[dict[str, Any]]:
     """The turns with a cache breakpoint on turn ``at`` (``AUTO``: ``breakpoint_at(turns)``; None:
     none), an assistant turn."""
     out = [dict(turn) for turn in turns]
@@ -71,7 +72,7 @@ def with_breakpoint(turns: list[dict], at: Optional[int] = AUTO) -> list[dict]:
     return out
 
 
-def encode_prompt(messages: Sequence[dict], prefix: str) -> str:
+def encode_prompt(messages: Sequence[Message], prefix: str) -> str:
     """The backend's "rendered prompt": the messages (the API renders them), the prefix and where
     the breakpoint goes (``cache_at``, fixed here, where the query is the last turn: a reasoning
     frame's answer prompt appends turns after it and keeps it)."""
@@ -80,7 +81,7 @@ def encode_prompt(messages: Sequence[dict], prefix: str) -> str:
                       ensure_ascii=False)
 
 
-def answer_tool(labels: Sequence[str], prefix: str) -> dict:
+def answer_tool(labels: Sequence[str], prefix: str) -> dict[str, Any]:
     """The tool the chat mode forces: one argument, an enum of the labels."""
     what = f"the answer that follows '{prefix.strip()}'" if prefix.strip() else "the answer"
     return {"name": TOOL, "description": f"Give {what}: exactly one of the allowed labels.",
@@ -93,8 +94,8 @@ def prefill(prefix: str) -> str:
     return prefix.rstrip()
 
 
-def message_request(model: str, messages: Sequence[dict], prefix: str, labels: Sequence[str], mode: str,
-                    cache_at: Optional[int] = AUTO) -> dict:
+def message_request(model: str, messages: Sequence[Message], prefix: str, labels: Sequence[str], mode: str,
+                    cache_at: Optional[int] = AUTO) -> dict[str, Any]:
     """Keyword arguments of ``client.messages.create`` for one prompt. No seed and no temperature:
     the Messages API version the SDK speaks (``anthropic.ANTHROPIC_API_VERSION``) takes neither."""
     if mode not in MODES:
@@ -115,8 +116,8 @@ def message_request(model: str, messages: Sequence[dict], prefix: str, labels: S
     return body
 
 
-def generation_request(model: str, messages: Sequence[dict], max_tokens: int, stop: Sequence[str],
-                       cache_at: Optional[int] = AUTO) -> dict:
+def free_message_request(model: str, messages: Sequence[Message], max_tokens: int, stop: Sequence[str],
+                         cache_at: Optional[int] = AUTO) -> dict[str, Any]:
     """Keyword arguments of ``client.messages.create`` for free text after the messages."""
     system, turns = turns_of(messages)
     body: dict[str, Any] = {"model": model, "messages": with_breakpoint(turns, cache_at),
@@ -128,7 +129,7 @@ def generation_request(model: str, messages: Sequence[dict], max_tokens: int, st
     return body
 
 
-def count_request(model: str, messages: Sequence[dict], prefix: str) -> dict:
+def count_request(model: str, messages: Sequence[Message], prefix: str) -> dict[str, Any]:
     """Keyword arguments of ``client.messages.count_tokens``: the prompt as the completions mode
     sends it (system, turns, the prefilled prefix), without the chat mode's tool. A prompt whose
     first turn is not the user's (the window search's context of no episode: the system prompt and
@@ -144,7 +145,7 @@ def count_request(model: str, messages: Sequence[dict], prefix: str) -> dict:
     return body
 
 
-def text_of(response) -> str:
+def text_of(response: Any) -> str:
     """The text blocks of a response, joined (a response without content is an error)."""
     blocks = list(response.content)
     return "".join(getattr(block, "text", "") for block in blocks if getattr(block, "type", None) == "text")
@@ -156,7 +157,7 @@ def parse_text(text: str, labels: Sequence[str]) -> Optional[str]:
     return label if label in labels else None
 
 
-def parse_tool(response, labels: Sequence[str]) -> tuple[Optional[str], str]:
+def parse_tool(response: Any, labels: Sequence[str]) -> tuple[Optional[str], str]:
     """(the label of the forced tool call or None, what the model gave, for the error line)."""
     for block in response.content:
         if getattr(block, "type", None) == "tool_use" and getattr(block, "name", None) == TOOL:
@@ -165,7 +166,7 @@ def parse_tool(response, labels: Sequence[str]) -> tuple[Optional[str], str]:
     return None, repr(text_of(response))
 
 
-def usage_of(usage) -> Usage:
+def usage_of(usage: Any) -> Usage:
     """One response's usage: prompt tokens are the uncached input, the cache reads and the cache
     writes together; the cache reads are the cached part."""
     if usage is None:

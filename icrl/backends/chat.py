@@ -9,10 +9,11 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..errors import UsageError
 from . import embedded
+from .frame import Message, ReasoningFrame
 
 _TOKENIZER_FILES = [
     "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "tokenizer.model",
@@ -87,7 +88,7 @@ def tokenizer_copy(model_name: str) -> Optional[Path]:
     return candidate if candidate.is_dir() else None
 
 
-def load_hf_tokenizer(directory: Path):
+def load_hf_tokenizer(directory: Path) -> Any:
     """Load a tokenizer from a directory.
 
     A directory with tokenizer.json is read with PreTrainedTokenizerFast as saved: under
@@ -102,9 +103,10 @@ def load_hf_tokenizer(directory: Path):
     return AutoTokenizer.from_pretrained(directory)
 
 
-def _read_json(path: Path) -> dict:
+def model_json(directory: Path, name: str = "config.json") -> dict[str, Any]:
+    """A JSON file of a model's folder (its config.json unless named); {} when it cannot be read."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json.loads((directory / name).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
 
@@ -112,8 +114,8 @@ def _read_json(path: Path) -> dict:
 class ChatTokenizer:
     """Tokenizer + chat template of one model, with the facts the harness needs about it."""
 
-    def __init__(self, tokenizer, directory: Optional[Path] = None, *,
-                 max_model_len: Optional[int] = None, eot_token: Optional[str] = None):
+    def __init__(self, tokenizer: Any, directory: Optional[Path] = None, *,
+                 max_model_len: Optional[int] = None, eot_token: Optional[str] = None) -> None:
         self.tokenizer = tokenizer
         self.directory = directory
         # --published_tokenization: reproduce the published stack's tokenization quirks (see
@@ -121,8 +123,8 @@ class ChatTokenizer:
         self.published_tokenization = False
         if tokenizer.chat_template is None:
             raise UsageError(f"the tokenizer in {directory} has no chat template; ICRL needs a chat model")
-        config = _read_json(directory / "config.json") if directory else {}
-        generation = _read_json(directory / "generation_config.json") if directory else {}
+        config = model_json(directory) if directory else {}
+        generation = model_json(directory, "generation_config.json") if directory else {}
         self.max_model_len = max_model_len or self._derive_max_len(config)
         self.supports_system_role = self._derive_system_role()
         self.eot_token = eot_token or self._derive_eot(generation)
@@ -132,7 +134,7 @@ class ChatTokenizer:
         self.eot_token_id = int(ids)
 
     # -- facts derived from the files, not from a list of model families ---------------
-    def _derive_max_len(self, config: dict) -> int:
+    def _derive_max_len(self, config: dict[str, Any]) -> int:
         for key in ("max_position_embeddings", "max_sequence_length", "n_positions"):
             if isinstance(config.get(key), int):
                 return config[key]
@@ -149,7 +151,7 @@ class ChatTokenizer:
             return False
         return _SENTINEL in text
 
-    def _derive_eot(self, generation: dict) -> str:
+    def _derive_eot(self, generation: dict[str, Any]) -> str:
         """The special token the template writes right after an assistant message."""
         messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _SENTINEL}]
         try:
@@ -174,7 +176,7 @@ class ChatTokenizer:
         raise UsageError("cannot tell the end-of-turn token from the tokenizer; pass --eot_token")
 
     # -- the operations ------------------------------------------------------------------
-    def render(self, messages: Sequence[dict], prefix: str) -> str:
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
         """The model's chat template with the generation prompt, then the prediction prefix."""
         text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
         return text + prefix
@@ -189,13 +191,11 @@ class ChatTokenizer:
         """``thinking``, by the name a backend gives it (``icrl.backends.Backend.thinks``)."""
         return self.thinking
 
-    def reasoning_frame(self, messages: Sequence[dict], prefix: str):
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> ReasoningFrame:
         """Where reasoning goes (``icrl.backends.ReasoningFrame``): a thinking template renders
         its thinking mode (``enable_thinking``) and the model thinks inside ``<think>``, closed
         by ``</think>``; a plain template renders the generation prompt, and the model thinks in
         its answer until it writes the prediction prefix (the messages ask it to)."""
-        from .frame import ReasoningFrame
-
         if self.thinking:
             text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True,
                                                       enable_thinking=True)
@@ -272,7 +272,7 @@ def load_chat_tokenizer(model_name: str, *, hf_token: Optional[str] = None,
     return chat
 
 
-def apply_rope_length(chat: "ChatTokenizer", model_name: str, rope_scaling: Optional[str],
+def apply_rope_length(chat: ChatTokenizer, model_name: str, rope_scaling: Optional[str],
                       max_model_len: Optional[int]) -> Optional[str]:
     """Set ``chat.max_model_len`` to the scaled length (unless --max_model_len was given);
     returns the resolved scaling spec (None when off)."""

@@ -4,7 +4,7 @@ token budget no tokenization of a choice exceeds, and the plain sampling argumen
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import UsageError
 
@@ -29,7 +29,7 @@ def max_label_tokens(labels: Sequence[str]) -> int:
     return max(len(choice.encode("utf-8")) for choice in choices(labels)) + 1
 
 
-def sampling_kwargs(temperature: float, seed: int, max_tokens: int) -> dict:
+def sampling_kwargs(temperature: float, seed: int, max_tokens: int) -> dict[str, Any]:
     """Plain SamplingParams arguments; temperature 0 is greedy in vLLM."""
     if temperature < 0:
         raise UsageError(f"--temperature must be >= 0, got {temperature}")

@@ -16,7 +16,7 @@ import numpy as np
 
 @dataclass
 class Node:
-    children: dict = field(default_factory=dict)  # token id -> Node
+    children: dict[int, Node] = field(default_factory=dict)  # token id -> Node
     label: Optional[str] = None  # set when a whole label ends here
 
 

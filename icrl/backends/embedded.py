@@ -14,6 +14,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from ..errors import UsageError
 from ..infra.cache import cache_root
@@ -78,7 +79,7 @@ def _convert(model_name: str, target: Path) -> Path:
 
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{model_name}-", dir=target.parent))
-    def written(save) -> None:
+    def written(save: Callable[[Path], object]) -> None:
         try:
             save(tmp)
         except Exception as exc:  # tokenizers and safetensors report a full disk as a plain Exception

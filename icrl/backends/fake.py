@@ -30,9 +30,10 @@ import hashlib
 import os
 import re
 import time
-from typing import Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
-from . import ChatBackend, check_prompt_lengths
+from . import Call, ChatBackend, Generated, Message, check_prompt_lengths
+from .frame import ReasoningFrame
 
 DEFAULT_MAX_MODEL_LEN = 4096
 INTERRUPT_ENV = "ICRL_FAKE_INTERRUPT_AT_CALL"
@@ -50,7 +51,7 @@ class FakeChat:
     def __init__(self, max_model_len: int = DEFAULT_MAX_MODEL_LEN):
         self.max_model_len = max_model_len
 
-    def render(self, messages: Sequence[dict], prefix: str) -> str:
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
         body = "".join(f"<|{m['role']}|>\n{m['content']}{self.eot_token}\n" for m in messages)
         return f"{body}<|assistant|>\n{prefix}"
 
@@ -59,9 +60,7 @@ class FakeChat:
 
     thinking = thinks = False
 
-    def reasoning_frame(self, messages: Sequence[dict], prefix: str):
-        from .frame import ReasoningFrame
-
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> ReasoningFrame:
         return ReasoningFrame(self.render(messages, ""), prefix, "\n", prefix)
 
     def count_tokens(self, text: str) -> int:
@@ -82,13 +81,14 @@ class FakeBackend(ChatBackend):
 
     name = "fake"
     local_model = False  # no model: its name is a label (icrl.backends)
+    chat: FakeChat
 
     @classmethod
-    def offline_chat(cls, model_name: str, *, max_model_len: Optional[int] = None, **_) -> FakeChat:
+    def offline_chat(cls, model_name: str, *, max_model_len: Optional[int] = None, **_: Any) -> FakeChat:
         """Its "tokenizer" before it loads (``icrl.backends.offline_chat``): the same FakeChat."""
         return FakeChat(max_model_len or DEFAULT_MAX_MODEL_LEN)
 
-    def __init__(self, model_name: str, *, max_model_len: Optional[int] = None):
+    def __init__(self, model_name: str, *, max_model_len: Optional[int] = None) -> None:
         super().__init__(model_name, FakeChat(max_model_len or DEFAULT_MAX_MODEL_LEN))
         self.calls = 0
         self.prompts = 0
@@ -96,7 +96,8 @@ class FakeBackend(ChatBackend):
         self.interrupt_at = int(interrupt) if interrupt not in (None, "") else None
         self.delay_s = float(os.environ.get(DELAY_ENV) or 0.0)
 
-    def predict(self, prompts, labels, temperature, seed, progress=None):
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], None]] = None) -> list[str]:
         if self.interrupt_at is not None and self.calls == self.interrupt_at:
             self.calls += 1
             raise KeyboardInterrupt(f"{INTERRUPT_ENV}={self.interrupt_at}")
@@ -115,13 +116,12 @@ class FakeBackend(ChatBackend):
             progress(len(prompts))
         return out
 
-    def predict_calls(self, calls):
+    def predict_calls(self, calls: Sequence[Call]) -> list[list[str]]:
         return [self.predict(c.prompts, c.labels, c.temperature, c.seed) for c in calls]
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         """Reasoning text (see the module docstring); counted as a model call."""
-        from . import Generated
-
         self.predict([], [], temperature, seed)  # the interruption and delay hooks count it as a call
         out = []
         for i, prompt in enumerate(prompts):

@@ -1,8 +1,12 @@
-"""Where a model's free reasoning goes before its answer: the frame a chat template gives."""
+"""What a chat template renders (``Message``) and where a model's free reasoning goes before its
+answer: the frame a chat template gives (``ReasoningFrame``)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
+
+# A chat message as the prompts build it and the APIs take it (JSON): {"role": ..., "content": ...}.
+Message = dict[str, Any]
 
 
 class ReasoningFrame(NamedTuple):

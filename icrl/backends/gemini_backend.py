@@ -28,19 +28,24 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from typing import Optional, Sequence
+from typing import Any, Coroutine, NoReturn, Optional, Sequence, TypeVar
 
 from ..errors import ServiceFailure, UsageError
 from ..infra.masking import scrub, strip_userinfo
+from . import Call, Generated, Message
 from . import gemini_requests as req
-from .in_flight import PredictAsOneCall, all_in_flight
+from .chat import ChatTokenizer
+from .in_flight import PredictAsOneCall, all_in_flight, gather_or_cancel
 from .keys import find_key, missing_key, refused_key
+from .sdk import check_limits, import_sdk
 from .server_watch import (COMPLETION, COUNTS, DEAD_S, FIRST_ANSWER_S, MODEL_DETAILS, NETWORK, PROBE_TIMEOUT_S,
-                           SilenceWatch, answers)
+                           SilenceWatch, model_list_answers)
 from .usage import Usage
 from .watched_loop import WatchedLoop
 
 log = logging.getLogger(__name__)
+
+Result = TypeVar("Result")
 
 INSTALL_HINT = ("the gemini backend needs the google-genai package: pip install -e .[gemini] "
                 "(or pip install google-genai)")
@@ -50,15 +55,6 @@ DEFAULT_URL = "https://generativelanguage.googleapis.com"
 API_VERSIONS = ("v1beta", "v1alpha", "v1")
 CACHE_MIN_TOKENS = 1024  # the smallest context cache the API takes (Gemini 2.x Flash; a refusal raises it)
 CACHE_TTL = "3600s"  # deleted after its call; the TTL only bounds a cache a killed run leaves
-
-
-def import_genai():
-    try:
-        from google import genai
-        from google.genai import errors, types
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-    return genai, errors, types
 
 
 def split_version(base_url: str) -> tuple[str, str]:
@@ -76,7 +72,7 @@ class GeminiBackend(PredictAsOneCall):
     local_model = False  # a hosted model: its name is a label (icrl.backends)
 
     @classmethod
-    def offline_chat(cls, model_name: str, **options):
+    def offline_chat(cls, model_name: str, **options: Any) -> ChatTokenizer:
         """The tokenizer ``icrl.backends.offline_chat`` asks for: a local model's, when --model_name
         names one (an estimate counted with it and priced as --api_model); a Gemini model has none
         here (the API counts tokens, it does not give their ids)."""
@@ -95,16 +91,15 @@ class GeminiBackend(PredictAsOneCall):
     def __init__(self, model_name: str, *, base_url: Optional[str] = None, api_key: Optional[str] = None,
                  api_model: Optional[str] = None, max_concurrency: int = 32, timeout: float = 600.0,
                  max_retries: int = 5, max_model_len: Optional[int] = None, cache_min_tokens: int = CACHE_MIN_TOKENS,
-                 first_answer_timeout: float = FIRST_ANSWER_S):
-        genai, self._errors, self._types = import_genai()
-        types = self._types
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
-                             "--max_retries >= 0")
+                 first_answer_timeout: float = FIRST_ANSWER_S) -> None:
+        genai = import_sdk("google.genai", INSTALL_HINT)
+        self._errors = import_sdk("google.genai.errors", INSTALL_HINT)
+        types = self._types = import_sdk("google.genai.types", INSTALL_HINT)
+        check_limits(max_concurrency, timeout, max_retries, first_answer_timeout)
         self._key = find_key(api_key, KEY_VARIABLES)  # masked wherever it could be shown or written
-        if not self._key:
-            raise missing_key("Gemini", self._key)
         key = self._key.value
+        if not key:
+            raise missing_key("Gemini", self._key)
         self.model_name, self.api_model = model_name, api_model or model_name
         self.endpoint, self.api_version = split_version(base_url or os.environ.get(URL_VARIABLE) or DEFAULT_URL)
         self.url = strip_userinfo(f"{self.endpoint}/{self.api_version}") or self.endpoint  # shown and recorded
@@ -115,7 +110,7 @@ class GeminiBackend(PredictAsOneCall):
         retry = types.HttpRetryOptions(attempts=max_retries + 1, initial_delay=1.0, exp_base=2.0, max_delay=60.0)
         probe_url, headers = f"{self.endpoint}/{self.api_version}", {"x-goog-api-key": key}
         wait = min(PROBE_TIMEOUT_S, DEAD_S, timeout) / 2  # the watch's own probe's wait
-        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: answers(probe_url, headers, wait),
+        watch = SilenceWatch(self.url, timeout, max_retries, probe=lambda: model_list_answers(probe_url, headers, wait),
                              first_s=first_answer_timeout, advice=NETWORK)
         self._client = genai.Client(api_key=key, http_options=types.HttpOptions(
             base_url=self.endpoint, api_version=self.api_version, timeout=int(timeout * 1000), retry_options=retry,
@@ -128,17 +123,18 @@ class GeminiBackend(PredictAsOneCall):
         self.max_model_len = self._check_model() if max_model_len is None else max_model_len
 
     # -- protocol ----------------------------------------------------------------------------
-    def render(self, messages, prefix):
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
         return req.render(messages, prefix)
 
-    def reasoning_frame(self, messages, prefix):
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> NoReturn:
         raise UsageError("--reasoning needs free text before the answer, and the gemini backend sends the published "
                          "protocol (one enum answer per request): drop --reasoning")
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         self.reasoning_frame([], "")
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
                 "base_url": self.url, "max_model_len": self.max_model_len,
                 "constraint": f"response_mime_type {req.ENUM_MIME_TYPE}", "seed": "generation_config.seed",
@@ -147,7 +143,7 @@ class GeminiBackend(PredictAsOneCall):
     def usage(self) -> Usage:
         return self._usage
 
-    def predict_calls(self, calls):
+    def predict_calls(self, calls: Sequence[Call]) -> list[list[str]]:
         """Several calls (runs of a sweep), all their requests in flight together, at most
         --max_concurrency at a time overall."""
         return [list(x) for x in self._run(all_in_flight(calls, self._predict_all, self.max_concurrency))]
@@ -169,7 +165,8 @@ class GeminiBackend(PredictAsOneCall):
         self._loop.close(self._client.aio.aclose())
 
     # -- internals -----------------------------------------------------------------------------
-    def _run(self, coroutine, asking: str = COMPLETION, retries: Optional[int] = None):
+    def _run(self, coroutine: Coroutine[Any, Any, Result], asking: str = COMPLETION,
+             retries: Optional[int] = None) -> Result:
         """Run ``coroutine`` on the watched loop (``asking``: what it asks for; ``retries``: the
         tries after the first it has, when not --max_retries); a failure is one line."""
         try:
@@ -201,7 +198,7 @@ class GeminiBackend(PredictAsOneCall):
                               "check --base_url and the network and rerun the same command (--timeout sets how long "
                               "a request may take)")
 
-    def _api_error(self, exc) -> UsageError:
+    def _api_error(self, exc: BaseException) -> UsageError:
         code, status = getattr(exc, "code", None), str(getattr(exc, "status", "") or "")
         message = scrub((str(getattr(exc, "message", "") or "").splitlines() or [""])[0][:160])
         if code in (401, 403) or "API_KEY" in str(getattr(exc, "details", "")) or "API key" in message:
@@ -218,7 +215,7 @@ class GeminiBackend(PredictAsOneCall):
         once = self._types.GetModelConfig(http_options=self._types.HttpOptions(
             retry_options=self._types.HttpRetryOptions(attempts=retries + 1, initial_delay=1.0)))
 
-        async def get():
+        async def get() -> Any:
             return await self._loop.watch.bounded(self._client.aio.models.get(model=self.api_model, config=once))
 
         model = self._run(get(), MODEL_DETAILS, retries)
@@ -228,7 +225,7 @@ class GeminiBackend(PredictAsOneCall):
                              f"pass --max_model_len (its window in tokens)")
         return limit
 
-    async def _count_one(self, text: str, semaphore) -> int:
+    async def _count_one(self, text: str, semaphore: asyncio.Semaphore) -> int:
         request = req.decode(text)
         contents = req.counted_contents(request) if request is not None else req.text_contents(text)
         async with semaphore:
@@ -236,24 +233,20 @@ class GeminiBackend(PredictAsOneCall):
                 self._client.aio.models.count_tokens(model=self.api_model, contents=contents))
         return int(response.total_tokens)
 
-    async def _predict_all(self, call, semaphore) -> list[str]:
+    async def _predict_all(self, call: Call, semaphore: asyncio.Semaphore) -> list[str]:
         decoded = [req.decode(p) for p in call.prompts]
         requests = [r for r in decoded if r is not None]
         if len(requests) < len(decoded):
             raise UsageError("the gemini backend predicts on prompts it rendered itself (render), not on plain text")
         cache = await self._cache(requests)
-        tasks = [asyncio.ensure_future(self._one(r, call.labels, call.temperature, call.seed, semaphore, cache))
-                 for r in requests]
         try:
-            return list(await asyncio.gather(*tasks))
+            return await gather_or_cancel(self._one(r, call.labels, call.temperature, call.seed, semaphore, cache)
+                                          for r in requests)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
             if cache is not None:
                 await self._drop(cache)
 
-    async def _cache(self, requests) -> Optional[str]:
+    async def _cache(self, requests: Sequence[dict[str, Any]]) -> Optional[str]:
         """A context cache of the call's shared head (``gemini_requests.shared_head``) when it
         has at least ``cache_min_tokens`` tokens; None otherwise, or when the API refuses it
         (then heads as small are not offered again)."""
@@ -280,7 +273,8 @@ class GeminiBackend(PredictAsOneCall):
         except Exception as exc:  # noqa: BLE001 - it expires after CACHE_TTL anyway
             log.warning("could not delete the context cache %s (%s); it expires after %s", name, exc, CACHE_TTL)
 
-    async def _one(self, request: dict, labels, temperature: float, seed: int, semaphore, cache=None) -> str:
+    async def _one(self, request: dict[str, Any], labels: Sequence[str], temperature: float, seed: int,
+                   semaphore: asyncio.Semaphore, cache: Optional[str] = None) -> str:
         config = req.generation_config(request["system_instruction"], request["prefix"], labels, temperature, seed,
                                        cache)
         contents = request["contents"][-1:] if cache is not None else request["contents"]
@@ -296,7 +290,7 @@ class GeminiBackend(PredictAsOneCall):
                              f"ignored the response schema; use a model that supports {req.ENUM_MIME_TYPE}")
         return label
 
-    def _count(self, metadata) -> None:
+    def _count(self, metadata: Any) -> None:
         def get(name: str) -> int:
             return int(getattr(metadata, name, None) or 0) if metadata is not None else 0
 

@@ -22,6 +22,7 @@ import json
 from typing import Any, Optional, Sequence
 
 from ..errors import UsageError
+from .frame import Message
 
 HARM_CATEGORIES = ("HARM_CATEGORY_HATE_SPEECH", "HARM_CATEGORY_HARASSMENT", "HARM_CATEGORY_DANGEROUS_CONTENT",
                    "HARM_CATEGORY_SEXUALLY_EXPLICIT")
@@ -29,11 +30,11 @@ ENUM_MIME_TYPE = "text/x.enum"
 _MARK = "gemini_request"  # the key that tells a rendered prompt from plain text
 
 
-def turns(messages: Sequence[dict]) -> tuple[str, list[dict]]:
+def turns(messages: Sequence[Message]) -> tuple[str, list[dict[str, Any]]]:
     """(system instruction, contents) of chat messages: the system message becomes the
     instruction, ``assistant`` turns become ``model`` turns, each turn one text part."""
     system = ""
-    contents: list[dict] = []
+    contents: list[dict[str, Any]] = []
     for message in messages:
         role, text = message["role"], message["content"]
         if role == "system":
@@ -47,17 +48,17 @@ def turns(messages: Sequence[dict]) -> tuple[str, list[dict]]:
     return system, contents
 
 
-def render(messages: Sequence[dict], prefix: str) -> str:
+def render(messages: Sequence[Message], prefix: str) -> str:
     """The backend's rendered prompt: the request's messages and the prediction prefix, as JSON."""
     return encode(*turns(messages), prefix)
 
 
-def encode(system: str, contents: Sequence[dict], prefix: str = "") -> str:
+def encode(system: str, contents: Sequence[dict[str, Any]], prefix: str = "") -> str:
     return json.dumps({_MARK: {"system_instruction": system, "contents": list(contents), "prefix": prefix}},
                       ensure_ascii=False)
 
 
-def shared_head(requests: Sequence[dict]) -> Optional[tuple[str, list[dict]]]:
+def shared_head(requests: Sequence[dict[str, Any]]) -> Optional[tuple[str, list[dict[str, Any]]]]:
     """(system instruction, turns) that every request of a call starts with: all turns but the
     last (the user turn with the new input), when two or more requests share them; else None.
     A context cache holds them, and each request then sends its last turn alone."""
@@ -71,27 +72,27 @@ def shared_head(requests: Sequence[dict]) -> Optional[tuple[str, list[dict]]]:
     return first["system_instruction"], head
 
 
-def decode(rendered: str) -> Optional[dict]:
+def decode(rendered: str) -> Optional[dict[str, Any]]:
     """The request's messages of a rendered prompt (None for plain text)."""
     if not rendered.startswith('{"' + _MARK):
         return None
     return json.loads(rendered)[_MARK]
 
 
-def answers(prefix: str, labels: Sequence[str]) -> list[str]:
+def enum_answers(prefix: str, labels: Sequence[str]) -> list[str]:
     """The enum the answer is held to: the prediction prefix, a space, the label."""
     return [f"{prefix} {label}" for label in labels]
 
 
 def generation_config(system: str, prefix: str, labels: Sequence[str], temperature: float,
-                      seed: Optional[int], cache: Optional[str] = None) -> dict:
+                      seed: Optional[int], cache: Optional[str] = None) -> dict[str, Any]:
     """The ``config`` of ``models.generate_content`` (the SDK's GenerateContentConfig fields);
     with ``cache`` (a context cache's name, which holds the system instruction) no instruction."""
     if temperature < 0:
         raise UsageError(f"--temperature must be >= 0, got {temperature}")
     config: dict[str, Any] = {
-        "candidate_count": 1, "temperature": float(temperature),
-        "response_mime_type": ENUM_MIME_TYPE, "response_schema": {"type": "STRING", "enum": answers(prefix, labels)},
+        "candidate_count": 1, "temperature": float(temperature), "response_mime_type": ENUM_MIME_TYPE,
+        "response_schema": {"type": "STRING", "enum": enum_answers(prefix, labels)},
         "safety_settings": [{"category": c, "threshold": "BLOCK_NONE"} for c in HARM_CATEGORIES]}
     if cache is not None:
         config["cached_content"] = cache
@@ -102,14 +103,14 @@ def generation_config(system: str, prefix: str, labels: Sequence[str], temperatu
     return config
 
 
-def counted_contents(request: dict) -> list[dict]:
+def counted_contents(request: dict[str, Any]) -> list[dict[str, Any]]:
     """What ``countTokens`` counts for a request: the Gemini API counts no system instruction
     there, so it goes first as a user turn of its own."""
     system = request["system_instruction"]
     return (text_contents(system) if system else []) + list(request["contents"])
 
 
-def text_contents(text: str) -> list[dict]:
+def text_contents(text: str) -> list[dict[str, Any]]:
     """``countTokens`` contents of plain text (a prompt, a feedback): one user turn."""
     return [{"role": "user", "parts": [{"text": text}]}]
 
@@ -118,7 +119,7 @@ class Blocked(Exception):
     """The API answered with no usable candidate (a safety block, an empty candidate)."""
 
 
-def answer_text(response) -> str:
+def answer_text(response: Any) -> str:
     """The text of a generateContent response's one candidate; ``Blocked`` with the reason
     when the prompt or the candidate was blocked or the candidate is empty."""
     feedback = getattr(response, "prompt_feedback", None)
@@ -139,9 +140,9 @@ def answer_text(response) -> str:
 
 def label_of(text: str, prefix: str, labels: Sequence[str]) -> Optional[str]:
     """The label whose ``"<prefix> <label>"`` the answer is (None when it is none of them)."""
-    wanted = dict(zip(answers(prefix, labels), labels))
+    wanted = dict(zip(enum_answers(prefix, labels), labels))
     return wanted.get(text.strip())
 
 
-def _name(value) -> str:
+def _name(value: object) -> str:
     return str(getattr(value, "name", value))

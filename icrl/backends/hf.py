@@ -12,27 +12,30 @@ keeps its own stored prefix, so interleaved runs reuse their contexts as they do
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import time
 from collections import OrderedDict
 from pathlib import Path
-from typing import Optional
+from types import ModuleType
+from typing import Any, Callable, Hashable, Optional, Sequence
 
 import numpy as np
 
 from ..errors import UsageError
-from . import ChatBackend, check_prompt_lengths, common_prefix_length
-from .chat import ChatTokenizer, apply_rope_length, load_hf_tokenizer, local_model_dir
+from . import Call, ChatBackend, Generated, check_prompt_lengths, common_prefix_length
+from .chat import ChatTokenizer, apply_rope_length, load_hf_tokenizer, local_model_dir, model_json
 from .constrained import LabelTrie, prompt_rngs
-from .hf_batches import CPU_ROWS, in_batches, row_bytes, rows_for
-from .hf_cache import batch_cache, packed_cache, register_cpu_attention, row_buffers
+from .hf_batches import CPU_ROWS, Item, in_batches, row_bytes, rows_for
+from .hf_cache import Buffers, batch_cache, packed_cache, register_cpu_attention, row_buffers
 from .hf_decode import decode_rows, sample
 
 log = logging.getLogger(__name__)
 
+# A prompt in predict_calls' shared passes: (call, index, suffix, prefix length, prefix cache, trie).
+Row = tuple[int, int, list[int], int, Any, LabelTrie]
 
-def _check_device(torch, device: str) -> str:
+
+def _check_device(torch: ModuleType, device: str) -> str:
     """Reject a device this machine does not have before any weights load."""
     try:
         parsed = torch.device(device)
@@ -48,30 +51,27 @@ def _check_device(torch, device: str) -> str:
     return device
 
 
-def rope_config_kwargs(directory, spec: Optional[str]) -> dict:
+def rope_config_kwargs(directory: Path, spec: Optional[str]) -> dict[str, Any]:
     """``from_pretrained`` config overrides for RoPE scaling ``spec`` (``{}`` when off), with the
     model's own ``rope_theta`` kept (transformers 5 drops it from a ``rope_parameters`` without it)."""
     from .rope import config_overrides, rope_theta_of, transformers_major
 
     if not spec:
         return {}
-    try:
-        config = json.loads((Path(directory) / "config.json").read_text())
-    except (OSError, ValueError):
-        config = {}
-    overrides = config_overrides(spec, rope_theta_of(config), transformers_major())
+    overrides = config_overrides(spec, rope_theta_of(model_json(directory)), transformers_major())
     overrides.pop("max_model_len")
     return overrides
 
 
 class TransformersBackend(ChatBackend):
     name = "transformers"
+    chat: ChatTokenizer
 
     def __init__(self, model_name: str, *, device: Optional[str] = None, dtype: str = "auto",
                  batch_size: Optional[int] = None, prefix_reuse: bool = True, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
                  prefill_chunk: int = 2048, rope_scaling: Optional[str] = None,
-                 published_tokenization: bool = False):
+                 published_tokenization: bool = False) -> None:
         import torch
         from transformers import AutoModelForCausalLM
 
@@ -94,7 +94,7 @@ class TransformersBackend(ChatBackend):
         self._setup(batch_size, prefix_reuse, prefill_chunk)
 
     @classmethod
-    def from_model(cls, model, chat: ChatTokenizer, *, model_name: str, batch_size: Optional[int] = None,
+    def from_model(cls, model: Any, chat: ChatTokenizer, *, model_name: str, batch_size: Optional[int] = None,
                    prefix_reuse: bool = True, prefill_chunk: int = 2048) -> "TransformersBackend":
         """The backend over a model already built and placed, with ``chat`` its tokenizer:
         bench/gpu.py builds a real architecture with random weights, as no weights can be had."""
@@ -122,33 +122,34 @@ class TransformersBackend(ChatBackend):
         self.prefix_reuse = prefix_reuse
         self.prefill_chunk = prefill_chunk
         self._torch = torch
-        self._tries: dict = {}
+        self._tries: dict[tuple[tuple[str, ...], str], LabelTrie] = {}
         self._prefix_tokens: list[int] = []
-        self._prefix_cache = None
+        self._prefix_cache: Any = None  # transformers' DynamicCache of the stored prefix
         # Stored prefixes of other callers (predict_calls keys), least recently used first.
         self.prefix_slots = 32
-        self._slots: OrderedDict = OrderedDict()
-        self._slot_key = None
+        self._slots: OrderedDict[Optional[Hashable], tuple[list[int], Any]] = OrderedDict()
+        self._slot_key: Optional[Hashable] = None
         # predict_calls: the calls of several runs in shared forward passes (None: by device; see packs)
         self.cross_run: Optional[bool] = None
         self._choice = Choice()
         # attended: (query, key) pairs the attention computed, for FLOP counts (bench/gpu.py)
         self.stats = {"prompt_tokens": 0, "computed_tokens": 0, "model_calls": 0, "attended": 0}
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {**super().describe(), "device": self.device, "dtype": self.dtype,
                 "batch_size": self.batch_size or (CPU_ROWS if self.device == "cpu" else None),
                 "prefix_reuse": self.prefix_reuse}
 
     # -- public ----------------------------------------------------------------------------
-    def predict(self, prompts, labels, temperature, seed, progress=None):
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], None]] = None) -> list[str]:
         """One label per prompt; ``progress(n)``, when given, is called after each batch with the
         number of prompts that batch finished."""
         if not prompts:
             return []
         trie, ids, shared = self._prepare(prompts, labels)
         rngs = prompt_rngs(seed, len(prompts))
-        out: list[Optional[str]] = [None] * len(prompts)
+        out: dict[int, str] = {}  # prompt index -> its label
         # Rows of the shared prefix, copied once per call; each batch writes after the prefix.
         buffers, longest = None, max(len(x) for x in ids)
         rows = self._rows(len(prompts), longest + trie.max_depth)
@@ -157,7 +158,7 @@ class TransformersBackend(ChatBackend):
         # Similar suffix lengths share a batch (less padding); results do not depend on order.
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
 
-        def run(batch):
+        def run(batch: Sequence[int]) -> None:
             results = self._decode([ids[i][shared:] for i in batch], shared, trie,
                                    temperature, [copy.deepcopy(rngs[i]) for i in batch], buffers)
             for i, label in zip(batch, results):
@@ -166,47 +167,40 @@ class TransformersBackend(ChatBackend):
                 progress(len(batch))
 
         self._in_batches(order, run, rows)
-        return out
+        return [out[i] for i in range(len(prompts))]
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         """Free text after each prompt (``icrl.backends.Reasoner``): at most ``max_tokens``
         tokens, sampled from the whole vocabulary at ``temperature`` (greedy at 0) with one
         generator per prompt position (a stream apart from the label choice's), ending before the
         first stop string or at the end of the turn. The prompts' shared prefix is reused as in
         ``predict``."""
-        from . import Generated
-
         if not prompts:
             return []
         ids = [self.chat.encode_prompt(p) for p in prompts]
         check_prompt_lengths(ids, max_tokens, self.max_model_len)
         self.stats["prompt_tokens"] += sum(len(x) for x in ids)
-        shared = 0
-        if self.prefix_reuse:
-            shared = ids[0][:-1]
-            for x in ids[1:]:
-                shared = shared[:common_prefix_length(shared, x[:-1])]
-            self._extend_prefix(list(shared))
-            shared = len(shared)
+        shared = self._reuse_prefix(ids)
         rngs = prompt_rngs(seed, len(prompts), stream=1)
         longest = max(len(x) for x in ids)
         buffers, rows = None, self._rows(len(prompts), longest + max_tokens + 1)
         if shared:
             buffers = row_buffers(self._prefix_cache, rows, longest - shared + max_tokens + 1)
-        out: list = [None] * len(prompts)
+        out: dict[int, Generated] = {}  # prompt index -> what it generated
         order = sorted(range(len(prompts)), key=lambda i: len(ids[i]))
 
-        def run(batch):
-            cache = batch_cache(buffers, len(batch), shared) if shared else None
+        def run(batch: Sequence[int]) -> None:
+            cache = batch_cache(buffers, len(batch), shared) if shared and buffers is not None else None
             texts = sample(self._forward, self.chat, [ids[i][shared:] for i in batch], shared, max_tokens,
                            temperature, [copy.deepcopy(rngs[i]) for i in batch], cache, tuple(stop))
             for i, generated in zip(batch, texts):
                 out[i] = Generated(*generated)
 
         self._in_batches(order, run, rows)
-        return out
+        return [out[i] for i in range(len(prompts))]
 
-    def predict_calls(self, calls):
+    def predict_calls(self, calls: Sequence[Call]) -> list[list[str]]:
         """Several runs' calls. Each caller (``call.key``) gets back the stored prefix it left, so
         lock-step runs compute what they compute alone (at most ``prefix_slots`` callers keep
         one; the least recently used is dropped). Packed (``packs``): each call's shared prefix is
@@ -219,15 +213,15 @@ class TransformersBackend(ChatBackend):
             self._choice.record(packed, (time.perf_counter() - tic) / max(1, self.stats["computed_tokens"] - before))
         return out
 
-    def _calls_one_by_one(self, calls):
+    def _calls_one_by_one(self, calls: Sequence[Call]) -> list[list[str]]:
         out = []
         for call in calls:
             self._switch_prefix(call.key)
             out.append(self.predict(call.prompts, call.labels, call.temperature, call.seed))
         return out
 
-    def _packed_calls(self, calls):
-        rows = []  # (call, prompt index, suffix, prefix length, prefix cache, trie)
+    def _packed_calls(self, calls: Sequence[Call]) -> list[list[str]]:
+        rows: list[Row] = []
         for c, call in enumerate(calls):
             self._switch_prefix(call.key)
             if not call.prompts:
@@ -236,21 +230,21 @@ class TransformersBackend(ChatBackend):
             cache = self._prefix_cache if shared else None
             rows += [(c, j, x[shared:], shared, cache, trie) for j, x in enumerate(ids)]
         rngs = [prompt_rngs(call.seed, len(call.prompts)) for call in calls]
-        out: list[list[Optional[str]]] = [[None] * len(call.prompts) for call in calls]
+        out: dict[tuple[int, int], str] = {}  # (call, prompt index) -> its label
         rows.sort(key=lambda r: (len(r[2]), r[3]))
 
-        def run(batch):
+        def run(batch: Sequence[Row]) -> None:
             room = max(len(r[2]) for r in batch) + max(r[5].max_depth for r in batch)
             cache = packed_cache([r[4] for r in batch], [r[3] for r in batch], room)
             results = decode_rows(self._forward, [r[2] for r in batch], [r[3] for r in batch], [r[5] for r in batch],
                                   [calls[r[0]].temperature for r in batch],
                                   [copy.deepcopy(rngs[r[0]][r[1]]) for r in batch], cache)
             for r, label in zip(batch, results):
-                out[r[0]][r[1]] = label
+                out[r[0], r[1]] = label
 
         self._in_batches(rows, run, self._rows(len(rows), max((len(r[2]) + r[3] + r[5].max_depth for r in rows),
                                                               default=1)))
-        return out
+        return [[out[c, j] for j in range(len(call.prompts))] for c, call in enumerate(calls)]
 
     def _rows(self, prompts: int, tokens: int) -> int:
         """Rows per forward pass for ``prompts`` prompts of at most ``tokens`` tokens each: --batch_size,
@@ -263,7 +257,7 @@ class TransformersBackend(ChatBackend):
         """The device's free memory in bytes (None on a CPU: its batch size is a constant)."""
         return int(self._torch.cuda.mem_get_info(self.device)[0]) if str(self.device).startswith("cuda") else None
 
-    def _in_batches(self, items, run, size: int) -> None:
+    def _in_batches(self, items: Sequence[Item], run: Callable[[Sequence[Item]], None], size: int) -> None:
         """``run`` over ``items`` in batches of ``size``, halved for good when the device runs out of
         memory (``icrl.backends.hf_batches``)."""
         torch = self._torch
@@ -272,7 +266,7 @@ class TransformersBackend(ChatBackend):
         if done < size:  # halved: the smaller size stays
             self._ceiling, self.batch_size = (done, None) if self.batch_size is None else (None, done)
 
-    def packs(self, calls) -> bool:
+    def packs(self, calls: Sequence[Call]) -> bool:
         """Whether ``predict_calls`` puts these calls into shared forward passes: with prefix reuse,
         two calls or more from distinct callers, and ``cross_run`` on. ``cross_run`` None (the
         default): chosen by measurement on this device (``Choice``: the first lock-step calls
@@ -286,7 +280,7 @@ class TransformersBackend(ChatBackend):
         self._prefix_tokens, self._prefix_cache = [], None
         self._slots.clear()
 
-    def _switch_prefix(self, key) -> None:
+    def _switch_prefix(self, key: Optional[Hashable]) -> None:
         if key == self._slot_key:
             return
         self._slots[self._slot_key] = (self._prefix_tokens, self._prefix_cache)
@@ -302,28 +296,34 @@ class TransformersBackend(ChatBackend):
         """The prediction prefix is the text after the last newline of the rendered prompt."""
         return prompt.rsplit("\n", 1)[-1]
 
-    def _prepare(self, prompts, labels) -> tuple[LabelTrie, list, int]:
+    def _prepare(self, prompts: Sequence[str], labels: Sequence[str]) -> tuple[LabelTrie, list[list[int]], int]:
         """(label trie, token ids of each prompt, length of their shared prefix), the shared
         prefix now in the current slot's stored cache (0 without prefix reuse)."""
         trie = self._trie(tuple(labels), self._prefix_of(prompts[0]))
         ids = [self.chat.encode_prompt(p) for p in prompts]
         check_prompt_lengths(ids, trie.max_depth, self.max_model_len)
         self.stats["prompt_tokens"] += sum(len(x) for x in ids)
+        return trie, ids, self._reuse_prefix(ids)
+
+    def _reuse_prefix(self, ids: Sequence[Sequence[int]]) -> int:
+        """The length of the prompts' shared prefix (each prompt's last token left out), now in the
+        current slot's stored cache; 0 without prefix reuse."""
         if not self.prefix_reuse:
-            return trie, ids, 0
+            return 0
         shared = ids[0][:-1]
         for x in ids[1:]:
             shared = shared[:common_prefix_length(shared, x[:-1])]
         self._extend_prefix(list(shared))
-        return trie, ids, len(shared)
+        return len(shared)
 
-    def _trie(self, labels: tuple, prefix: str) -> LabelTrie:
+    def _trie(self, labels: tuple[str, ...], prefix: str) -> LabelTrie:
         key = (labels, prefix)
         if key not in self._tries:
             self._tries[key] = LabelTrie(labels, self.chat.label_token_ids(labels, prefix), self.chat.eot_token_id)
         return self._tries[key]
 
-    def _forward(self, input_ids, attention_mask, position_ids, cache):
+    def _forward(self, input_ids: np.ndarray, attention_mask: np.ndarray, position_ids: np.ndarray,
+                 cache: Any) -> tuple[np.ndarray, Any]:
         """One model call (under inference mode); returns last-position logits and the cache."""
         torch = self._torch
         self.stats["model_calls"] += 1
@@ -359,10 +359,11 @@ class TransformersBackend(ChatBackend):
                 np.arange(start, n)[None, :], self._prefix_cache)
             self._prefix_tokens = tokens[:n]
 
-    def _decode(self, suffixes, shared, trie, temperature, rngs, buffers=None) -> list[str]:
+    def _decode(self, suffixes: Sequence[Sequence[int]], shared: int, trie: LabelTrie, temperature: float,
+                rngs: Sequence[np.random.Generator], buffers: Optional[Buffers] = None) -> list[str]:
         """Run left-padded suffixes on the shared prefix, then walk the label trie."""
         batch = len(suffixes)
-        cache = batch_cache(buffers, batch, shared) if shared else None
+        cache = batch_cache(buffers, batch, shared) if shared and buffers is not None else None
         return decode_rows(self._forward, suffixes, [shared] * batch, [trie] * batch, [temperature] * batch, rngs,
                            cache)
 
@@ -373,9 +374,9 @@ class Choice:
     reuses its shared prefix, a training call hardly does) is kept. Both ways
     give the same labels (bench/gpu.py checks it), so only the speed depends on the choice."""
 
-    def __init__(self, trials: int = 3):
+    def __init__(self, trials: int = 3) -> None:
         self.trials = trials
-        self.times: dict = {True: [], False: []}
+        self.times: dict[bool, list[float]] = {True: [], False: []}
         self.chosen: Optional[bool] = None
 
     @property

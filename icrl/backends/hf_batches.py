@@ -18,11 +18,13 @@ wrong anyway, the halving above catches it, and the halved size stays the ceilin
 from __future__ import annotations
 
 import logging
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from ..errors import UsageError
 
 log = logging.getLogger(__name__)
+
+Item = TypeVar("Item")
 
 # Rows per forward pass on a CPU when --batch_size is not given: on 2-16 cores a batch of 8 already
 # keeps every core busy (bench/throughput.py), and larger ones add only padding.
@@ -31,7 +33,7 @@ CPU_ROWS = 8
 HEADROOM = 0.8
 
 
-def row_bytes(config, element_bytes: int, tokens: int) -> int:
+def row_bytes(config: Any, element_bytes: int, tokens: int) -> int:
     """Device memory one row of ``tokens`` tokens takes in a forward pass of the model of
     ``config`` (a transformers config): its keys and values in every layer, kept for the whole
     call, and the widest activations of one layer (the MLP's, with its input and output)."""
@@ -62,8 +64,8 @@ def rows_for(prompts: int, given: Optional[int], free_bytes: Optional[int], byte
     return max(1, min(rows, prompts))
 
 
-def in_batches(items: Sequence, size: int, run: Callable[[Sequence], None], out_of_memory: type[BaseException],
-               free: Callable[[], None] = lambda: None) -> int:
+def in_batches(items: Sequence[Item], size: int, run: Callable[[Sequence[Item]], None],
+               out_of_memory: type[BaseException], free: Callable[[], None] = lambda: None) -> int:
     """Run ``items`` in batches of at most ``size``, halving on ``out_of_memory`` (module docstring)."""
     start = 0
     while start < len(items):

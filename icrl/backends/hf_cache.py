@@ -13,9 +13,13 @@
 from __future__ import annotations
 
 import functools
+from typing import Any, Optional, Sequence
+
+# Per layer, (keys, values) buffers of the rows (``row_buffers``).
+Buffers = list[tuple[Any, ...]]
 
 
-def row_buffers(prefix_cache, rows: int, room: int) -> list:
+def row_buffers(prefix_cache: Any, rows: int, room: int) -> Buffers:
     """Per layer, key and value buffers of `rows` copies of the stored prefix followed by
     `room` free positions (the stored batch-1 cache is left untouched)."""
     buffers = []
@@ -29,7 +33,7 @@ def row_buffers(prefix_cache, rows: int, room: int) -> list:
         buffers.append(tuple(pair))
     return buffers
 
-def batch_cache(buffers, batch: int, shared: int):
+def batch_cache(buffers: Buffers, batch: int, shared: int) -> Any:
     """A cache for `batch` rows that starts with the stored prefix and writes new tokens in
     place into `buffers`: unlike concatenation, no step copies the prefix again."""
     from transformers.cache_utils import Cache
@@ -37,7 +41,7 @@ def batch_cache(buffers, batch: int, shared: int):
     layer = buffer_layer_class()
     return Cache(layers=[layer(keys[:batch], values[:batch], shared) for keys, values in buffers])
 
-def packed_cache(caches, lengths, room: int):
+def packed_cache(caches: Sequence[Any], lengths: Sequence[int], room: int) -> Any:
     """A cache whose row r holds the first ``lengths[r]`` positions of ``caches[r]`` (a run's
     stored prefix; None when 0), zeros up to the longest, then ``room`` free positions; the
     zeros are masked out. None when no row has a prefix."""
@@ -63,7 +67,7 @@ def packed_cache(caches, lengths, room: int):
 
 
 @functools.lru_cache(maxsize=None)
-def buffer_layer_class():
+def buffer_layer_class() -> Any:
     """Defined on first use: transformers is imported only when a backend is loaded."""
     from transformers.cache_utils import DynamicLayer
 
@@ -71,14 +75,14 @@ def buffer_layer_class():
         """A cache layer over preallocated key/value buffers (rows, heads, capacity, dim) whose
         first `length` positions are filled: `update` writes the new states after them."""
 
-        def __init__(self, keys, values, length: int):
+        def __init__(self, keys: Any, values: Any, length: int) -> None:
             super().__init__()
             self._buffers, self._length = (keys, values), length
             self.dtype, self.device = keys.dtype, keys.device
             self.keys, self.values = keys[:, :, :length], values[:, :, :length]
             self.is_initialized = True
 
-        def update(self, key_states, value_states, *args, **kwargs):
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
             keys, values = self._buffers
             end = self._length + key_states.shape[-2]
             if end > keys.shape[-2]:
@@ -110,7 +114,8 @@ def register_cpu_attention() -> str:
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
     from transformers.masking_utils import sdpa_mask
 
-    def attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None, **kwargs):
+    def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, dropout: float = 0.0,
+                  scaling: Optional[float] = None, **kwargs: Any) -> Any:
         if (attention_mask is None or query.shape[2] == 1 or query.shape[1] == key.shape[1]
                 or kwargs.get("position_bias") is not None or kwargs.get("softcap") is not None):
             return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,

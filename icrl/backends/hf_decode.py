@@ -7,14 +7,19 @@ positions, cache)`` is the backend's one model call (last-position logits and th
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
-from .constrained import choose
+from .chat import ChatTokenizer
+from .constrained import LabelTrie, choose
+
+# (input ids, attention mask, positions, KV cache) -> (last-position logits, the cache)
+Forward = Callable[[np.ndarray, np.ndarray, np.ndarray, Any], tuple[np.ndarray, Any]]
 
 
-def decode_rows(forward, suffixes, shared, tries, temperatures, rngs, cache) -> list[str]:
+def decode_rows(forward: Forward, suffixes: Sequence[Sequence[int]], shared: Sequence[int], tries: Sequence[LabelTrie],
+                temperatures: Sequence[float], rngs: Sequence[np.random.Generator], cache: Any) -> list[str]:
     """Run left-padded suffixes, row r after its own prefix of ``shared[r]`` positions in
     ``cache`` (prefixes shorter than the longest are padded, masked), then walk each row's
     label trie.
@@ -58,9 +63,11 @@ def decode_rows(forward, suffixes, shared, tries, temperatures, rngs, cache) -> 
             nodes[i], results[i] = tries[i].advance(nodes[i], token)
             col[i], col_mask[i] = token, 1
         pending.append((col, col_mask))
-    return results  # type: ignore[return-value]
+    return [label for label in results if label is not None]  # all found: the loop ends when none is None
 
-def sample(forward, chat, suffixes, shared, max_tokens, temperature, rngs, cache, stop) -> list[tuple[str, int]]:
+def sample(forward: Forward, chat: ChatTokenizer, suffixes: Sequence[Sequence[int]], shared: int, max_tokens: int,
+           temperature: float, rngs: Sequence[np.random.Generator], cache: Any,
+           stop: Sequence[str]) -> list[tuple[str, int]]:
     """Sample free text after left-padded suffixes on the shared prefix, a token per step for
     every row still writing; (text up to the first stop string, tokens written) per row."""
     batch = len(suffixes)

@@ -25,7 +25,7 @@ class ApiKey:
 
     value: Optional[str] = field(repr=False)
     source: str
-    variables: tuple
+    variables: tuple[str, ...]
 
     def __bool__(self) -> bool:
         return bool(self.value)
@@ -55,7 +55,7 @@ def missing_key(provider: str, key: ApiKey) -> UsageError:
     return UsageError(f"no {provider} API key: {key.where}")
 
 
-def refused_key(provider: str, url: str, key: ApiKey, status) -> UsageError:
+def refused_key(provider: str, url: str, key: ApiKey, status: Optional[int]) -> UsageError:
     """One line for a key the API refused, naming where it came from."""
     given = f"the API key from {key.source}" if key else "a request without an API key"
     return UsageError(f"the {provider} API at {url} refused {given} (HTTP {status}): {key.where} with a valid key")

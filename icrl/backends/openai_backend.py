@@ -30,20 +30,23 @@ import asyncio
 import json
 import logging
 import os
-from typing import Optional
+from typing import Any, Awaitable, Hashable, Optional, Sequence
 
 from ..errors import UsageError
 from ..infra.masking import register_args, strip_userinfo
+from . import Call, Generated, Message
 from .chat import ChatTokenizer, load_chat_tokenizer
-from .in_flight import PredictAsOneCall, all_in_flight
+from .in_flight import PredictAsOneCall, all_in_flight, gather_or_cancel
 from .keys import find_key, missing_key, refused_key
 from .watched_loop import WatchedLoop
 from .server_watch import FIRST_ANSWER_S, MODEL_LIST, NETWORK, RESTART, SilenceWatch, bad_response, server_error
 from .openai_requests import (chat_frame, chat_request, completion_request, decode_messages, encode_messages,
-                              generation_request, parse_chat, parse_completion, shared_text_prefix)
+                              free_completion_request, parse_chat, parse_completion, shared_text_prefix)
 from .openai_usage import ServerCounts
+from .sdk import check_limits, import_sdk
 from .usage import Usage, caller
 from .choices import max_label_tokens, sampling_kwargs
+from .frame import ReasoningFrame
 
 log = logging.getLogger(__name__)
 
@@ -53,14 +56,6 @@ CONSTRAINTS = ("structured_outputs", "guided_choice")
 INSTALL_HINT = "the openai backend needs the openai package: pip install -e .[openai] (or pip install openai)"
 OPENAI_URL = "https://api.openai.com/v1"
 KEY_VARIABLES = ("OPENAI_API_KEY",)
-
-
-def import_openai():
-    try:
-        import openai
-    except ImportError:
-        raise UsageError(INSTALL_HINT) from None
-    return openai
 
 
 class OpenAIBackend(PredictAsOneCall):
@@ -74,13 +69,11 @@ class OpenAIBackend(PredictAsOneCall):
                  api_model: Optional[str] = None, api_mode: str = "auto", max_concurrency: int = 32,
                  timeout: float = 600.0, max_retries: int = 5, hf_token: Optional[str] = None,
                  max_model_len: Optional[int] = None, eot_token: Optional[str] = None,
-                 warm_shared_prefix: bool = True, first_answer_timeout: float = FIRST_ANSWER_S):
-        openai = import_openai()
+                 warm_shared_prefix: bool = True, first_answer_timeout: float = FIRST_ANSWER_S) -> None:
+        openai = import_sdk("openai", INSTALL_HINT)
         if api_mode not in API_MODES:
             raise UsageError(f"--api_mode must be one of {', '.join(API_MODES)}, got {api_mode!r}")
-        if max_concurrency < 1 or timeout <= 0 or max_retries < 0 or first_answer_timeout <= 0:
-            raise UsageError("--max_concurrency must be >= 1, --timeout and --first_answer_timeout > 0 and "
-                             "--max_retries >= 0")
+        check_limits(max_concurrency, timeout, max_retries, first_answer_timeout)
         self.model_name = model_name
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or OPENAI_URL).rstrip("/")
         self.api_model = api_model or model_name
@@ -153,7 +146,7 @@ class OpenAIBackend(PredictAsOneCall):
     def eot_token(self) -> str:
         return "" if self.chat is None else self.chat.eot_token
 
-    def render(self, messages, prefix):
+    def render(self, messages: Sequence[Message], prefix: str) -> str:
         if self.api_mode == "chat":
             return encode_messages(messages, prefix)
         return self._template().render(messages, prefix)
@@ -162,19 +155,20 @@ class OpenAIBackend(PredictAsOneCall):
     def thinks(self) -> bool:
         return self.api_mode == "completions" and bool(getattr(self.chat, "thinking", False))
 
-    def reasoning_frame(self, messages, prefix):
+    def reasoning_frame(self, messages: Sequence[Message], prefix: str) -> ReasoningFrame:
         if self.api_mode == "chat":
             return chat_frame(messages, prefix)
         return self._template().reasoning_frame(messages, prefix)
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         """Free text after each prompt (``icrl.backends.Reasoner``), the requests in flight
         together: completions mode continues the rendered prompt up to ``stop``; chat mode asks
         for the answer to the messages, and a server that returns the reasoning apart (a
         reasoning parser: ``reasoning_content``) gives that as the reasoning."""
         openai = self._openai
 
-        async def one(prompt, semaphore):
+        async def one(prompt: str, semaphore: asyncio.Semaphore) -> Generated:
             async with semaphore:
                 try:
                     if self.api_mode == "chat":
@@ -185,7 +179,7 @@ class OpenAIBackend(PredictAsOneCall):
                         text = getattr(message, "reasoning_content", None) or message.content or ""
                     else:
                         response = await self._watch.answer(self._client.completions.create(
-                            **generation_request(self.api_model, prompt, max_tokens, temperature, seed, stop)))
+                            **free_completion_request(self.api_model, prompt, max_tokens, temperature, seed, stop)))
                         text = response.choices[0].text or ""
                     self._count(response.usage, None)
                 except UsageError:
@@ -201,8 +195,6 @@ class OpenAIBackend(PredictAsOneCall):
                 tokens = self.chat.count_tokens(text) if self.chat is not None else len(text.split())
             return Generated(text, int(tokens))
 
-        from . import Generated
-
         if not prompts:
             return []
         try:
@@ -210,7 +202,7 @@ class OpenAIBackend(PredictAsOneCall):
         except openai.APIError as exc:
             raise self._fail(exc) from None
 
-    def count_tokens(self, text):
+    def count_tokens(self, text: str) -> int:
         if self.chat is None:
             raise UsageError(f"no local tokenizer for {self.model_name!r} to count tokens with")
         if self.api_mode == "chat":
@@ -218,8 +210,8 @@ class OpenAIBackend(PredictAsOneCall):
             return self.chat.count_tokens(self.chat.render(doc["messages"], ""))
         return self.chat.count_tokens(text)
 
-    def describe(self) -> dict:
-        out: dict[str, object] = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
+    def describe(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": self.name, "model_name": self.model_name, "api_model": self.api_model,
                "base_url": self.url, "api_mode": self.api_mode,
                "constraint": self.constraint if self.api_mode == "completions" else "response_format json_schema enum",
                "local_tokenizer": self.chat is not None, "supports_system_role": self.supports_system_role}
@@ -230,10 +222,10 @@ class OpenAIBackend(PredictAsOneCall):
     def usage(self) -> Usage:
         return self.counts.tally.total()
 
-    def usage_of(self, key) -> Usage:
+    def usage_of(self, key: Hashable) -> Usage:
         return self.counts.tally.of(key)
 
-    def predict_calls(self, calls):
+    def predict_calls(self, calls: Sequence[Call]) -> list[list[str]]:
         """Several calls (runs of a sweep) with all their requests in flight together, at most
         --max_concurrency at a time overall."""
         if self.api_mode == "completions" and self.chat is not None:
@@ -244,7 +236,7 @@ class OpenAIBackend(PredictAsOneCall):
                     check_prompt_lengths([self.chat.encode(p) for p in call.prompts],
                                          max_label_tokens(call.labels), self.max_model_len)
 
-        def send(call, semaphore):
+        def send(call: Call, semaphore: asyncio.Semaphore) -> Awaitable[list[str]]:
             return self._predict_all(list(call.prompts), list(call.labels), call.temperature, call.seed, semaphore,
                                      call.key)
 
@@ -326,7 +318,8 @@ class OpenAIBackend(PredictAsOneCall):
         log.warning("%s %s: using chat completions", self.url, why)
         return "chat"
 
-    async def _complete(self, prompt: str, labels, temperature, seed, constraint, probe: bool = False) -> str:
+    async def _complete(self, prompt: str, labels: Sequence[str], temperature: float, seed: int, constraint: str,
+                        probe: bool = False) -> str:
         try:
             response = await self._watch.answer(self._client.completions.create(
                 **completion_request(self.api_model, prompt, labels, temperature, seed, constraint)))
@@ -338,7 +331,8 @@ class OpenAIBackend(PredictAsOneCall):
             raise bad_response(self.url, "completions", exc) from None
         return text
 
-    async def _chat(self, messages, labels, temperature, seed) -> str:
+    async def _chat(self, messages: Sequence[Message], labels: Sequence[str], temperature: float,
+                    seed: int) -> Optional[str]:
         try:
             response = await self._watch.answer(self._client.chat.completions.create(
                 **chat_request(self.api_model, messages, labels, temperature, seed)))
@@ -350,10 +344,11 @@ class OpenAIBackend(PredictAsOneCall):
             raise bad_response(self.url, "chat completions", exc) from None
         return text
 
-    def _count(self, usage, prompt: Optional[str]) -> None:
+    def _count(self, usage: Any, prompt: Optional[str]) -> None:
         self.counts.add(usage, prompt, self.chat)
 
-    async def _one(self, semaphore, prompt, labels, temperature, seed) -> str:
+    async def _one(self, semaphore: asyncio.Semaphore, prompt: str, labels: Sequence[str], temperature: float,
+                   seed: int) -> str:
         async with semaphore:
             if self.api_mode == "chat":
                 text = await self._chat(decode_messages(prompt), labels, temperature, seed)
@@ -367,7 +362,8 @@ class OpenAIBackend(PredictAsOneCall):
                              f"try --api_mode {'chat' if self.api_mode == 'completions' else 'completions'}")
         return label
 
-    async def _predict_all(self, prompts, labels, temperature, seed, semaphore=None, key=None) -> list[str]:
+    async def _predict_all(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                           semaphore: Optional[asyncio.Semaphore] = None, key: Optional[Hashable] = None) -> list[str]:
         openai = self._openai
         if not prompts:
             return []
@@ -382,12 +378,6 @@ class OpenAIBackend(PredictAsOneCall):
                     model=self.api_model, prompt=head, max_tokens=1, temperature=0.0,
                     extra_body={"add_special_tokens": False}))
                 self.counts.warmed(getattr(warm, "usage", None))
-            tasks = [asyncio.ensure_future(self._one(semaphore, p, labels, temperature, seed)) for p in prompts]
-            try:
-                return list(await asyncio.gather(*tasks))
-            finally:
-                for task in tasks:
-                    task.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
+            return await gather_or_cancel(self._one(semaphore, p, labels, temperature, seed) for p in prompts)
         except openai.APIError as exc:
             raise self._fail(exc) from None

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from .choices import choices, max_label_tokens, sampling_kwargs
+from .frame import Message, ReasoningFrame
 
 CHAT_FIELD = "label"
 
 
-def constraint_body(labels: Sequence[str], constraint: str) -> dict:
+def constraint_body(labels: Sequence[str], constraint: str) -> dict[str, Any]:
     """`extra_body` of a completions request that only allows ` <label>`."""
     if constraint == "structured_outputs":
         return {"structured_outputs": {"choice": choices(labels)}}
@@ -24,7 +25,7 @@ def constraint_body(labels: Sequence[str], constraint: str) -> dict:
 
 
 def completion_request(model: str, prompt: str, labels: Sequence[str], temperature: float, seed: int,
-                       constraint: str = "structured_outputs") -> dict:
+                       constraint: str = "structured_outputs") -> dict[str, Any]:
     """Keyword arguments of `client.completions.create` for one rendered prompt. The rendered
     template already holds its special tokens, so the server must not add a BOS again."""
     sampling = sampling_kwargs(temperature, seed, max_label_tokens(labels))
@@ -32,7 +33,7 @@ def completion_request(model: str, prompt: str, labels: Sequence[str], temperatu
             "extra_body": {**constraint_body(labels, constraint), "add_special_tokens": False}}
 
 
-def label_schema(labels: Sequence[str]) -> dict:
+def label_schema(labels: Sequence[str]) -> dict[str, Any]:
     """`response_format` of a chat request: a JSON object whose one field is one of the labels."""
     return {"type": "json_schema", "json_schema": {
         "name": "prediction", "strict": True,
@@ -40,7 +41,8 @@ def label_schema(labels: Sequence[str]) -> dict:
                    "required": [CHAT_FIELD], "additionalProperties": False}}}
 
 
-def chat_request(model: str, messages: Sequence[dict], labels: Sequence[str], temperature: float, seed: int) -> dict:
+def chat_request(model: str, messages: Sequence[Message], labels: Sequence[str], temperature: float,
+                 seed: int) -> dict[str, Any]:
     """Keyword arguments of `client.chat.completions.create` for one prompt."""
     sampling = sampling_kwargs(temperature, seed, 0)
     sampling["max_tokens"] = 32 + max(len(label.encode("utf-8")) for label in labels) + len(CHAT_FIELD)
@@ -67,27 +69,25 @@ def parse_chat(text: Optional[str], labels: Sequence[str]) -> Optional[str]:
     return label if isinstance(label, str) and label in labels else None
 
 
-def encode_messages(messages: Sequence[dict], prefix: str) -> str:
+def encode_messages(messages: Sequence[Message], prefix: str) -> str:
     """Chat mode's 'rendered prompt': the messages themselves, as JSON (the server renders)."""
     return json.dumps({"messages": list(messages), "prefix": prefix}, ensure_ascii=False)
 
 
-def decode_messages(rendered: str) -> list[dict]:
+def decode_messages(rendered: str) -> list[Message]:
     return json.loads(rendered)["messages"]
 
 
-def generation_request(model: str, prompt: str, max_tokens: int, temperature: float, seed: int,
-                       stop: Sequence[str]) -> dict:
+def free_completion_request(model: str, prompt: str, max_tokens: int, temperature: float, seed: int,
+                            stop: Sequence[str]) -> dict[str, Any]:
     """Keyword arguments of `client.completions.create` for free text after a rendered prompt."""
     return {"model": model, "prompt": prompt, **sampling_kwargs(temperature, seed, max_tokens), "stop": list(stop),
             "extra_body": {"add_special_tokens": False}}
 
 
-def chat_frame(messages: Sequence[dict], prefix: str):
+def chat_frame(messages: Sequence[Message], prefix: str) -> ReasoningFrame:
     """Chat mode's reasoning frame: the messages (the server renders them); the answer's
     prompt adds the reasoning as the assistant's message and asks for the answer."""
-    from .frame import ReasoningFrame
-
     class ChatFrame(ReasoningFrame):
         def answer_prompt(self, reasoning: str) -> str:
             doc = json.loads(self.prompt)

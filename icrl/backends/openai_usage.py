@@ -12,14 +12,15 @@ local tokenizer, warm-up requests of a shared prefix).
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Optional
 
+from . import ChatTemplate
 from .usage import Tally, Usage
 
 log = logging.getLogger(__name__)
 
 
-def reported_usage(usage) -> Usage:
+def reported_usage(usage: Any) -> Usage:
     """One response's ``usage`` (None: a server that reports none) as one request's Usage."""
     if usage is None:
         return Usage(requests=1)
@@ -36,7 +37,7 @@ class ServerCounts:
         self.stats = {"requests": 0, "prompt_tokens": 0, "completion_tokens": 0, "token_mismatches": 0,
                       "warmup_requests": 0}
 
-    def add(self, usage, prompt: Optional[str], chat) -> None:
+    def add(self, usage: Any, prompt: Optional[str], chat: Optional[ChatTemplate]) -> None:
         """One answering request's ``usage``; with its ``prompt`` and the local tokenizer
         (``chat``, None: none), the prompt's length checked against the server's count."""
         self.stats["requests"] += 1
@@ -53,7 +54,7 @@ class ServerCounts:
                     log.warning("the server counts %d prompt tokens where the local tokenizer counts %d: it "
                                 "tokenizes differently (another model or tokenizer?)", usage.prompt_tokens, local)
 
-    def warmed(self, usage) -> None:
+    def warmed(self, usage: Any) -> None:
         """A warm-up request of a shared prefix (one token generated): billed, not an answer."""
         self.stats["warmup_requests"] += 1
         self.tally.add(reported_usage(usage))

@@ -26,7 +26,7 @@ import tomllib
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterable, Optional
 
 from ..errors import UsageError
 
@@ -75,7 +75,7 @@ class Prices:
     """A price file read: ``models`` (name -> Price), ``where`` (the file, or the default's
     words), ``date`` (the file's own, None when none) and ``own`` (the user's --prices)."""
 
-    models: dict
+    models: dict[str, Price]
     where: str
     date: Optional[datetime.date] = None
     own: bool = False
@@ -91,7 +91,7 @@ class Prices:
         """How a report names the file: "the default price file (2026-12-02)" or the user's path."""
         return f"{self.where} ({self.date.isoformat()})" if self.date else self.where
 
-    def said(self, models) -> list[str]:
+    def said(self, models: Iterable[str]) -> list[str]:
         """One line per model of ``models`` the file prices (``Price.said``), in order."""
         return [price.said(name) for name, price in ((m, self.of(m)) for m in dict.fromkeys(models)) if price]
 
@@ -130,7 +130,7 @@ def load_prices(path: Optional[str] = None) -> Prices:
     return Prices(_models(doc, where), where, _date(doc.get("date"), where, "date"), own=path is not None)
 
 
-def _models(doc: dict, where: str) -> dict:
+def _models(doc: dict[str, Any], where: str) -> dict[str, Price]:
     models = doc.get("models")
     if not isinstance(models, dict) or not models:
         raise UsageError(f"{where} has no [models.NAME] table; give each model's {', '.join(FIELDS)} "
@@ -156,7 +156,7 @@ def _models(doc: dict, where: str) -> dict:
     return out
 
 
-def _date(value, where: str, what: str) -> Optional[datetime.date]:
+def _date(value: object, where: str, what: str) -> Optional[datetime.date]:
     """A TOML date (``2026-12-02``, no quotes), or None when not given."""
     if value is None or type(value) is datetime.date:
         return value

@@ -13,7 +13,7 @@ transformers 5 reads ``rope_parameters`` and, when one is passed, drops the mode
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from icrl.errors import UsageError
 
@@ -62,7 +62,7 @@ def scaled_length(spec: Optional[str]) -> Optional[int]:
     return int(original * factor)
 
 
-def rope_theta_of(config: Optional[dict]) -> Optional[float]:
+def rope_theta_of(config: Optional[dict[str, Any]]) -> Optional[float]:
     """The model's own RoPE base from its config.json (top level, or in rope_parameters)."""
     if not isinstance(config, dict):
         return None
@@ -73,7 +73,7 @@ def rope_theta_of(config: Optional[dict]) -> Optional[float]:
 
 
 def config_overrides(spec: Optional[str], rope_theta: Optional[float] = None,
-                     transformers_major: int = 5) -> dict:
+                     transformers_major: int = 5) -> dict[str, Any]:
     """Config overrides for ``spec`` (``{}`` without scaling), plus ``max_model_len``.
 
     transformers >= 5: ``{"rope_parameters": {..., "rope_theta": theta}}``; older:
@@ -82,11 +82,11 @@ def config_overrides(spec: Optional[str], rope_theta: Optional[float] = None,
     if not spec:
         return {}
     kind, factor, original = parse_rope_scaling_spec(spec)
-    scaling: dict[str, object] = {"rope_type": kind, "factor": factor, "original_max_position_embeddings": original}
+    scaling: dict[str, Any] = {"rope_type": kind, "factor": factor, "original_max_position_embeddings": original}
     if transformers_major >= 5:
         if rope_theta is not None:
             scaling["rope_theta"] = rope_theta
-        overrides: dict[str, object] = {"rope_parameters": scaling}
+        overrides: dict[str, Any] = {"rope_parameters": scaling}
     else:
         overrides = {"rope_scaling": scaling}
         if rope_theta is not None:

@@ -37,7 +37,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from typing import Callable, Optional
+from typing import Awaitable, Callable, Optional, TypeVar
 
 from ..errors import ServiceFailure, UsageError
 from ..infra.masking import strip_userinfo
@@ -52,9 +52,10 @@ REPEAT_S = 60.0
 DEAD_S = 120.0  # silence, the model list unanswered too, after which the server is given up on
 PROBE_EVERY_S = 10.0
 PROBE_TIMEOUT_S = 10.0
+Response = TypeVar("Response")
 
 
-def answers(url: str, headers: Optional[dict] = None, timeout: float = PROBE_TIMEOUT_S) -> bool:
+def model_list_answers(url: str, headers: Optional[dict[str, str]] = None, timeout: float = PROBE_TIMEOUT_S) -> bool:
     """Whether the server at ``url`` (a base URL) answers a GET of its model list at all within
     ``timeout``: any HTTP status counts (an error page is an answer), silence or a refused
     connection does not."""
@@ -85,12 +86,12 @@ class SilenceWatch:
 
     def __init__(self, url: str, timeout: float, retries: int, notice_s: float = NOTICE_S,
                  dead_s: float = DEAD_S, probe: Optional[Callable[[], bool]] = None,
-                 first_s: float = FIRST_ANSWER_S, advice: str = RESTART):
+                 first_s: float = FIRST_ANSWER_S, advice: str = RESTART) -> None:
         self.url, self.timeout, self.retries, self.first_s, self.advice = url, timeout, retries, first_s, advice
         self.notice_s = min(notice_s, timeout / 2)
         self.dead_s = min(dead_s, timeout)
         self.bound_s = 2 * timeout  # a request that timed out, tried once more
-        self.probe = probe or (lambda: answers(url, timeout=min(PROBE_TIMEOUT_S, self.dead_s / 2)))
+        self.probe = probe or (lambda: model_list_answers(url, timeout=min(PROBE_TIMEOUT_S, self.dead_s / 2)))
         self.last = self.said = self.probed = self.alive = self.unanswered = self.started = 0.0
         self.dead, self.why, self.heard, self.asking, self.batch_heard = False, "", False, COMPLETION, False
         self._cancel: Callable[[], None] = lambda: None
@@ -100,7 +101,7 @@ class SilenceWatch:
     def answered(self) -> None:
         self.last = time.monotonic()
 
-    async def on_response(self, response) -> None:
+    async def on_response(self, response: object) -> None:
         """An HTTP client's response hook: an answer (any status) to a request for a completion
         means the server has been heard (``heard``); one to a request of what the call asks for,
         that the call has (``batch_heard``)."""
@@ -161,7 +162,7 @@ class SilenceWatch:
             return no_first_answer(self.url, self.first_s, self.asking, self.models_answer(), self.advice)
         return dead_server(self.url, self.dead_s, self.advice)
 
-    async def bounded(self, request):
+    async def bounded(self, request: Awaitable[Response]) -> Response:
         """Await ``request`` (one request to the server, the client's retries included) for
         ``bound_s`` at most; then one line (``stuck_server``) in place of further tries."""
         try:
@@ -169,7 +170,7 @@ class SilenceWatch:
         except asyncio.TimeoutError:
             raise stuck_server(self.url, self.timeout, self.models_answer(), self.advice) from None
 
-    async def answer(self, request):
+    async def answer(self, request: Awaitable[Response]) -> Response:
         """``request`` awaited as ``bounded`` does, its response marked (``answered``)."""
         response = await self.bounded(request)
         self.answered()
@@ -179,7 +180,7 @@ class SilenceWatch:
         self._cancel, self.asking = cancel, asking
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> SilenceWatch:
         now = time.monotonic()
         self.last, self.said, self.probed, self.alive, self.unanswered, self.dead = now, 0.0, 0.0, 0.0, 0.0, False
         self.started, self.why, self.batch_heard = now, "", False
@@ -188,7 +189,7 @@ class SilenceWatch:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()

@@ -86,7 +86,7 @@ class Tally:
 
     def __init__(self) -> None:
         self._total = Usage()
-        self._by_caller: dict = {}
+        self._by_caller: dict[Hashable, Usage] = {}
         self._lock = threading.Lock()
 
     def add(self, usage: Usage) -> None:
@@ -109,7 +109,7 @@ class Meter:
     since ``read()`` gave ``before`` (``Usage.as_dict()``; None after a None)."""
 
     def __init__(self, models: Iterable[object] = ()) -> None:
-        self.models: list = []
+        self.models: list[ReportsUsage] = []
         for model in models:
             if isinstance(model, ReportsUsage) and all(model is not m for m in self.models):
                 self.models.append(model)

@@ -33,11 +33,12 @@ import re
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from types import ModuleType
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 from ..errors import UsageError
-from . import ChatBackend, check_prompt_lengths, rope, shared_prefix_length
-from .chat import load_chat_tokenizer, local_model_dir
+from . import Call, ChatBackend, Generated, check_prompt_lengths, rope, shared_prefix_length
+from .chat import ChatTokenizer, load_chat_tokenizer, local_model_dir
 from .choices import choices, parse_output, sampling_kwargs
 
 log = logging.getLogger(__name__)
@@ -61,8 +62,8 @@ MIN_SHARED_PREFIX = 32
 CPU_BLOCK_SIZE = 32
 
 
-def make_sampling_params(vllm, labels: Sequence[str], temperature: float, seed: int, max_tokens: int,
-                         texts: Optional[Sequence[str]] = None):
+def make_sampling_params(vllm: ModuleType, labels: Sequence[str], temperature: float, seed: int, max_tokens: int,
+                         texts: Optional[Sequence[str]] = None) -> Any:
     """SamplingParams restricted to the labels: `structured_outputs=StructuredOutputsParams(choice=...)`
     on vLLM >= 0.12, `guided_decoding=GuidedDecodingParams(choice=...)` on older versions."""
     params = importlib.import_module("vllm.sampling_params")
@@ -74,7 +75,7 @@ def make_sampling_params(vllm, labels: Sequence[str], temperature: float, seed: 
 
 
 def parse_rope_scaling(spec: Optional[str], rope_theta: Optional[float] = None,
-                       transformers_major: int = 5) -> dict:
+                       transformers_major: int = 5) -> dict[str, Any]:
     """`yarn:4.0:32768` -> `hf_overrides` for long-context RoPE scaling (see icrl/backends/rope.py).
 
     transformers >= 5 configs read `rope_parameters`; older ones read `rope_scaling`.
@@ -85,7 +86,7 @@ def parse_rope_scaling(spec: Optional[str], rope_theta: Optional[float] = None,
 
 def platform_defaults(on_cpu: bool, *, max_model_len: int, gpu_memory_utilization: Optional[float] = None,
                       enforce_eager: Optional[bool] = None, free_memory: Optional[int] = None,
-                      dtype: str = "auto") -> dict:
+                      dtype: str = "auto") -> dict[str, Any]:
     """Engine arguments that differ between the CPU and the GPU builds of vLLM.
 
     GPU: 90% of the card's memory, CUDA graphs (they pay for themselves over a run), the
@@ -124,7 +125,7 @@ def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visib
                 dtype: str = "auto", seed: int = 0, rope_scaling: Optional[str] = None,
                 rope_theta: Optional[float] = None, transformers_major: int = 5, on_cpu: bool = False,
                 enforce_eager: Optional[bool] = None, model_max_len: int = 4096,
-                free_memory: Optional[int] = None) -> dict:
+                free_memory: Optional[int] = None) -> dict[str, Any]:
     """Keyword arguments for `vllm.LLM`; prefix caching is always on (approximate ICRL relies on it)."""
     tp = max(1, visible_gpus) if tensor_parallel_size is None else tensor_parallel_size
     if tp < 1 or pipeline_parallel_size < 1:
@@ -148,7 +149,7 @@ def engine_args(model: str, *, tensor_parallel_size: Optional[int] = None, visib
     return args
 
 
-def _config_json(directory) -> dict:
+def _config_json(directory: Path) -> dict[str, Any]:
     try:
         return json.loads((Path(directory) / "config.json").read_text())
     except (OSError, ValueError):
@@ -165,7 +166,7 @@ def engine_model(model_name: str, hf_token: Optional[str] = None) -> str:
     return model_name
 
 
-def import_vllm():
+def import_vllm() -> ModuleType:
     try:
         return importlib.import_module("vllm")
     except ImportError:
@@ -193,7 +194,7 @@ def root_cause(log_text: str) -> str:
 
 
 @contextlib.contextmanager
-def redirect_output(path: Optional[Path]):
+def redirect_output(path: Optional[Path]) -> Iterator[None]:
     """Send this process's stdout/stderr file descriptors to `path` (None: leave them). Engine
     processes started meanwhile inherit them, so their logs go there for their whole life."""
     if path is None:
@@ -227,6 +228,7 @@ def _free_memory() -> Optional[int]:
 
 class VLLMBackend(ChatBackend):
     name = "vllm"
+    chat: ChatTokenizer
 
     def __init__(self, model_name: str, *, hf_token: Optional[str] = None, max_model_len: Optional[int] = None,
                  eot_token: Optional[str] = None, tensor_parallel_size: Optional[int] = None,
@@ -234,7 +236,7 @@ class VLLMBackend(ChatBackend):
                  gpu_memory_utilization: Optional[float] = None, enforce_eager: Optional[bool] = None,
                  dtype: str = "auto", seed: int = 0, rope_scaling: Optional[str] = None,
                  rope_theta: Optional[float] = None, verbose: bool = False,
-                 published_tokenization: bool = False):
+                 published_tokenization: bool = False) -> None:
         chat = load_chat_tokenizer(model_name, hf_token=hf_token, eot_token=eot_token, max_model_len=max_model_len)
         super().__init__(model_name, chat)
         chat.published_tokenization = bool(published_tokenization)
@@ -276,11 +278,11 @@ class VLLMBackend(ChatBackend):
         if not verbose:
             logging.getLogger("vllm").setLevel(logging.ERROR)
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {**super().describe(), "platform": "cpu" if self.on_cpu else "cuda",
                 "engine_args": {k: v for k, v in self.args.items() if k != "model"}}
 
-    def _generate(self, requests, params):
+    def _generate(self, requests: Sequence[dict[str, list[int]]], params: Any) -> Any:
         try:
             return self.llm.generate(requests, params, use_tqdm=False)
         except Exception as exc:
@@ -299,20 +301,18 @@ class VLLMBackend(ChatBackend):
         self._generate([{"prompt_token_ids": list(x)} for x in prefixes], params)
         self.stats["warmup_tokens"] += sum(len(x) for x in prefixes)
 
-    def predict(self, prompts, labels, temperature, seed, progress=None):
-        from . import Call
-
+    def predict(self, prompts: Sequence[str], labels: Sequence[str], temperature: float, seed: int,
+                progress: Optional[Callable[[int], None]] = None) -> list[str]:
         out = self.predict_calls([Call(prompts, labels, temperature, seed)])[0]
         if progress is not None:  # one engine call: progress arrives all at once
             progress(len(out))
         return out
 
-    def generate(self, prompts, max_tokens, temperature, seed, stop=()):
+    def generate(self, prompts: Sequence[str], max_tokens: int, temperature: float, seed: int,
+                 stop: Sequence[str] = ()) -> list[Generated]:
         """Free text after each prompt (``icrl.backends.Reasoner``), in one engine call: at most
         ``max_tokens`` tokens, ending before the first stop string (vLLM leaves it out of the text)
         or at the end of the turn; each request seeded with ``seed``, as ``predict`` seeds them."""
-        from . import Generated
-
         if not prompts:
             return []
         ids = [self.chat.encode_prompt(p) for p in prompts]
@@ -323,15 +323,15 @@ class VLLMBackend(ChatBackend):
         self.stats["prompt_tokens"] += sum(len(x) for x in ids)
         return [Generated(o.outputs[0].text, len(o.outputs[0].token_ids)) for o in outputs]
 
-    def predict_calls(self, calls):
+    def predict_calls(self, calls: Sequence[Call]) -> list[list[str]]:
         """Any number of calls (runs of a sweep: their own labels, seeds, temperatures) as ONE
         engine call with per-prompt SamplingParams; each call's shared context is warmed first
         (all warm-ups in one engine call too). Seeded requests make every output the one the
         call gets alone."""
-        requests: list = []
-        params: list = []
-        spans: list = []
-        warm: list = []
+        requests: list[dict[str, list[int]]] = []
+        params: list[Any] = []  # vLLM's SamplingParams, one per request
+        spans: list[tuple[int, int]] = []
+        warm: list[list[int]] = []
         for call in calls:
             if not call.prompts:
                 spans.append((len(requests), len(requests)))
@@ -370,7 +370,7 @@ class VLLMBackend(ChatBackend):
         """Empty the engine's prefix cache (benchmarks: measure a cold call)."""
         self.llm.reset_prefix_cache()
 
-    def prefix_cache_counters(self) -> dict:
+    def prefix_cache_counters(self) -> dict[str, int]:
         """The engine's prefix-cache counters so far: tokens queried and tokens found cached."""
         totals = {"queries": 0, "hits": 0}
         for metric in self.llm.get_metrics():

@@ -21,7 +21,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..errors import UsageError
 
@@ -32,7 +32,7 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def server_command(model_dir: str, port: int, served_name: str, args: dict) -> list[str]:
+def server_command(model_dir: str, port: int, served_name: str, args: dict[str, Any]) -> list[str]:
     """Command line of the server for `engine_args`-style settings."""
     cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
            "--served-model-name", served_name, "--host", "127.0.0.1", "--port", str(port),
@@ -51,7 +51,7 @@ def server_command(model_dir: str, port: int, served_name: str, args: dict) -> l
 class VLLMServer:
     def __init__(self, model_name: str = "smollm2-135m", *, port: Optional[int] = None,
                  kv_cache_memory_bytes: Optional[int] = None, seed: int = 0, log_path: Optional[Path] = None,
-                 dev_mode: bool = False):
+                 dev_mode: bool = False) -> None:
         from .chat import load_chat_tokenizer
         from .vllm_backend import engine_args, engine_model
 
@@ -68,7 +68,7 @@ class VLLMServer:
             args["kv_cache_memory_bytes"] = kv_cache_memory_bytes
         self.command = server_command(args["model"], self.port, model_name, args)
         self.log_path = Path(log_path or tempfile.mkstemp(prefix="icrl-vllm-serve-", suffix=".log")[1])
-        self.proc: Optional[subprocess.Popen] = None
+        self.proc: Optional[subprocess.Popen[bytes]] = None
         # Dev mode adds POST /reset_prefix_cache (benchmarks: a cold cache without a restart).
         self.env = {**os.environ, **({"VLLM_SERVER_DEV_MODE": "1"} if dev_mode else {})}
 
@@ -128,5 +128,5 @@ class VLLMServer:
     def __enter__(self) -> "VLLMServer":
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

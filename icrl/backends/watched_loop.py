@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any, Coroutine, Optional, TypeVar
 
 from ..infra.signals import check, ignore_signals, restore
 from .server_watch import COMPLETION, SilenceWatch
 
+Result = TypeVar("Result")
+
 
 class WatchedLoop:
-    def __init__(self, url: str, watch: SilenceWatch):
+    def __init__(self, url: str, watch: SilenceWatch) -> None:
         self.url, self.watch = url, watch
         self.loop = asyncio.new_event_loop()
 
-    def run(self, coroutine, asking: str = COMPLETION):
+    def run(self, coroutine: Coroutine[Any, Any, Result], asking: str = COMPLETION) -> Result:
         task = self.loop.create_task(coroutine)
         def cancel() -> None:  # from the watch's thread
             self.loop.call_soon_threadsafe(task.cancel)
@@ -45,14 +48,14 @@ class WatchedLoop:
         check()  # a stop that arrived in one of asyncio's callbacks, which swallow it
         return result
 
-    def _cancel(self, task: asyncio.Task) -> None:
+    def _cancel(self, task: asyncio.Task[Any]) -> None:
         """Cancel ``task`` and run the loop until it ends, 1 s at most. A request's task that
         caught the stop keeps it and raises it again as it ends: that is caught here, and the
         loop runs on (a future, not a coroutine, is awaited: one never started would warn)."""
         self.loop.set_exception_handler(lambda loop, context: None)
         ended = self.loop.create_future()
 
-        def end(_=None) -> None:
+        def end(_: object = None) -> None:
             if not ended.done():
                 ended.set_result(None)
 
@@ -67,7 +70,7 @@ class WatchedLoop:
                 continue
         timer.cancel()
 
-    def close(self, last=None) -> None:
+    def close(self, last: Optional[Coroutine[Any, Any, Any]] = None) -> None:
         """Run ``last`` (a coroutine: the client's close) and close the loop, once."""
         if self.loop.is_closed():
             if last is not None:

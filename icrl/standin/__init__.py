@@ -6,8 +6,8 @@ is tested, with no network and no key (docs/backends.md, "Trying a hosted backen
     python -m icrl.standin gemini -- python run_experiment.py --backend gemini ...   # one command
 
 ``STANDINS``: per API, how its stand-in starts and what a run sets to reach it (the
-``--base_url``, the environment variables of the URL and the key). ``start(api, ...)`` starts
-one: ``openai_server.FakeOpenAIServer``, ``anthropic_server.FakeAnthropicServer`` or
+``--base_url``, the environment variables of the URL and the key). ``start_standin(api, ...)``
+starts one: ``openai_server.FakeOpenAIServer``, ``anthropic_server.FakeAnthropicServer`` or
 ``gemini_server.GeminiServer``; ``silent=True`` a server that accepts connections and answers
 nothing (``openai_server.SilentServer``), ``stuck=True`` one that answers its model list or
 lookup and never a completion. The tests use the same classes.
@@ -16,9 +16,13 @@ lookup and never a completion. The tests use the same classes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 from . import anthropic_server, gemini_server, openai_server
+from .http import Served
+
+# A stand-in: one that answers (``Served``), or one that accepts connections and answers nothing.
+StandIn = Union[Served, openai_server.SilentServer]
 
 
 @dataclass(frozen=True)
@@ -29,20 +33,20 @@ class HostedApi:
     url_variable: str  # the environment variable of the URL the backend reads
     key_variable: str  # ... and of the key
     prefix: str  # its models' names start with this (the default price file's models it serves)
-    make: Callable  # (models, port, window, stuck) -> the server (a context manager)
+    make: Callable[[list[str], int, Optional[int], bool], Served]  # (models, port, window, stuck) -> the server
     path: str = ""  # what the base URL has after host:port
 
 
-def _openai(models, port, window, stuck):
+def _openai(models: list[str], port: int, window: Optional[int], stuck: bool) -> Served:
     return openai_server.FakeOpenAIServer("hang" if stuck else "ok", key=OPENAI_KEY, models=models, port=port)
 
 
-def _anthropic(models, port, window, stuck):
+def _anthropic(models: list[str], port: int, window: Optional[int], stuck: bool) -> Served:
     return anthropic_server.FakeAnthropicServer(models=models, port=port, window=window or 200_000,
                                                 fail_all="hang" if stuck else None)
 
 
-def _gemini(models, port, window, stuck):
+def _gemini(models: list[str], port: int, window: Optional[int], stuck: bool) -> Served:
     return gemini_server.GeminiServer("hang" if stuck else "ok", models=models, port=port,
                                       window=window or 1_048_576)
 
@@ -65,9 +69,9 @@ def default_models(api: str) -> list[str]:
     return sorted(name for name in load_prices(None).models if name.startswith(STANDINS[api].prefix))
 
 
-def start(api: str, models: Sequence[str] = (), port: int = 0, window: Optional[int] = None, silent: bool = False,
-          stuck: bool = False):
-    """The stand-in of ``api`` (a context manager: ``with start("gemini") as server: server.base_url``)."""
+def start_standin(api: str, models: Sequence[str] = (), port: int = 0, window: Optional[int] = None,
+                  silent: bool = False, stuck: bool = False) -> StandIn:
+    """The stand-in of ``api`` (a context manager: ``with start_standin("gemini") as server: server.base_url``)."""
     standin = STANDINS[api]
     if silent:
         return _Silent(port, standin.path)
@@ -77,6 +81,6 @@ def start(api: str, models: Sequence[str] = (), port: int = 0, window: Optional[
 class _Silent(openai_server.SilentServer):
     """A server that accepts connections and never answers, at the base URL of its API."""
 
-    def __init__(self, port: int, path: str):
+    def __init__(self, port: int, path: str) -> None:
         super().__init__(port)
         self.base_url = f"http://{openai_server.HOST}:{self.port}{path}"

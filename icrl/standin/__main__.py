@@ -13,10 +13,10 @@ from typing import Optional, Sequence
 
 from ..cli.standin import parse
 from ..errors import UsageError
-from . import STANDINS, start
+from . import STANDINS, StandIn, start_standin
 
 
-def lines(api: str, server, silent: bool, stuck: bool) -> list[str]:
+def lines(api: str, server: StandIn, silent: bool, stuck: bool) -> list[str]:
     """What the stand-in says it is, and what to set to reach it."""
     standin = STANDINS[api]
     how = ("accepts connections and answers nothing" if silent else
@@ -31,7 +31,7 @@ def lines(api: str, server, silent: bool, stuck: bool) -> list[str]:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         args, command = parse(sys.argv[1:] if argv is None else argv)
-        server = start(args.api, args.model, args.port, args.window, args.silent, args.stuck)
+        server = start_standin(args.api, args.model, args.port, args.window, args.silent, args.stuck)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -55,7 +55,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     return 0
 
 
-def _run(command: list, env: dict) -> int:
+def _run(command: list[str], env: dict[str, str]) -> int:
     """Run ``command`` with ``env`` added to the environment; its exit code."""
     try:
         return subprocess.run(command, env={**os.environ, **env}).returncode

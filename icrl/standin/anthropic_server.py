@@ -28,42 +28,45 @@ from __future__ import annotations
 import json
 import threading
 import time
+from email.message import Message
+from typing import Any, Optional, Sequence
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, Served, read_body, send
+from .http import HOST, QuietServer, Reply, Served, routed
 
 MODEL = "claude-standin-1"
 KEY = "sk-ant-standin-SECRET"
 
 
-def _words(value) -> int:
+def _words(value: object) -> int:
     return len(json.dumps(value, ensure_ascii=False).split())
 
 
 class FakeAnthropicServer(Served):
     """``with FakeAnthropicServer(labels) as s: s.base_url`` (http://127.0.0.1:PORT)."""
 
-    def __init__(self, labels=(), fail=(), models=(MODEL,), key=KEY, fail_all=None, delay=0.0, window=200000,
-                 port: int = 0):
+    def __init__(self, labels: Sequence[str] = (), fail: Sequence[str] = (), models: Sequence[str] = (MODEL,),
+                 key: str = KEY, fail_all: Optional[str] = None, delay: float = 0.0, window: Optional[int] = 200000,
+                 port: int = 0) -> None:
         self.labels, self.fail, self.models, self.key = list(labels), list(fail), list(models), key
         self.window = window  # the models' max_input_tokens (None: not said, as older API versions)
         self.delay = delay  # seconds before each answer to /v1/messages
         self.fail_all = fail_all  # a cue answered to every /v1/messages request
-        self.requests: list[tuple[str, dict]] = []
+        self.requests: list[tuple[str, dict[str, Any]]] = []
         self.problems: list[str] = []
         self.cached: set[str] = set()
         self.lock = threading.Lock()
-        self.httpd = QuietServer(_handler(self), port)
+        self.httpd = QuietServer(routed(self.handle), port)
         self.port = self.httpd.port
         self.base_url = f"http://{HOST}:{self.port}"
         self.serve()  # from the start: some tests use it without ``with``
 
     @property
-    def messages(self) -> list[dict]:
+    def messages(self) -> list[dict[str, Any]]:
         return [body for path, body in self.requests if path == "/v1/messages"]
 
     # -- routes ------------------------------------------------------------------------------
-    def handle(self, method: str, path: str, headers, body: dict):
+    def handle(self, method: str, path: str, headers: Message, body: dict[str, Any]) -> Reply:
         with self.lock:
             self.requests.append((path, body))
         if self.key not in (headers.get("x-api-key"), (headers.get("authorization") or "").removeprefix("Bearer ")):
@@ -93,9 +96,10 @@ class FakeAnthropicServer(Served):
             cue = self.fail_all or (self.fail.pop(0) if self.fail else None)
         return self.answer(body, cue)
 
-    def check(self, body: dict, counting: bool = False) -> list[str]:
+    def check(self, body: dict[str, Any], counting: bool = False) -> list[str]:
         """What is wrong with a request's shape (nothing: an empty list)."""
-        out, turns = [], body.get("messages") or []
+        out: list[str] = []
+        turns = body.get("messages") or []
         if "system" in body and not isinstance(body["system"], str):
             out.append("system is not a string")
         if any(t.get("role") not in ("user", "assistant") for t in turns):
@@ -126,7 +130,7 @@ class FakeAnthropicServer(Served):
             out.append("a seed or a temperature (the API version takes neither)")
         return out
 
-    def answer(self, body: dict, cue):
+    def answer(self, body: dict[str, Any], cue: Optional[str]) -> Reply:
         """A message answering a label chosen from the query (or the cue's misbehaviour)."""
         time.sleep(self.delay)
         if cue == "hang":
@@ -140,6 +144,7 @@ class FakeAnthropicServer(Served):
         labels = tools[0]["input_schema"]["properties"]["label"]["enum"] if tools else self.labels
         query = [t for t in body["messages"] if t["role"] == "user"][-1]["content"]
         label = "not-a-label" if cue == "nonlabel" else fake_label(json.dumps(query), labels, None)
+        content: list[dict[str, Any]]
         if cue == "empty":
             content = []
         elif tools:
@@ -152,7 +157,7 @@ class FakeAnthropicServer(Served):
                      "content": content, "stop_reason": "tool_use" if tools else "end_turn",
                      "stop_sequence": None, "usage": self.usage(body)}, {}
 
-    def usage(self, body: dict) -> dict:
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
         """Words as tokens; the prefix up to the breakpoint written to the cache once, read after."""
         turns = body["messages"]
         cut = next((i + 1 for i, t in enumerate(turns) if isinstance(t["content"], list)), 0)
@@ -169,30 +174,11 @@ class FakeAnthropicServer(Served):
                 "cache_creation_input_tokens": 0 if hit else prefix}
 
 
-def _model(name: str, window) -> dict:
+def _model(name: str, window: Optional[int]) -> dict[str, Any]:
     said = {"max_input_tokens": window, "max_tokens": 64000} if window else {}
     return {"type": "model", "id": name, "display_name": name, "created_at": "2025-01-01T00:00:00Z",
             "lifecycle": "active", **said}
 
 
-def _error(kind: str, message: str) -> dict:
+def _error(kind: str, message: str) -> dict[str, Any]:
     return {"type": "error", "error": {"type": kind, "message": message}}
-
-
-def _handler(fake: FakeAnthropicServer):
-    class AnthropicHandler(Quiet):
-        def _answer(self, method: str) -> None:
-            body = read_body(self)
-            if body is None:  # the client went away mid-request (a killed run): nothing to answer
-                return
-            out = fake.handle(method, self.path.split("?")[0], self.headers, body)
-            status, payload, headers = out if len(out) == 3 else (*out, {})
-            send(self, status, payload, headers)
-
-        def do_GET(self):  # http.server's names
-            self._answer("GET")
-
-        def do_POST(self):
-            self._answer("POST")
-
-    return AnthropicHandler

@@ -29,10 +29,10 @@ import json
 import re
 import threading
 import time
-from typing import Optional, Sequence, cast
+from typing import Any, Iterable, Optional, Sequence
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, Served, send
+from .http import HOST, Body, Quiet, QuietServer, Served, send
 
 MODEL = "gemini-1.5-flash-8b"
 KEY = "test-gemini-key-0123456789"
@@ -42,11 +42,11 @@ _PATH = re.compile(r"^/v1beta/models/(?P<model>[^:/?]+)(?::(?P<method>\w+))?")
 _CACHE = re.compile(r"^/v1beta/cachedContents(?:/(?P<id>[^/?]+))?$")
 
 
-def words(contents) -> int:
+def words(contents: Iterable[dict[str, Any]]) -> int:
     return sum(len(part.get("text", "").split()) for turn in contents for part in turn.get("parts", []))
 
 
-def shape_fault(body: dict) -> Optional[str]:
+def shape_fault(body: dict[str, Any]) -> Optional[str]:
     """What differs from the published request shape (None: nothing)."""
     if set(body) != {"contents", "systemInstruction", "safetySettings", "generationConfig"}:
         return f"fields {sorted(body)}"
@@ -78,47 +78,27 @@ def shape_fault(body: dict) -> Optional[str]:
     return None
 
 
-class _State(QuietServer):
-    """The stand-in's settings and what it has seen, on its HTTP server (the handlers read them)."""
-
-    def __init__(self, port: int, settings: dict):
-        super().__init__(_GeminiHandler, port)
-        self.key: str = settings["key"]
-        self.models: list = list(settings["models"])
-        self.mode: str = settings["mode"]
-        self.failures: Optional[int] = settings["failures"]
-        self.window: int = settings["window"]
-        self.delay: float = settings["delay"]
-        self.cache_floor: int = settings["cache_floor"]
-        self.per_word: int = settings["per_word"]
-        self.caches: dict = {}
-        self.created: list = []
-        self.requests: list = []
-        self.counted: list = []
-        self.faults: list = []
-        self.lock = threading.Lock()
-
-
 class _GeminiHandler(Quiet):
-    @property
-    def state(self) -> _State:
-        return cast(_State, self.server)
+    """The routes; ``stand_in``: the stand-in whose settings they read and whose records they keep
+    (each stand-in's own subclass sets it, ``_handler``)."""
 
-    def _send(self, status: int, body) -> None:
+    stand_in: GeminiServer
+
+    def _send(self, status: int, body: Body) -> None:
         send(self, status, body)
 
     def _error(self, status: int, reason: str, message: str) -> None:
         self._send(status, {"error": {"code": status, "message": message, "status": reason}})
 
     def _refused(self) -> bool:
-        if self.headers.get("x-goog-api-key") == self.state.key:
+        if self.headers.get("x-goog-api-key") == self.stand_in.key:
             return False
         self._send(400, {"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
                                    "status": "INVALID_ARGUMENT", "details": [{"reason": "API_KEY_INVALID"}]}})
         return True
 
-    def do_GET(self):
-        server = self.state
+    def do_GET(self) -> None:
+        server = self.stand_in
         if self._refused():
             return
         match = _PATH.match(self.path)
@@ -130,8 +110,8 @@ class _GeminiHandler(Quiet):
         self._send(200, {"name": f"models/{match['model']}", "inputTokenLimit": server.window, "outputTokenLimit": 8192,
                          "supportedGenerationMethods": ["generateContent", "countTokens"]})
 
-    def do_POST(self):
-        server = self.state
+    def do_POST(self) -> None:
+        server = self.stand_in
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
         if self._refused():
             return
@@ -150,8 +130,8 @@ class _GeminiHandler(Quiet):
             number = len(server.requests)
         self._generate(server, body, number)
 
-    def do_DELETE(self):
-        server = self.state
+    def do_DELETE(self) -> None:
+        server = self.stand_in
         if self._refused():
             return
         match = _CACHE.match(self.path)
@@ -161,7 +141,7 @@ class _GeminiHandler(Quiet):
         del server.caches[name]
         self._send(200, {})
 
-    def _create_cache(self, server, body: dict) -> None:
+    def _create_cache(self, server: GeminiServer, body: dict[str, Any]) -> None:
         if set(body) - {"model", "ttl", "contents", "systemInstruction"} or \
                 body.get("model") not in [f"models/{m}" for m in server.models]:
             return self._error(400, "INVALID_ARGUMENT", f"not a cache of {', '.join(server.models)}: {sorted(body)}")
@@ -175,7 +155,7 @@ class _GeminiHandler(Quiet):
             server.caches[name] = body
         self._send(200, {"name": name, "model": body["model"], "usageMetadata": {"totalTokenCount": size}})
 
-    def _generate(self, server, body: dict, number: int) -> None:
+    def _generate(self, server: GeminiServer, body: dict[str, Any], number: int) -> None:
         mode = server.mode
         time.sleep(server.delay)
         cached = 0
@@ -215,39 +195,29 @@ class _GeminiHandler(Quiet):
 
 
 class GeminiServer(Served):
-    """``with GeminiServer() as s: s.base_url`` (http://127.0.0.1:PORT)."""
-
-    httpd: _State
+    """``with GeminiServer() as s: s.base_url`` (http://127.0.0.1:PORT); what it has seen:
+    ``requests`` (generateContent bodies), ``counted`` (countTokens bodies), ``faults``, ``caches``
+    (alive, by name) and ``created`` (every cache's name)."""
 
     def __init__(self, mode: str = "ok", failures: Optional[int] = None, window: int = 1_048_576,
                  delay: float = 0.0, cache_floor: int = 0, per_word: int = 1, key: str = KEY,
                  models: Sequence[str] = (MODEL,), port: int = 0):
-        self.httpd = _State(port, dict(mode=mode, failures=failures, window=window, delay=delay,
-                                       cache_floor=cache_floor, per_word=per_word, key=key, models=models))
+        self.mode, self.failures, self.window, self.delay = mode, failures, window, delay
+        self.cache_floor, self.per_word, self.key, self.models = cache_floor, per_word, key, list(models)
+        self.caches: dict[str, dict[str, Any]] = {}
+        self.created: list[str] = []
+        self.requests: list[dict[str, Any]] = []
+        self.counted: list[dict[str, Any]] = []
+        self.faults: list[str] = []
+        self.lock = threading.Lock()
+        self.httpd = QuietServer(_handler(self), port)
         self.port = self.httpd.port
         self.base_url = f"http://{HOST}:{self.port}"
 
-    @property
-    def models(self) -> list:
-        return self.httpd.models
 
-    @property
-    def requests(self) -> list:
-        return self.httpd.requests
+def _handler(fake: GeminiServer) -> type[_GeminiHandler]:
+    class GeminiHandler(_GeminiHandler):
+        stand_in = fake
 
-    @property
-    def counted(self) -> list:
-        return self.httpd.counted
-
-    @property
-    def faults(self) -> list:
-        return self.httpd.faults
-
-    @property
-    def caches(self) -> dict:
-        return self.httpd.caches
-
-    @property
-    def created(self) -> list:
-        return self.httpd.created
+    return GeminiHandler
 

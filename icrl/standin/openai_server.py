@@ -21,15 +21,16 @@ import random
 import socket
 import threading
 import time
-from typing import Optional, Sequence
+from email.message import Message
+from typing import Any, Optional, Self, Sequence
 
 from ..backends.fake import fake_label
-from .http import HOST, Quiet, QuietServer, Served, read_body, send
+from .http import HOST, QuietServer, Reply, Served, routed
 
 MODEL = "org/fake-model"
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> tuple[int, dict]:
+def _error(status: int, message: str, kind: str = "invalid_request_error") -> tuple[int, dict[str, Any]]:
     return status, {"error": {"message": message, "type": kind}}
 
 
@@ -37,13 +38,13 @@ class FakeOpenAIServer(Served):
     """``with FakeOpenAIServer() as s: s.base_url`` (http://127.0.0.1:PORT/v1)."""
 
     def __init__(self, mode: str = "ok", error_rate: float = 0.2, seed: int = 0, key: Optional[str] = None,
-                 models: Sequence[str] = (MODEL,), port: int = 0):
+                 models: Sequence[str] = (MODEL,), port: int = 0) -> None:
         self.mode, self.error_rate, self.rng, self.key, self.models = mode, error_rate, random.Random(seed), key, \
             list(models)
-        self.injected: dict = {}
-        self.requests: list = []
+        self.injected: dict[int, int] = {}
+        self.requests: list[tuple[str, dict[str, Any]]] = []
         self.lock = threading.Lock()
-        self.httpd = QuietServer(_handler(self), port)
+        self.httpd = QuietServer(routed(self.handle), port)
         self.port = self.httpd.port
         self.base_url = f"http://{HOST}:{self.port}/v1"
 
@@ -56,7 +57,7 @@ class FakeOpenAIServer(Served):
             self.injected[status] = self.injected.get(status, 0) + 1
             return status
 
-    def handle(self, method: str, path: str, headers, body: dict):
+    def handle(self, method: str, path: str, headers: Message, body: dict[str, Any]) -> Reply:
         """(status, body) of one request."""
         if method == "POST":
             with self.lock:
@@ -74,7 +75,7 @@ class FakeOpenAIServer(Served):
             return _error(404, "This is a chat model and not supported in the v1/completions endpoint.")
         return self.complete(body)
 
-    def complete(self, body: dict):
+    def complete(self, body: dict[str, Any]) -> Reply:
         mode = self.mode
         if mode == "hang":
             time.sleep(3600)
@@ -99,39 +100,21 @@ class FakeOpenAIServer(Served):
                                "prompt_tokens_details": {"cached_tokens": 1}}}
 
 
-def _handler(fake: FakeOpenAIServer):
-    class OpenAIHandler(Quiet):
-        def _answer(self, method: str) -> None:
-            body = read_body(self) if method == "POST" else {}
-            if body is None:
-                return
-            status, payload = fake.handle(method, self.path.split("?")[0], self.headers, body)
-            send(self, status, payload)
-
-        def do_GET(self):  # http.server's names
-            self._answer("GET")
-
-        def do_POST(self):
-            self._answer("POST")
-
-    return OpenAIHandler
-
-
 class SilentServer:
     """Accepts connections on 127.0.0.1 and never answers (a hung server)."""
 
-    def __init__(self, port: int = 0):
+    def __init__(self, port: int = 0) -> None:
         self.sock = socket.socket()
         self.sock.bind((HOST, port))
         self.sock.listen(64)
         self.port = self.sock.getsockname()[1]
         self.base_url = f"http://{HOST}:{self.port}/v1"
-        self.conns: list = []
-        self.accepted: list = []  # time.monotonic() of each connection
+        self.conns: list[socket.socket] = []
+        self.accepted: list[float] = []  # time.monotonic() of each connection
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._accept, daemon=True)
 
-    def _accept(self):
+    def _accept(self) -> None:
         self.sock.settimeout(0.2)
         while not self._stop.is_set():
             try:
@@ -141,11 +124,11 @@ class SilentServer:
             except OSError:
                 continue
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         self.thread.start()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self.thread.join(2)
         for c in self.conns:

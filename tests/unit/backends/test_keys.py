@@ -9,7 +9,7 @@ import pytest
 from helpers import TOY_TASK
 
 from icrl.backends.keys import find_key
-from icrl.standin import STANDINS, start
+from icrl.standin import STANDINS, start_standin
 from icrl.standin import anthropic_server, gemini_server
 
 pytest.importorskip("anthropic")
@@ -62,7 +62,7 @@ def test_no_key_is_one_line_naming_the_variable(api, line, tmp_path, capsys):
 def test_a_refused_key_is_one_line_naming_where_it_came_from(api, variable, status, provider, tmp_path, capsys,
                                                             monkeypatch):
     monkeypatch.setenv(variable, WRONG)
-    with start(api, [MODELS[api]]) as server:
+    with start_standin(api, [MODELS[api]]) as server:
         assert run(tmp_path, api, "--base_url", server.base_url) == 2
         line = one_line(capsys)
         assert line.startswith(f"error: the {provider} API at {server.base_url}") and \
@@ -89,7 +89,7 @@ def test_the_window_search_takes_api_key_as_run_experiment_does(api, capsys):
     from icrl.cli.window import main
 
     words = ["--backend", api, "--model_name", MODELS[api], "--task_name", TOY_TASK, "--max_window_tokens", "400"]
-    with start(api, [MODELS[api]]) as server:
+    with start_standin(api, [MODELS[api]]) as server:
         assert main([*words, "--base_url", server.base_url]) == 2
         assert one_line(capsys).startswith(f"error: no {api.capitalize()} API key: set ")
         assert main([*words, "--base_url", server.base_url, "--api_key", STANDINS[api].key]) == 0
@@ -99,7 +99,7 @@ def test_the_window_search_takes_api_key_as_run_experiment_does(api, capsys):
 def test_a_sweep_takes_api_key_for_its_runs(tmp_path, capsys):
     from icrl.sweep.runner import main
 
-    with start("anthropic", [MODELS["anthropic"]]) as server:
+    with start_standin("anthropic", [MODELS["anthropic"]]) as server:
         code = main(["--backend", "anthropic", "--model_name", MODELS["anthropic"], "--base_url", server.base_url,
                      "--api_key", STANDINS["anthropic"].key, "--task_name", TOY_TASK, "--grid",
                      "context_strategy_name=random_unbiased", "--icrl", "--max_context_examples", "2", "--train_k",

@@ -16,7 +16,7 @@ import pytest
 from helpers import REPO, TOY_TASK
 
 from icrl.backends.server_watch import FIRST_ANSWER_S, SilenceWatch, no_first_answer
-from icrl.standin import STANDINS, start
+from icrl.standin import STANDINS, start_standin
 from icrl.standin import anthropic_server, gemini_server
 
 pytest.importorskip("anthropic")
@@ -58,7 +58,7 @@ def test_a_server_that_never_answers_is_given_up_on_within_the_first_answer_boun
     try:
         for case in CASES:
             api, how = case
-            servers[case] = start(api, [MODELS[api]], silent=how == "silent", stuck=how == "stuck").__enter__()
+            servers[case] = start_standin(api, [MODELS[api]], silent=how == "silent", stuck=how == "stuck").__enter__()
             command = [sys.executable, "run_experiment.py", "--backend", api, "--model_name", MODELS[api], *RUN,
                        "--base_url", servers[case].base_url, "--output_dir", str(tmp_path / f"{api}-{how}")]
             procs[case] = subprocess.Popen(command, cwd=REPO, env={**env, "HF_HUB_OFFLINE": "1",

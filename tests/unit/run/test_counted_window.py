@@ -10,7 +10,7 @@ import pytest
 
 from helpers import TOY_TASK
 
-from icrl.standin import STANDINS, anthropic_server, gemini_server, start
+from icrl.standin import STANDINS, anthropic_server, gemini_server, start_standin
 
 pytest.importorskip("anthropic")
 pytest.importorskip("google.genai")
@@ -36,7 +36,7 @@ def run(tmp_path, api, server, size: str, *extra):
               r"tokens, more than the window of 60 tokens the API reports for {model}; lower --max_context_examples"),
 ])
 def test_a_context_the_apis_window_cannot_hold_is_one_line_before_the_run(api, window, size, said, tmp_path, capsys):
-    with start(api, [MODELS[api]], window=window) as server:
+    with start_standin(api, [MODELS[api]], window=window) as server:
         code = run(tmp_path, api, server, size)
         asked = len(server.messages if api == "anthropic" else server.requests)
     err = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
@@ -46,13 +46,13 @@ def test_a_context_the_apis_window_cannot_hold_is_one_line_before_the_run(api, w
 
 
 def test_a_window_given_as_max_model_len_is_named(tmp_path, capsys):
-    with start("gemini", [MODELS["gemini"]]) as server:
+    with start_standin("gemini", [MODELS["gemini"]]) as server:
         assert run(tmp_path, "gemini", server, "4", "--max_model_len", "60") == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "more than the window of 60 tokens of --max_model_len; lower --max_context_examples" in err[-1], err
 
 
 def test_a_context_that_fits_runs(tmp_path, capsys):
-    with start("gemini", [MODELS["gemini"]], window=400) as server:
+    with start_standin("gemini", [MODELS["gemini"]], window=400) as server:
         assert run(tmp_path, "gemini", server, "4") == 0
     assert len(list((tmp_path / "out").rglob("results.json"))) == 1

@@ -11,7 +11,7 @@ import pytest
 
 from helpers import REPO
 
-from icrl.standin import STANDINS, default_models, start
+from icrl.standin import STANDINS, default_models, start_standin
 from icrl.standin.__main__ import main
 
 
@@ -26,7 +26,7 @@ def test_a_command_runs_with_the_standins_url_and_key_set(api, capfd):
 
 
 def test_it_serves_127_0_0_1_only_the_providers_priced_models():
-    with start("anthropic") as server:
+    with start_standin("anthropic") as server:
         assert server.httpd.server_address[0] == "127.0.0.1"
         assert server.models == default_models("anthropic") and "claude-haiku-4-5" in server.models
     assert all(name.startswith("gemini-") for name in default_models("gemini"))
@@ -67,7 +67,7 @@ def test_bad_options_are_one_line(words, said, capsys):
 
 
 def test_a_port_taken_is_one_line(capsys):
-    with start("openai") as server:
+    with start_standin("openai") as server:
         assert main(["openai", "--port", str(server.port)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: cannot listen on 127.0.0.1:{server.port} (Address already in use); give another --port "
@@ -77,7 +77,7 @@ def test_a_port_taken_is_one_line(capsys):
 def test_silent_accepts_and_answers_nothing():
     import socket
 
-    with start("anthropic", silent=True) as server:
+    with start_standin("anthropic", silent=True) as server:
         assert server.base_url == f"http://127.0.0.1:{server.port}"
         with socket.create_connection(("127.0.0.1", server.port), timeout=5) as conn:
             conn.sendall(b"GET /v1/models HTTP/1.1\r\nHost: x\r\n\r\n")

@@ -29,10 +29,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # frames arrive from icrl.analysis.results; run_sweep.py reads the suite below without pandas
+    import pandas as pd
 
 # The suite (the icrl_bench preset runs it): its tasks and seeds.
 BENCH_TASKS = ("banking77", "clinic150", "trec_coarse", "trec_fine")  # nlu: its raw file is often unavailable

@@ -37,6 +37,16 @@ class ArgumentParser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see {self.prog} --help)")
 
 
+def load_plugins(argv) -> None:
+    """The plugins of a script that reads runs or tokenizers (the script loaded them before it
+    imported its command line; ``main(argv)`` alone: here). With plugins, the run configuration is
+    built now, as run_experiment.py builds it: a parameter of theirs that takes a flag of icrl's,
+    or that another part declares, is refused in one line at start."""
+    plugins.load(argv)
+    if plugins.loaded():
+        from .. import config  # noqa: F401 - its import checks every declared parameter's name
+
+
 def add_plugin_flag(parser) -> None:
     """``--plugin FILE_OR_MODULE`` (repeatable): read before the parser is built
     (``icrl.infra.plugins``); the parser only shows it in --help and accepts it."""

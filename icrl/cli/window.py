@@ -10,8 +10,7 @@ from typing import Optional, Sequence
 
 from ..errors import UsageError
 from ..run.window import WINDOW_FRACTION, MaxExamplesResult, search_max_examples
-from ..infra import plugins
-from .parser import ArgumentParser, add_plugin_flag
+from .parser import ArgumentParser, add_plugin_flag, load_plugins
 
 API_COUNTERS = ("gemini", "anthropic")  # backends whose API counts tokens (count_many) for the search
 
@@ -64,10 +63,9 @@ def _short(text: str, limit: int = 200) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.perf_counter()
-    _quiet_transformers()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        plugins.load(argv)
+        load_plugins(argv)
         args = build_parser().parse_args(argv)
         if args.base_url and args.backend not in API_COUNTERS:
             raise UsageError("--base_url is for --backend gemini or anthropic: drop it, or add one of them")
@@ -76,6 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from icrl.tasks import load_task  # the task first: a bad name fails before any tokenizer load
 
         task = load_task(args.task_name, data_dir=args.data_dir)
+        _quiet_transformers()  # once the flags and the task are checked: transformers loads here
         chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling) if args.backend == "local" else \
             _load_api(args.backend, args.model_name, args.base_url, args.max_window_tokens)
         try:

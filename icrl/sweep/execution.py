@@ -8,7 +8,7 @@ import shlex
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..cli import parse_args
+from ..cli.run import parse_args
 from ..cli.validate import WrongAgentSetting
 from ..config import RunConfig
 from ..errors import UsageError

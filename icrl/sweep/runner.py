@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional, Sequence
 
-from ..cli import build_parser as run_parser
+from ..cli.run import build_parser as run_parser
 from ..cli.sweep import SweepOptions, parse_sweep_args
 from ..infra.masking import scrub
 from ..errors import UsageError

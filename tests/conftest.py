@@ -198,12 +198,14 @@ def smollm2():
 @pytest.fixture(scope="session")
 def engine():
     """SmolLM2-135M on the real in-process vLLM engine, float32, started once per session
-    (test_vllm_backend.py, and test_vllm_serve.py for parity with the server)."""
+    (test_vllm_backend.py, and test_vllm_serve.py for parity with the server): its tests are
+    group `vllm` of SHARED, on one xdist worker."""
     from icrl.backends import load_backend, vllm_backend
 
-    # 1 GiB of KV cache (23k tokens), as the test server has, not a run's 4 GiB: each xdist worker
-    # holds its own engine for the whole session, beside a test's `vllm serve` or a run's engine
-    # in a subprocess, and at 4 GiB each the kernel's OOM killer took an engine in CI.
+    # 1 GiB of KV cache (23k tokens), as the test server has, not a run's 4 GiB: the engine is held
+    # for the whole session, beside the `vllm serve` of test_vllm_serve.py, a run's engine in a
+    # subprocess and the other worker's tests (at 4 GiB each, engines and servers on several
+    # workers outgrew this machine's 24 GiB: the kernel's OOM killer took an engine in CI).
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(vllm_backend, "CPU_KV_CACHE_BYTES", 2**30)
         backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default

@@ -8,14 +8,12 @@ See icrl/analysis/figures.py (the paper's method selection: icrl/analysis/runs.p
 
 import sys
 
-from icrl.infra import threads
+from icrl.infra import plugins, threads
+from icrl.infra.diskfull import guard
 
 threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
-
-from icrl.infra.diskfull import guard  # noqa: E402
-from icrl.infra.plugins import start  # noqa: E402
-
-main = start(sys.argv[1:], "icrl.cli.figures:main")  # plugins first: what they register is in --help
+with plugins.start(sys.argv[1:]):  # first: what plugins register is in --help, choices and the run configuration
+    from icrl.cli.figures import main
 
 if __name__ == "__main__":
     sys.exit(guard(main))  # a full disk or read-only folder: one line, exit 2

@@ -16,10 +16,10 @@ for _s, _h in _held.items():
     if _h is not signal.SIG_IGN:
         signal.signal(_s, lambda signum, frame: _stops.append(signum))
 try:
-    from icrl.infra.plugins import start
+    from icrl.infra import plugins
 
-    main = start(sys.argv[1:], "icrl.cli.run:main")  # plugins first: what they register is in --help
-    import icrl.cli  # noqa: F401  (imported by main; held here too)
+    with plugins.start(sys.argv[1:]):  # first: what plugins register is in --help, choices and the run configuration
+        from icrl.cli.run import main
 except KeyboardInterrupt:
     _stops.append(signal.SIGINT)
 if _stops:

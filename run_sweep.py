@@ -8,10 +8,11 @@ from icrl.infra import threads
 threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
 
 try:
+    from icrl.infra import plugins
     from icrl.infra.diskfull import guard
-    from icrl.infra.plugins import start
 
-    main = start(sys.argv[1:], "icrl.sweep.runner:main")  # plugins first: what they register is in --help
+    with plugins.start(sys.argv[1:]):  # first: what plugins register is in --help, choices and the run configuration
+        from icrl.sweep.runner import main
 except KeyboardInterrupt:  # Ctrl-C while Python loads the package: nothing was written yet
     print("interrupted while starting; nothing was written", file=sys.stderr)
     sys.exit(130)

@@ -7,13 +7,11 @@
 
 import sys
 
-from icrl.infra import threads
+from icrl.infra import plugins, threads
 
 threads.apply()  # torch's threads sleep while they wait (icrl/infra/threads.py): before torch loads
-
-from icrl.infra.plugins import start  # noqa: E402
-
-main = start(sys.argv[1:], "icrl.cli.view:main")  # plugins first: what they register is in --help
+with plugins.start(sys.argv[1:]):  # first: what plugins register is in --help, choices and the run configuration
+    from icrl.cli.view import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,6 +9,7 @@ tokenizers of large models (Llama 3.1, Qwen2.5, Phi; seconds each) are marked `t
 same way; `make test-fast` leaves them out too.
 """
 
+import contextlib
 import os
 import functools
 import signal
@@ -45,7 +46,18 @@ TOKENIZER_FIXTURES = {"smollm", "llama", "model", "chat", "qwen_dir"}  # run/tes
 TOKENIZER_TESTS = ("tests/integration/backends/test_chat.py::test_phi_ids",
                    "tests/integration/backends/test_chat.py::test_qwen_has_no",
                    "tests/integration/run/test_window.py::test_cli_bad_input",
-                   "tests/unit/test_task_files.py::test_task_file_runs_through_every_script")
+                   "tests/unit/tasks/test_taskfile.py::test_task_file_runs_through_every_script")
+# What one worker holds for the whole session, and the tests that use it (node id prefixes).
+# Under pytest-xdist each group goes to one worker as a whole (pytest_xdist_make_scheduler
+# below), so the session starts one vLLM engine (the `engine` fixture), one `vllm serve`
+# (test_vllm_serve.py's `server`) and one Ray instance (`ray_address`), not one per worker;
+# every other test is sent on its own, as `--dist load` sends them. A test that uses one of
+# SHARED_FIXTURES outside its group is refused at collection, so that the grouping stays true.
+SHARED = {
+    "vllm": ("tests/vllm_engine/", "tests/unit/sweep/test_runner.py::test_lock_step_on_the_vllm_engine"),
+    "ray": ("tests/integration/sweep/test_ray_launcher.py::", "tests/integration/infra/test_plugins.py::test_a_ray_sweep"),
+}
+SHARED_FIXTURES = {"engine": "vllm", "ray_address": "ray"}
 
 
 def pytest_addoption(parser):
@@ -54,7 +66,42 @@ def pytest_addoption(parser):
                           "or tokenizer): `make test` runs those first, on two workers, then the rest with this")
 
 
+def listed_where_they_are(items) -> None:
+    """Every node id listed above names a test file that exists, and every test that uses a
+    shared fixture is in that fixture's group."""
+    listed = [*MODEL_TESTS, *TOKENIZER_TESTS, *(prefix for group in SHARED.values() for prefix in group)]
+    gone = [nodeid for nodeid in listed if not (REPO / nodeid.split("::")[0]).exists()]
+    if gone:
+        raise pytest.UsageError(f"tests/conftest.py lists tests that are not there (moved?): {', '.join(gone)}")
+    for item in items:
+        for fixture in sorted(set(getattr(item, "fixturenames", ())) & set(SHARED_FIXTURES)):
+            group = SHARED_FIXTURES[fixture]
+            if not item.nodeid.startswith(SHARED[group]):
+                raise pytest.UsageError(f"{item.nodeid} uses the session's `{fixture}`: add it to SHARED[{group!r}] "
+                                        f"in tests/conftest.py, so that it runs on the worker that holds it")
+
+
+def shared_group(nodeid: str):
+    """The SHARED group of a test (None: a test of its own)."""
+    return next((name for name, prefixes in SHARED.items() if nodeid.startswith(prefixes)), None)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N` (xdist's `load` distribution): each SHARED group to one worker, whole; every other
+    test on its own to whichever worker is free. Largest groups first (xdist's loadscope order)."""
+    if config.getoption("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return shared_group(nodeid) or nodeid
+
+    return SharedScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config, items):
+    listed_where_they_are(items)
     for item in items:
         names = set(getattr(item, "fixturenames", ()))
         if names & MODEL_FIXTURES or any(item.nodeid.startswith(test) for test in MODEL_TESTS):
@@ -151,18 +198,68 @@ def smollm2():
 @pytest.fixture(scope="session")
 def engine():
     """SmolLM2-135M on the real in-process vLLM engine, float32, started once per session
-    (test_vllm_backend.py, and test_vllm_serve.py for parity with the server)."""
+    (test_vllm_backend.py, and test_vllm_serve.py for parity with the server): its tests are
+    group `vllm` of SHARED, on one xdist worker."""
     from icrl.backends import load_backend, vllm_backend
 
-    # 1 GiB of KV cache (23k tokens), as the test server has, not a run's 4 GiB: each xdist worker
-    # holds its own engine for the whole session, beside a test's `vllm serve` or a run's engine
-    # in a subprocess, and at 4 GiB each the kernel's OOM killer took an engine in CI.
+    # 1 GiB of KV cache (23k tokens), as the test server has, not a run's 4 GiB: the engine is held
+    # for the whole session, beside the `vllm serve` of test_vllm_serve.py, a run's engine in a
+    # subprocess and the other worker's tests (at 4 GiB each, engines and servers on several
+    # workers outgrew this machine's 24 GiB: the kernel's OOM killer took an engine in CI).
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(vllm_backend, "CPU_KV_CACHE_BYTES", 2**30)
         backend = load_backend("smollm2-135m", backend="vllm", seed=0)  # float32 on the CPU by default
     assert backend.describe()["engine_args"]["kv_cache_memory_bytes"] <= 2**30
     yield backend
     backend.close()
+
+
+# A local Ray instance as run_sweep.py --ray starts one (ray.init()), held until stdin closes.
+RAY_HOLDER = """import sys
+import ray
+
+ray.init(include_dashboard=False, logging_level="ERROR")
+print("address", ray.get_runtime_context().gcs_address, flush=True)
+sys.stdin.read()
+ray.shutdown()
+"""
+
+
+@pytest.fixture(scope="session")
+def ray_address(tmp_path_factory):
+    """HOST:PORT of one local Ray instance for the whole session, for `run_sweep.py --ray
+    --ray_address`: the Ray tests' sweeps join it instead of starting Ray each (seconds to a
+    minute a start on 2 busy cores). Started as run_sweep.py starts its own, in a process of its
+    own session that holds it until the test session ends. Ray protects a local instance with
+    a token (~/.ray/auth_token) and a driver that joins one by address sends it only under
+    RAY_AUTH_MODE=token: set for the session, and so for the sweeps the tests start."""
+    pytest.importorskip("ray")
+    import select
+    import subprocess
+
+    log = tmp_path_factory.mktemp("ray") / "ray.log"
+    patch = pytest.MonkeyPatch()
+    patch.setenv("RAY_AUTH_MODE", "token")
+    with open(log, "w") as err:
+        holder = subprocess.Popen([sys.executable, "-c", RAY_HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=err, text=True, start_new_session=True,
+                                  env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    ready, _, _ = select.select([holder.stdout], [], [], 300)
+    line = holder.stdout.readline() if ready else ""
+    try:
+        if not line.startswith("address "):
+            raise AssertionError(f"Ray did not start ({log}): {log.read_text()[-2000:]}")
+        yield line.split()[1]
+    finally:
+        patch.undo()
+        holder.stdin.close()
+        try:
+            holder.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(holder.pid, signal.SIGKILL)  # what Ray left in the holder's process group
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Optional, Sequence, TypedDict, Union
 
 import numpy as np
-import pandas as pd
+
+if TYPE_CHECKING:  # frames arrive from icrl.analysis.results; run_sweep.py reads the suite below without pandas
+    import pandas as pd
 
 if TYPE_CHECKING:
     from .results import Results

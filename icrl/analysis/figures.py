@@ -47,13 +47,13 @@ same verdicts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
 from ..errors import UsageError
 from ..records import write_atomic
 from ..run import edge
+from .figure_options import FigureOptions, check_options
 from .figure_registry import BUILT_IN, FIGURES as REGISTERED, Draw
 from .figures_ablation import ABLATIONS, fig_ablation
 from .figures_base import STYLE, Context, _save
@@ -62,7 +62,6 @@ from .figures_failures import fig_failures
 from .figures_methods import fig_main_results, fig_regret, fig_train_accuracy
 from .diagnostics import write_diagnostics
 from .results import Results
-from .runs import DEFAULT_EXPLORATIVE_P_KEEP
 
 
 _OWN: list[tuple[str, Draw]] = [
@@ -84,34 +83,11 @@ def figures() -> list[tuple[str, Draw]]:
             for name, draw in REGISTERED.items()]
 
 
-@dataclass(frozen=True)
-class FigureOptions:
-    """What run_draw_plots.py draws (its flags, ``icrl.cli.figures``)."""
-
-    data_dir: str = "data"
-    out_dir: str = "plots"
-    filter: tuple[str, ...] = ()
-    smooth: int = 50
-    explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP
-    other_runs: bool = False
-    only: tuple[str, ...] = ()
-
-
 def draw(args: FigureOptions) -> int:
     import matplotlib
 
-    if args.smooth < 1:
-        raise UsageError(f"--smooth must be a window of at least 1 step, got {args.smooth}")
-    if not 0 < args.explorative_p_keep <= 1:
-        raise UsageError(f"--explorative_p_keep must be in (0, 1], got {args.explorative_p_keep}")
-    names = list(REGISTERED.names())
-    unknown = [n for n in args.only if n not in names]
-    if unknown:
-        raise UsageError(f"unknown --only {unknown[0]!r}; choose from: {', '.join(names)}")
+    check_options(args)
     out_dir = Path(args.out_dir)
-    blocked = next((p for p in (out_dir, *out_dir.parents) if p.exists() and not p.is_dir()), None)
-    if blocked is not None:
-        raise UsageError(f"--out_dir {args.out_dir!r} cannot be a folder of figures: {str(blocked)!r} is a file")
     results = Results(args.data_dir, args.filter, args.explorative_p_keep)
     for note in results.notes:
         print(f"note: {note}")

@@ -24,7 +24,7 @@ from ..method.strategies import STRATEGIES, split_name
 from ..records.summary import summarize
 from ..run.readback import CheckedRun
 from .token_cache import count_columns
-from .verdict import PAPER_METHODS
+from .verdict import DEFAULT_EXPLORATIVE_P_KEEP, PAPER_METHODS
 
 # config.json "args" name -> column name
 # config.json "args" name -> column name (the fields with a "column" role, in column order)
@@ -48,7 +48,6 @@ INTEGER_COLUMNS = ("max_context_examples", "max_contexts", "exemplars_per_label"
 # The paper's methods (Monea et al. 2024), in legend order.
 METHODS = PAPER_METHODS
 BASELINES = ("zero-shot", "ICL")
-DEFAULT_EXPLORATIVE_P_KEEP = 0.1
 
 
 def method_of(mode: str, strategy: str, p_keep: float, explorative_p_keep: float = DEFAULT_EXPLORATIVE_P_KEEP) -> str:

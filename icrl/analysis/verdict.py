@@ -45,6 +45,9 @@ def compare(accuracy: float, n: int, reference: float, n_reference: int) -> str:
 
 # The paper's methods (Monea et al. 2024), in legend order (icrl.analysis.runs.METHODS).
 PAPER_METHODS = ("naive", "naive+", "explorative", "approximate")
+# The p_keep of random_unbiased_only_positive that names a run explorative ICRL (run_draw_plots.py
+# --explorative_p_keep; here, in a module without pandas, for the script's parser).
+DEFAULT_EXPLORATIVE_P_KEEP = 0.1
 
 
 def headline_of(method: str, outcome: str) -> str:

@@ -1,20 +1,19 @@
 """run_draw_plots.py's command line: figures and summary tables of the runs under --data_dir
-(:mod:`icrl.analysis.figures` draws them)."""
+(:mod:`icrl.analysis.figures` draws them, imported once the flags are checked: a refusal comes
+before pandas and matplotlib load)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Optional, Sequence
 
+from ..analysis.figure_options import FigureOptions, check_options
 from ..analysis.figure_registry import FIGURES
-from ..analysis.figures import FigureOptions, draw
-from ..analysis.runs import DEFAULT_EXPLORATIVE_P_KEEP
+from ..analysis.verdict import DEFAULT_EXPLORATIVE_P_KEEP
 from ..errors import UsageError
-from ..infra import plugins
-from .parser import ArgumentParser, add_plugin_flag
-from .report import check_listable
+from .parser import ArgumentParser, add_plugin_flag, load_plugins
+from .report import check_data_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,12 +44,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        plugins.load(argv)
+        load_plugins(argv)
         args = vars(build_parser().parse_args(argv))
         del args["plugin"]  # loaded above
-        if Path(args["data_dir"]).is_dir():
-            check_listable(Path(args["data_dir"]))  # not "no runs" for a folder that cannot be listed
-        return draw(FigureOptions(**{**args, "filter": tuple(args["filter"]), "only": tuple(args["only"])}))
+        options = FigureOptions(**{**args, "filter": tuple(args["filter"]), "only": tuple(args["only"])})
+        check_options(options)
+        check_data_dir(options.data_dir)  # not "no runs" for a folder that cannot be listed
+        from ..analysis.figures import draw  # pandas and matplotlib: only now
+
+        return draw(options)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -3,7 +3,7 @@
 set it (a sweep's runs)."""
 
 import argparse
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Sequence
 
 from ..errors import UsageError
 from ..infra import plugins
@@ -36,6 +36,16 @@ class ArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def load_plugins(argv: Sequence[str]) -> None:
+    """The plugins of a script that reads runs or tokenizers (the script loaded them before it
+    imported its command line; ``main(argv)`` alone: here). With plugins, the run configuration is
+    built now, as run_experiment.py builds it: a parameter of theirs that takes a flag of icrl's,
+    or that another part declares, is refused in one line at start."""
+    plugins.load(argv)
+    if plugins.loaded():
+        from .. import config  # noqa: F401 - its import checks every declared parameter's name
 
 
 def add_plugin_flag(parser: argparse._ActionsContainer) -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from ..infra import plugins
-from .parser import ArgumentParser, add_plugin_flag
+from .parser import ArgumentParser, add_plugin_flag, load_plugins
 from .view import file_size
 
 DEFAULT_NAME = "report.html"
@@ -38,11 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ..report.page import write_report
-
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        plugins.load(argv)
+        load_plugins(argv)
         args = build_parser().parse_args(argv)
         data_dir = Path(args.data_dir)
         if not data_dir.is_dir():
@@ -50,6 +47,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         check_listable(data_dir)
         out = Path(args.out) if args.out else data_dir / DEFAULT_NAME
         tic = time.perf_counter()
+        from ..report.page import write_report  # pandas: only once the flags are checked
+
         path, data = write_report(data_dir, out, tuple(args.filter), viewers=args.viewers)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -72,3 +71,11 @@ def check_listable(folder: Path) -> None:
     except OSError as exc:
         raise UsageError(f"cannot read the folder {str(folder)!r} ({exc.strerror or type(exc).__name__}): give "
                          f"yourself read access to it (chmod u+rx), or pass a folder you can read") from None
+
+
+def check_data_dir(value: str) -> None:
+    """--data_dir of run_draw_plots.py and run_count_tokens.py: a folder that exists and can be
+    listed, checked before the libraries that read the runs load."""
+    if not Path(value).is_dir():
+        raise UsageError(f"--data_dir {value!r} is not a directory")
+    check_listable(Path(value))

@@ -1,4 +1,5 @@
-"""run_count_tokens.py's command line (the counting: :mod:`icrl.analysis.tokens`)."""
+"""run_count_tokens.py's command line (the counting: :mod:`icrl.analysis.tokens`, imported once the
+flags are checked: a refusal comes before pandas loads)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ import argparse
 import sys
 from typing import Optional, Sequence
 
-from ..analysis.tokens import CountOptions, count_tokens
 from ..errors import UsageError
-from ..infra import plugins
-from .parser import ArgumentParser, add_plugin_flag
+from .parser import ArgumentParser, add_plugin_flag, load_plugins
+from .report import check_data_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,13 +43,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        plugins.load(argv)
+        load_plugins(argv)
         args = build_parser().parse_args(argv)
         del args.plugin  # loaded above
         if args.verify < 0:
             raise UsageError(f"--verify must be >= 0, got {args.verify}")
         if not 0 < args.explorative_p_keep <= 1:  # nan and inf too
             raise UsageError(f"--explorative_p_keep must be in (0, 1], got {args.explorative_p_keep}")
+        check_data_dir(args.data_dir)
+        from ..analysis.tokens import CountOptions, count_tokens  # pandas: only now
+
         return count_tokens(CountOptions(**{**vars(args), "model": tuple(args.model), "task": tuple(args.task),
                                             "strategy": tuple(args.strategy)}))
     except UsageError as exc:

@@ -112,12 +112,13 @@ def unread_backend_options(values: Mapping[str, Any], spelled: Optional[Mapping[
     with ``--backend vllm``): accepted, so a command meant for another machine's backend still
     runs (the vLLM options are checked whatever the backend), and said. A learner loads no
     backend of its own: nothing to say."""
-    if is_learner(values["agent"]):
+    given = [option for option in BACKEND_ONLY if values[option] != default_of(option)]
+    if is_learner(values["agent"]) or not given:
         return ()
-    backend = resolve_backend_name(values["backend"])
+    backend = resolve_backend_name(values["backend"])  # "auto" asks torch for a GPU: only when it matters
     warnings = []
-    for option in BACKEND_ONLY:
-        if values[option] != default_of(option) and not takes_option(backend, option):
+    for option in given:
+        if not takes_option(backend, option):
             readers = [name for name in BACKEND_CHOICES if name != "auto" and takes_option(name, option)]
             chosen = f"--backend {backend}" + (" (auto)" if values["backend"] == "auto" else "")
             names = " and ".join(readers) if len(readers) < 3 else f"{', '.join(readers[:-1])} and {readers[-1]}"

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from ..infra import plugins
-from .parser import ArgumentParser, add_plugin_flag
+from .parser import ArgumentParser, add_plugin_flag, load_plugins
 
 DEFAULT_NAME = "viewer.html"
 
@@ -36,17 +35,17 @@ def file_size(size: int) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    from ..viewer.page import write_page
-
     data_dir, argv = None, sys.argv[1:] if argv is None else list(argv)
     try:
-        plugins.load(argv)
+        load_plugins(argv)
         args = build_parser().parse_args(argv)
         data_dir = Path(args.data_dir)
         if not data_dir.is_dir():
             raise UsageError(f"{str(data_dir)!r} is not a readable folder: "
                              "pass a run folder or a folder that holds runs")
         out = Path(args.out) if args.out else data_dir / DEFAULT_NAME
+        from ..viewer.page import write_page  # pandas: only once the flags are checked
+
         path, data = write_page(data_dir, out)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

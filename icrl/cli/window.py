@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 from ..errors import UsageError
 from ..run.window import WINDOW_FRACTION, MaxExamplesResult, search_max_examples
-from ..infra import plugins
 from ..infra.masking import register, scrub
-from .parser import ArgumentParser, add_plugin_flag
+from .parser import ArgumentParser, add_plugin_flag, load_plugins
 
 if TYPE_CHECKING:
     from ..backends import Backend
@@ -73,10 +72,9 @@ def _short(text: str, limit: int = 200) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.perf_counter()
-    _quiet_transformers()
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        plugins.load(argv)
+        load_plugins(argv)
         args = build_parser().parse_args(argv)
         register(args.api_key)  # never shown
         for flag in ("base_url", "api_key"):
@@ -87,6 +85,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from icrl.tasks import load_task  # the task first: a bad name fails before any tokenizer load
 
         task = load_task(args.task_name, data_dir=args.data_dir)
+        _quiet_transformers()  # once the flags and the task are checked: transformers loads here
         chat = _load_chat(args.model_name, args.hf_token, args.rope_scaling) if args.backend == "local" else \
             _load_api(args.backend, args.model_name, args.base_url, args.max_window_tokens, args.api_key)
         try:

@@ -9,15 +9,16 @@ Three ways in, read in this order, each plugin loaded once per process:
 - installed packages: the entry points of the group ``icrl.plugins`` (a module, or
   ``module:attribute``, whose module is imported).
 
-``start(argv, "module:main")`` is what a script calls first: it loads the plugins, then
-imports the script's command line (whose parser, choices and validation then know what the
-plugins registered), and says bad input in one line, exit 2, before anything is written. A
-plugin must be loaded before ``icrl.config`` builds the run configuration from the declared
-parameters: ``load`` refuses one that comes later.
+``with start(argv):`` is a script's first step, around the import of its command line (whose
+parser, choices and validation then know what the plugins registered): it loads the plugins
+and says bad input in one line, exit 2, before anything is written. A plugin must be loaded
+before ``icrl.config`` builds the run configuration from the declared parameters: ``load``
+refuses one that comes later.
 
 Each plugin is a :class:`Plugin`: its module name, its source (the file, or the package's
 folder) and the sha256 of that source. Every registry asks :func:`registered` whose a name
-is (the plugin being imported, or None: icrl itself), so a plugin that registers nothing and
+is (the plugin being imported, or None: icrl itself, also for icrl's own modules that a
+plugin's ``from icrl.plugin import ...`` imports first), so a plugin that registers nothing and
 a name registered twice are refused naming both owners; ``check_recorded`` refuses records
 made with a plugin that is missing or changed; ``culprit`` finds the plugin an error came from.
 What a plugin's code raises is its own (``said``: in one line), a SystemExit or a
@@ -27,6 +28,7 @@ KeyboardInterrupt it raised itself included, unless it is a stop a signal asked 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.metadata
@@ -37,7 +39,8 @@ import sys
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from types import FrameType
+from typing import Callable, Iterator, Mapping, Optional, Sequence, Union
 
 from ..errors import UsageError
 from . import signals
@@ -78,8 +81,22 @@ _ICRL = Path(__file__).resolve().parents[1]  # icrl's own code
 
 # -- who registers ---------------------------------------------------------------------------------
 def current() -> Optional[Plugin]:
-    """The plugin being imported now (None: icrl itself)."""
-    return _importing[-1] if _importing else None
+    """The plugin being imported now (None: icrl itself). A module of icrl's own whose import
+    the plugin's import started (``from icrl.plugin import ...`` imports icrl's strategies,
+    rewards, figures and backends) registers its parts as icrl's: the module whose top-level
+    code is running says whose they are."""
+    if not _importing:
+        return None
+    running = _running_module()
+    return None if running == BUILT_IN or running.startswith(BUILT_IN + ".") else _importing[-1]
+
+
+def _running_module() -> str:
+    """The name of the innermost module whose top-level code is running (the one being imported)."""
+    frame: Optional[FrameType] = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name != "<module>":
+        frame = frame.f_back
+    return str(frame.f_globals.get("__name__", "")) if frame is not None else ""
 
 
 def registered(what: str, undo: Callable[[], None]) -> Optional[Plugin]:
@@ -268,7 +285,6 @@ def load_one(spec: str, given: str = FLAG) -> Optional[Plugin]:
     if "icrl.config" in sys.modules:
         raise UsageError(f"{plugin.label} comes after the run configuration was built: give it to the script "
                          f"({FLAG} or {ENV}), which loads plugins before anything else")
-    importlib.import_module("icrl.plugin")  # icrl's own parts first: they are icrl's, not the plugin's
     _importing.append(plugin)
     arrived = signals.arrivals()
     try:
@@ -303,14 +319,16 @@ def unload(plugin: Plugin) -> None:
     _loaded.pop(plugin.source, None)
 
 
-def start(argv: Sequence[str], target: str) -> Callable[..., Any]:
-    """A script's first step: load the plugins, then import ``target`` ("module:function", the
-    script's ``main``) and return it; bad input is one line on stderr and exit code 2."""
-    module_name, _, attribute = target.partition(":")
+@contextlib.contextmanager
+def start(argv: Sequence[str]) -> Iterator[None]:
+    """A script's first step, around the import of its command line: load the plugins, then run
+    the block (``from icrl.cli.figures import main``), whose import of ``icrl.config`` builds the
+    run configuration with what they registered. A bad plugin, or a parameter of one that
+    collides with a flag, is one line on stderr and exit code 2."""
     signals.count_interrupts()  # a Ctrl-C is told from a KeyboardInterrupt a plugin raises itself
     try:
         load(argv)
-        return getattr(importlib.import_module(module_name), attribute)
+        yield
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

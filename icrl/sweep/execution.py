@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Callable, Hashable, Optional, Protocol, Sequence
 
 from ..backends import Backend
-from ..cli import parse_args
+from ..cli.run import parse_args
 from ..cli.validate import WrongAgentSetting
 from ..config import RunConfig
 from ..errors import UsageError

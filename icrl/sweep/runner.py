@@ -18,8 +18,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
-from ..cli import build_parser as run_parser
 from ..cli.parser import ArgumentParser
+from ..cli.run import build_parser as run_parser
 from ..cli.sweep import SweepOptions, parse_sweep_args
 from ..infra.masking import scrub
 from ..errors import UsageError

@@ -2,7 +2,9 @@
 2 workers with Ray workers killed and the driver killed once and restarted, and a sweep of 3 runs
 against a stand-in server that fails a fifth of its requests; both end with the records of the
 same sweep run quietly, every run folder and line once. Starts Ray twice (about 20 s each on a
-busy machine)."""
+busy machine), not the session's Ray of tests/conftest.py: the study kills the driver and with
+it the Ray instance the driver started (run_sweep.py --ray without an address, the path no other
+test takes), and finds the workers to kill in the driver's session."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@ import json
 import pytest
 
 from icrl import config
-from icrl.cli import build_parser, flags, parse_args, validate
+from icrl.cli import build_parser, flags, parse_args
+from icrl.cli.validate import validate
 from icrl.config import RunConfig, RunOptions, RunSpec, Secrets
 from icrl.errors import UsageError
 from icrl.method import declared_params

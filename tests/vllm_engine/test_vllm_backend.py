@@ -2,8 +2,9 @@
 
 Marked `vllm` and skipped where vLLM is not installed (`make setup-vllm` installs the CPU
 engine; CI does). One engine is started for the whole session (the `engine` fixture in
-conftest.py, shared with test_vllm_serve.py); the end-to-end test starts two more in
-subprocesses (a run that is killed, and its resumption).
+conftest.py, shared with test_vllm_serve.py, all on one xdist worker). Two tests start one more
+each, in a subprocess, because that engine is what they test: run_experiment.py's own engine,
+killed mid-run (the rerun resumes on the session's engine), and an engine that cannot start.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The openai backend against a real `vllm serve` (CPU engine, SmolLM2-135M, float32).
 
-Marked `vllm` and skipped where vLLM is not installed. One server for the module, started on
-127.0.0.1 and a free port, waited for on /health and stopped (its whole process group) at the
-end; the last test kills it mid-run and starts it again. Parity is checked against the
-in-process engine of conftest.py (the same engine settings).
+Marked `vllm` and skipped where vLLM is not installed. One server for the session (this module
+runs on one xdist worker: group `vllm` of tests/conftest.py's SHARED), started on 127.0.0.1 and a
+free port, waited for on /health and stopped (its whole process group) at the end; the
+kill-and-resume test kills it mid-run and starts it again, cold (what it tests). Parity is
+checked against the in-process engine of conftest.py (the same engine settings).
 """
 
 from __future__ import annotations
@@ -35,9 +36,9 @@ REPO = Path(__file__).resolve().parents[2]
 def server(tmp_path_factory):
     from icrl.backends.vllm_serve import VLLMServer
 
-    # 1 GiB of KV cache (23k tokens), not the 4 GiB of a run: each xdist worker that runs a test of
-    # this file starts its own server beside its in-process engine, and two servers and two
-    # engines of 4 GiB each outgrew this machine's 24 GiB (the kernel killed an engine).
+    # 1 GiB of KV cache (23k tokens), not the 4 GiB of a run: the server runs beside the session's
+    # in-process engine and a run's engine in a subprocess (two servers and two engines of 4 GiB
+    # each outgrew this machine's 24 GiB: the kernel killed an engine).
     srv = VLLMServer("smollm2-135m", kv_cache_memory_bytes=2**30,
                      log_path=tmp_path_factory.mktemp("serve") / "vllm-serve.log")
     srv.start()

@@ -213,11 +213,11 @@ def test_a_sweep_runs_a_plugins_grid(tmp_path):
     assert run_records(every3) == run_records(run_dir(tmp_path / "alone"))
 
 
-def test_a_ray_sweep_loads_the_plugin_in_its_workers(tmp_path):
-    pytest.importorskip("ray")
+def test_a_ray_sweep_loads_the_plugin_in_its_workers(tmp_path, ray_address):
     grid = ["--plugin", EXAMPLE, "--grid", "every=2,3", *EXAMPLE_RUN[:-6], "--context_strategy_name", "every_other",
             "--reward", "same_first_letter"]
-    on_ray = script("run_sweep.py", *grid, "--output_dir", tmp_path / "ray", "--ray", "--ray_workers", "2")
+    on_ray = script("run_sweep.py", *grid, "--output_dir", tmp_path / "ray", "--ray", "--ray_address", ray_address,
+                    "--ray_workers", "2")
     assert on_ray.returncode == 0, on_ray.stderr
     here = script("run_sweep.py", *grid, "--output_dir", tmp_path / "here")
     assert here.returncode == 0, here.stderr

@@ -1,6 +1,8 @@
 """run_sweep.py --ray on a local Ray instance (CPU): the records of a Ray sweep are those of the
 same sweep without Ray, also when a worker is killed mid-run; bad input is one line, exit 2,
-nothing written. Each test starts Ray (about 5 s) in a run_sweep.py subprocess."""
+nothing written. The sweeps join the session's one Ray instance (`ray_address`, tests/conftest.py)
+with --ray_address, as a sweep joins a cluster; run_sweep.py --ray starting Ray itself is
+bench/chaos.py's test (tests/bench/test_chaos.py)."""
 
 from __future__ import annotations
 
@@ -67,13 +69,15 @@ def same_records(a: Path, b: Path) -> None:
         assert run_records(ours[rel], args=True) == run_records(theirs[rel], args=True), rel
 
 
-def test_ray_sweep_writes_the_records_of_the_sweep_without_ray_also_after_a_worker_dies(data_dir, tmp_path):
+def test_ray_sweep_writes_the_records_of_the_sweep_without_ray_also_after_a_worker_dies(data_dir, tmp_path,
+                                                                                       ray_address):
     common = [*GRID, "--model_name", "smollm2-135m", "--backend", "fake", *TINY]
     code, out, err = finish(sweep([*common, "--output_dir", str(tmp_path / "local")], data_dir))
     assert code == 0, err
 
     # A slow fake model so that a worker can be killed mid-run; 2 workers, 2 runs each.
-    proc = sweep([*common, "--ray", "--ray_workers", "2", "--output_dir", str(tmp_path / "ray"), "--name", "r"],
+    ray = ["--ray", "--ray_address", ray_address, "--ray_workers", "2"]
+    proc = sweep([*common, *ray, "--output_dir", str(tmp_path / "ray"), "--name", "r"],
                  data_dir, env={"ICRL_FAKE_DELAY_S": "0.3"})
     killed = kill_a_worker(tmp_path / "ray", proc.pid)
     code, out, err = finish(proc)
@@ -84,21 +88,21 @@ def test_ray_sweep_writes_the_records_of_the_sweep_without_ray_also_after_a_work
     assert killed not in {json.loads(p.read_text() or "{}").get("pid") for p in (tmp_path / "ray").rglob(".lock")}
 
     # A second launch of the same sweep: every run already finished, no worker started.
-    code, out, err = finish(sweep([*common, "--ray", "--ray_workers", "2", "--output_dir", str(tmp_path / "ray"),
-                                   "--name", "r"], data_dir))
+    code, out, err = finish(sweep([*common, *ray, "--output_dir", str(tmp_path / "ray"), "--name", "r"], data_dir))
     assert code == 0, err
     assert out.count("already finished") == 4 and "Ray:" not in out
     same_records(tmp_path / "ray", tmp_path / "local")
 
 
-def test_ray_sweep_on_smollm2_writes_the_records_of_the_sweep_without_ray(data_dir, tmp_path):
+def test_ray_sweep_on_smollm2_writes_the_records_of_the_sweep_without_ray(data_dir, tmp_path, ray_address):
     """The real model (two workers, each loading SmolLM2 once), one killed mid-run."""
     common = ["--grid", "context_strategy_name=random_unbiased,random_unbiased_only_positive",
               "--grid", "seed+training_seed=100,101", "--model_name", "smollm2-135m", "--backend", "transformers",
               *TINY]
     code, _, err = finish(sweep([*common, "--output_dir", str(tmp_path / "local")], data_dir), timeout=600)
     assert code == 0, err
-    proc = sweep([*common, "--ray", "--ray_workers", "2", "--output_dir", str(tmp_path / "ray")], data_dir)
+    proc = sweep([*common, "--ray", "--ray_address", ray_address, "--ray_workers", "2", "--output_dir",
+                  str(tmp_path / "ray")], data_dir)
     kill_a_worker(tmp_path / "ray", proc.pid, timeout=300)
     code, out, err = finish(proc, timeout=600)
     assert code == 0, err
@@ -117,7 +121,7 @@ def _bad(argv, data_dir, tmp_path, alone: bool = False) -> str:
     return lines[0]
 
 
-def test_bad_ray_input_is_one_line_exit_2_and_writes_nothing(data_dir, tmp_path):
+def test_bad_ray_input_is_one_line_exit_2_and_writes_nothing(data_dir, tmp_path, ray_address):
     fake = ["--model_name", "smollm2-135m", "--backend", "fake", *TINY, "--grid", "seed+training_seed=100,101",
             "--context_strategy_name", "random_unbiased"]
     with_free_port = __import__("socket").socket()
@@ -126,7 +130,8 @@ def test_bad_ray_input_is_one_line_exit_2_and_writes_nothing(data_dir, tmp_path)
     with_free_port.close()  # nothing listens there now
     line = _bad([*fake, "--ray_address", f"127.0.0.1:{port}"], data_dir, tmp_path)
     assert "nothing answers there" in line
-    line = _bad([*fake, "--ray_workers", "1", "--ray_gpus_per_worker", "1"], data_dir, tmp_path, alone=True)
+    line = _bad([*fake, "--ray_address", ray_address, "--ray_workers", "1", "--ray_gpus_per_worker", "1"], data_dir,
+                tmp_path, alone=True)
     assert "1 GPUs, but the Ray cluster has 0" in line
     # Weights that cannot load (a damaged weights file): said before any run starts.
     tokenizer_only = tmp_path / "damaged-weights"
@@ -142,5 +147,6 @@ def test_bad_ray_input_is_one_line_exit_2_and_writes_nothing(data_dir, tmp_path)
             (tokenizer_only / name).write_bytes((source / name).read_bytes())
     (tokenizer_only / "model.safetensors").write_bytes(b"not a safetensors file")
     line = _bad(["--model_name", str(tokenizer_only), "--backend", "transformers", *TINY, "--context_strategy_name",
-                 "random_unbiased", "--seed", "1", "--training_seed", "1", "--ray_workers", "1"], data_dir, tmp_path)
+                 "random_unbiased", "--seed", "1", "--training_seed", "1", "--ray_address", ray_address, "--ray_workers",
+                 "1"], data_dir, tmp_path)
     assert "a Ray worker could not load the model" in line

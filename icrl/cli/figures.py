@@ -12,7 +12,7 @@ from ..analysis.figure_options import FigureOptions, check_options
 from ..analysis.figure_registry import FIGURES
 from ..analysis.verdict import DEFAULT_EXPLORATIVE_P_KEEP
 from ..errors import UsageError
-from .parser import ArgumentParser, add_plugin_flag, load_plugins
+from .parser import ArgumentParser, add_plugin_flag, parse_flags
 from .report import check_data_dir
 
 
@@ -42,11 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        load_plugins(argv)
-        args = vars(build_parser().parse_args(argv))
-        del args["plugin"]  # loaded above
+        args = vars(parse_flags(build_parser, argv))
         options = FigureOptions(**{**args, "filter": tuple(args["filter"]), "only": tuple(args["only"])})
         check_options(options)
         check_data_dir(options.data_dir)  # not "no runs" for a folder that cannot be listed

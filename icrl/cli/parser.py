@@ -3,7 +3,8 @@
 set it (a sweep's runs)."""
 
 import argparse
-from typing import Any, NoReturn, Sequence
+import sys
+from typing import Any, Callable, NoReturn, Optional, Sequence
 
 from ..errors import UsageError
 from ..infra import plugins
@@ -46,6 +47,17 @@ def load_plugins(argv: Sequence[str]) -> None:
     plugins.load(argv)
     if plugins.loaded():
         from .. import config  # noqa: F401 - its import checks every declared parameter's name
+
+
+def parse_flags(build: Callable[[], argparse.ArgumentParser], argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    """``argv`` (``sys.argv[1:]`` when None) parsed by the parser ``build()`` makes, once the
+    plugins it names are loaded (``load_plugins``): the flags of a script that reads runs or
+    tokenizers, ``--plugin`` left out (loaded already). Bad flags: a one-line UsageError."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    load_plugins(argv)
+    args = build().parse_args(argv)
+    del args.plugin
+    return args
 
 
 def add_plugin_flag(parser: argparse._ActionsContainer) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from .parser import ArgumentParser, add_plugin_flag, load_plugins
+from .parser import ArgumentParser, add_plugin_flag, parse_flags
 from .view import file_size
 
 DEFAULT_NAME = "report.html"
@@ -37,10 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        load_plugins(argv)
-        args = build_parser().parse_args(argv)
+        args = parse_flags(build_parser, argv)
         data_dir = Path(args.data_dir)
         if not data_dir.is_dir():
             raise UsageError(f"{str(data_dir)!r} is not a readable folder: pass the folder that holds the runs")

@@ -8,7 +8,7 @@ import sys
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from .parser import ArgumentParser, add_plugin_flag, load_plugins
+from .parser import ArgumentParser, add_plugin_flag, parse_flags
 from .report import check_data_dir
 
 
@@ -41,11 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        load_plugins(argv)
-        args = build_parser().parse_args(argv)
-        del args.plugin  # loaded above
+        args = parse_flags(build_parser, argv)
         if args.verify < 0:
             raise UsageError(f"--verify must be >= 0, got {args.verify}")
         if not 0 < args.explorative_p_keep <= 1:  # nan and inf too

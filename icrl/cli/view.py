@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from ..errors import UsageError
-from .parser import ArgumentParser, add_plugin_flag, load_plugins
+from .parser import ArgumentParser, add_plugin_flag, parse_flags
 
 DEFAULT_NAME = "viewer.html"
 
@@ -35,10 +35,9 @@ def file_size(size: int) -> str:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    data_dir, argv = None, sys.argv[1:] if argv is None else list(argv)
+    data_dir = None
     try:
-        load_plugins(argv)
-        args = build_parser().parse_args(argv)
+        args = parse_flags(build_parser, argv)
         data_dir = Path(args.data_dir)
         if not data_dir.is_dir():
             raise UsageError(f"{str(data_dir)!r} is not a readable folder: "

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Union
 from ..errors import UsageError
 from ..run.window import WINDOW_FRACTION, MaxExamplesResult, search_max_examples
 from ..infra.masking import register, scrub
-from .parser import ArgumentParser, add_plugin_flag, load_plugins
+from .parser import ArgumentParser, add_plugin_flag, parse_flags
 
 if TYPE_CHECKING:
     from ..backends import Backend
@@ -72,10 +72,8 @@ def _short(text: str, limit: int = 200) -> str:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     start = time.perf_counter()
-    argv = sys.argv[1:] if argv is None else list(argv)
     try:
-        load_plugins(argv)
-        args = build_parser().parse_args(argv)
+        args = parse_flags(build_parser, argv)
         register(args.api_key)  # never shown
         for flag in ("base_url", "api_key"):
             if getattr(args, flag) and args.backend not in API_COUNTERS:

@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+def parse_standin_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     """(the stand-in's options, the command after ``--``: [] when none)."""
     words = list(argv)
     command = words[words.index("--") + 1:] if "--" in words else []

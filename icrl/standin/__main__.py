@@ -11,7 +11,7 @@ import sys
 import threading
 from typing import Optional, Sequence
 
-from ..cli.standin import parse
+from ..cli.standin import parse_standin_args
 from ..errors import UsageError
 from . import STANDINS, StandIn, start_standin
 
@@ -30,7 +30,7 @@ def lines(api: str, server: StandIn, silent: bool, stuck: bool) -> list[str]:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
-        args, command = parse(sys.argv[1:] if argv is None else argv)
+        args, command = parse_standin_args(sys.argv[1:] if argv is None else argv)
         server = start_standin(args.api, args.model, args.port, args.window, args.silent, args.stuck)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)

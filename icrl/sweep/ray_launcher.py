@@ -362,7 +362,7 @@ def preflight(opts: SweepOptions) -> None:
     check_reachable(opts.ray_address)
 
 
-def run_all(runs: Sequence[Run], opts: SweepOptions, progress: bool = True) -> dict[int, Outcome]:
+def run_on_ray(runs: Sequence[Run], opts: SweepOptions, progress: bool = True) -> dict[int, Outcome]:
     """run_sweep.py --ray: outcomes by run index (see the module docstring)."""
     ray = import_ray()
     outcomes: dict[int, Outcome] = {}

@@ -169,9 +169,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"sweep{shard}: {len(runs)} runs")
         tic = time.perf_counter()
         if opts.ray:
-            from .ray_launcher import run_all as run_all_on_ray
+            from .ray_launcher import run_on_ray
 
-            outcomes = run_all_on_ray(runs, opts)
+            outcomes = run_on_ray(runs, opts)
         else:
             outcomes = run_all(runs, opts.max_parallel)
     except UsageError as exc:

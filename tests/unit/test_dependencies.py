@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 # Imported only by an optional backend or option, each inside the code that needs it.
 OPTIONAL = {"vllm": "vllm", "psutil": "vllm", "openai": "openai", "anthropic": "anthropic", "wandb": "wandb", "ray": "ray",
-            "google": "gemini", "httpx2": "gemini"}
+            "google": "gemini", "httpx2": "gemini", "llama_cpp": "llamacpp"}
 
 
 def _name(requirement: str) -> str:

@@ -147,7 +147,9 @@ def count_tokens(args: CountOptions) -> int:
               f"to count: left out")
         runs = runs[runs["learner"].isna()]
     if runs.empty:
-        raise UsageError(f"no finished run under {args.data_dir!r} matches the filters")
+        damaged = sum(note.startswith("damaged run ") for note in results.notes)
+        hint = f" ({damaged} damaged: run_experiment.py with the run's flags repairs it)" if damaged else ""
+        raise UsageError(f"no finished run under {args.data_dir!r} matches the filters{hint}")
     billed = billed_runs(results, runs.index, prices)
     tic = time.perf_counter()
     labels = distinct_labels(runs) if len(runs) else {}

@@ -39,5 +39,7 @@ def test_a_wrong_record_field_gets_the_resumes_verdict(finished, tmp_path, capsy
     if expected is not None:
         assert code == 2 and captured.err.strip() == expected
     else:
-        assert code == 2 and f"damaged run {run_dir}" in captured.out and "no finished run" in captured.err
+        assert code == 2 and f"damaged run {run_dir}" in captured.out
+        assert captured.err.strip().endswith("matches the filters (1 damaged: run_experiment.py with the run's flags "
+                                             "repairs it)"), captured.err
     assert files_under(out) == before and not (tmp_path / "t.csv").exists()

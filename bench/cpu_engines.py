@@ -39,7 +39,6 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -56,16 +55,13 @@ STARTED_WITH = threads.apply()  # before torch loads
 
 from llamacpp_engine import LlamaCppEngine  # noqa: E402
 from engine_calls import first_choice_logprobs, prefill_seconds, record_demo_calls, uncapped_logprobs  # noqa: E402
-from prefix_reuse import data_dir, icrl_context, test_prompts  # noqa: E402
+from prefix_reuse import (add_engine_process_flags, data_dir, icrl_context, in_own_process,  # noqa: E402
+                          machine_load, test_prompts, timed)
 
 import icrl.backends as backends  # noqa: E402
 from icrl.tasks import load_task  # noqa: E402
 
 ENGINES = ("torch", "vllm", "llamacpp-f16", "llamacpp-q8_0", "llamacpp-f32", "llamacpp-shipped")
-
-
-def load_text() -> str:
-    return "loadavg " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
 def load_engine(engine: str):
@@ -121,7 +117,7 @@ def interleaved(args) -> None:
     for backend in loaded.values():
         backend.predict(calls[0]["prompts"], calls[0]["labels"], 0.0, 0)  # first-call overheads
     seconds = dict.fromkeys(loaded, 0.0)
-    print(f"interleaved: {len(calls)} calls, {sum(len(c['prompts']) for c in calls)} prompts; {load_text()}")
+    print(f"interleaved: {len(calls)} calls, {sum(len(c['prompts']) for c in calls)} prompts; {machine_load()}")
     for call in calls:
         for engine, backend in loaded.items():
             _, took = timed(backend.predict, call["prompts"], call["labels"], call["temperature"], call["seed"])
@@ -130,12 +126,12 @@ def interleaved(args) -> None:
     for engine, took in seconds.items():
         print(f"{engine}: {took:.1f} s" + (f", {ref / took:.2f}x torch" if ref else "")
               + f" [{settings(engine, loaded[engine])}]")
-    print(f"end: {load_text()}")
+    print(f"end: {machine_load()}")
 
 
 def measure(engine: str, args) -> dict:
     """Everything one engine does, in this process alone."""
-    out: dict = {"engine": engine, "load_start": load_text()}
+    out: dict = {"engine": engine, "load_start": machine_load()}
     backend, out["load_s"] = timed(load_engine, engine)
     out["settings"] = settings(engine, backend)
     out["prefill"] = {n: prefill_seconds(engine, backend, n, args.reps) for n in args.lengths}
@@ -155,16 +151,10 @@ def measure(engine: str, args) -> dict:
     shared, seconds = timed(backend.predict, prompts, task.labels, 0.0, 0)
     out["shared"] = {"seconds": seconds, "labels": shared, "prompts": len(prompts),
                      "prompt_tokens": sum(backend.count_tokens(p) for p in prompts)}
-    out["load_end"] = load_text()
+    out["load_end"] = machine_load()
     if hasattr(backend, "close"):
         backend.close()
     return out
-
-
-def timed(fn, *args, **kwargs):
-    tic = time.perf_counter()
-    value = fn(*args, **kwargs)
-    return value, time.perf_counter() - tic
 
 
 def line(r: dict) -> str:
@@ -227,8 +217,7 @@ def main() -> None:
     parser.add_argument("--interleave", type=int, default=None, metavar="N",
                         help="instead: the first N recorded calls (0: all), each sent to every engine in turn, "
                              "in one process (torch and llama.cpp only)")
-    parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)  # one engine, in this process
-    parser.add_argument("--json", default=None, help=argparse.SUPPRESS)
+    add_engine_process_flags(parser)
     args = parser.parse_args()
     if args.engine:
         Path(args.json).write_text(json.dumps(measure(args.engine, args)))
@@ -238,24 +227,21 @@ def main() -> None:
         return
     # One thread count for the whole sitting: the harness's choice now, else one per usable CPU.
     os.environ.setdefault("OMP_NUM_THREADS", str(len(os.sched_getaffinity(0))))
-    print(f"start: {load_text()}; {STARTED_WITH}; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} for every "
+    print(f"start: {machine_load()}; {STARTED_WITH}; OMP_NUM_THREADS={os.environ['OMP_NUM_THREADS']} for every "
           f"engine, each in a process of its own", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         if args.calls is None:
             args.calls = str(Path(tmp) / "calls.json")
             seconds = record_demo_calls(Path(args.calls), args.data_dir)
-            print(f"recorded the demo's retrieval run on torch: {seconds:.1f} s end to end; {load_text()}", flush=True)
+            print(f"recorded the demo's retrieval run on torch: {seconds:.1f} s end to end; {machine_load()}", flush=True)
         rounds = []
         for k in range(args.rounds):
             results: dict = {}
             for engine in args.engines:
-                path = Path(tmp) / f"{engine}-{k}.json"
-                words = [sys.executable, __file__, "--engine", engine, "--json", str(path), "--calls", args.calls,
-                         "--reps", str(args.reps), "--greedy_prompts", str(args.greedy_prompts),
+                words = ["--calls", args.calls, "--reps", str(args.reps), "--greedy_prompts", str(args.greedy_prompts),
                          "--shared_prompts", str(args.shared_prompts), "--context_tokens", str(args.context_tokens),
-                         "--lengths", *args.lengths]
-                subprocess.run(words + (["--data_dir", args.data_dir] if args.data_dir else []), check=True)
-                results[engine] = json.loads(path.read_text())
+                         "--lengths", *args.lengths] + (["--data_dir", args.data_dir] if args.data_dir else [])
+                results[engine] = in_own_process(__file__, engine, Path(tmp) / f"{engine}-{k}.json", words)
                 print(f"[round {k + 1}] {line(results[engine])}", flush=True)
             rounds.append(results)
     if "torch" in rounds[0]:
@@ -263,7 +249,7 @@ def main() -> None:
     table(rounds)
     if args.out:
         Path(args.out).write_text(json.dumps(rounds))
-    print(f"end: {load_text()}")
+    print(f"end: {machine_load()}")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import icrl.backends as backends
+from prefix_reuse import timed_runs  # the caller put bench/ on sys.path
 
 VOCAB_SEED = 0
 
@@ -71,15 +72,7 @@ def random_ids(n: int, vocab: int = 49152) -> list[int]:
 
 def prefill_seconds(engine: str, backend, n: int, reps: int) -> list[float]:
     """Seconds of ``reps`` prefills of n random tokens, after one warm-up."""
-    ids = random_ids(int(n))
-    run = _prefill(engine, backend, ids)
-    run()
-    times = []
-    for _ in range(reps):
-        tic = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - tic)
-    return times
+    return timed_runs(_prefill(engine, backend, random_ids(int(n))), reps)
 
 
 def _prefill(engine: str, backend, ids):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,7 +29,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from prefix_reuse import data_dir, icrl_context, machine_load, test_prompts, timed  # noqa: E402
+from prefix_reuse import (add_engine_process_flags, data_dir, icrl_context, in_own_process,  # noqa: E402
+                          machine_load, test_prompts, timed)
 
 import icrl.backends as backends  # noqa: E402
 from icrl.cli.run import main as run_experiment  # noqa: E402
@@ -118,8 +118,7 @@ def main() -> None:
     parser.add_argument("--context_tokens", type=int, default=1500)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--engines", nargs="+", default=["transformers", "vllm"])
-    parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)  # one engine, in this process
-    parser.add_argument("--json", default=None, help=argparse.SUPPRESS)
+    add_engine_process_flags(parser)
     args = parser.parse_args()
     if args.engine:
         Path(args.json).write_text(json.dumps(measure(args.engine, args)))
@@ -128,12 +127,9 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for engine in args.engines:
-            path = Path(tmp) / f"{engine}.json"
-            words = [sys.executable, __file__, "--engine", engine, "--json", str(path), "--model", args.model,
-                     "--prompts", str(args.prompts), "--context_tokens", str(args.context_tokens),
+            words = ["--model", args.model, "--prompts", str(args.prompts), "--context_tokens", str(args.context_tokens),
                      "--steps", str(args.steps)] + (["--data_dir", args.data_dir] if args.data_dir else [])
-            subprocess.run(words, check=True)
-            results[engine] = r = json.loads(path.read_text())
+            results[engine] = r = in_own_process(__file__, engine, Path(tmp) / f"{engine}.json", words)
             t = r["test_step"]
             print(f"{engine}: load {r['load_s']:.1f} s ({r['describe']}); (a) {len(t['predictions'])} prompts of "
                   f"{r['prompt_lengths'][0]}-{r['prompt_lengths'][1]} tokens: {t['seconds']:.2f} s"

@@ -14,8 +14,10 @@ Data: --data_dir, else $ICRL_DATA_DIR, else ../shared/datasets next to the repos
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -73,6 +75,18 @@ def timed(fn, *args, **kwargs):
     return out, time.perf_counter() - start
 
 
+def timed_runs(fn, reps: int) -> list[float]:
+    """Wall seconds of each of ``reps`` calls of ``fn()``, after one untimed warm-up call
+    (first-call allocations and kernel selection)."""
+    fn()
+    times = []
+    for _ in range(reps):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def test_step(backend, prompts, labels, reuse: bool) -> tuple[list[str], float, dict]:
     backend.prefix_reuse = reuse
     backend.reset_cache()
@@ -80,6 +94,20 @@ def test_step(backend, prompts, labels, reuse: bool) -> tuple[list[str], float, 
     start = time.perf_counter()
     predictions = backend.predict(prompts, labels, temperature=0.0, seed=0)
     return predictions, time.perf_counter() - start, dict(backend.stats)
+
+
+def add_engine_process_flags(parser: argparse.ArgumentParser) -> None:
+    """The hidden flags of a benchmark that measures each engine in a process of its own
+    (``in_own_process``): the engine to measure here, and the JSON file for its figures."""
+    parser.add_argument("--engine", default=None, help=argparse.SUPPRESS)  # one engine, in this process
+    parser.add_argument("--json", default=None, help=argparse.SUPPRESS)
+
+
+def in_own_process(script: str, engine: str, path: Path, words: list) -> dict:
+    """Run ``script`` for ``engine`` alone in a new process (its other flags: ``words``) and
+    return the figures it wrote to ``path``: no engine's threads, caches or memory meet another's."""
+    subprocess.run([sys.executable, script, "--engine", engine, "--json", str(path), *words], check=True)
+    return json.loads(path.read_text())
 
 
 def machine_load() -> str:

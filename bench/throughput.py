@@ -20,7 +20,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -36,16 +35,7 @@ STARTED_WITH = threads.apply()  # before torch loads
 from busy import add_apart_flag, busy, busy_text, load_text  # noqa: E402
 
 from icrl.backends import load_backend  # noqa: E402
-
-
-def timed(fn, reps: int) -> list[float]:
-    fn()  # warm-up: first-call allocations and kernel selection
-    times = []
-    for _ in range(reps):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return times
+from prefix_reuse import timed_runs  # noqa: E402
 
 
 def measure(args, backend, params: int, embedding: int) -> None:
@@ -56,7 +46,7 @@ def measure(args, backend, params: int, embedding: int) -> None:
     n = args.matmul_size
     a = torch.randn(n, n, dtype=torch.float32)
     b = torch.randn(n, n, dtype=torch.float32)
-    mm = timed(lambda: torch.matmul(a, b), max(args.reps, 5))
+    mm = timed_runs(lambda: torch.matmul(a, b), max(args.reps, 5))
     mm_rate = 2 * n ** 3 / min(mm) / 1e9
     print(f"float32 matmul {n}x{n}: {mm_rate:.1f} GFLOP/s best, "
           f"{2 * n ** 3 / statistics.median(mm) / 1e9:.1f} median of {len(mm)}")
@@ -70,7 +60,7 @@ def measure(args, backend, params: int, embedding: int) -> None:
             with torch.inference_mode():
                 model(input_ids=ids, use_cache=False, logits_to_keep=1)
 
-        times = timed(forward, args.reps)
+        times = timed_runs(forward, args.reps)
         best, median = min(times), statistics.median(times)
         implied = 2 * params * length / best / 1e9
         implied_body = 2 * (params - embedding) * length / best / 1e9

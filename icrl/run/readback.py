@@ -6,9 +6,10 @@ study report, the token counter, the benchmark score): the checks a resume makes
     run.problems                  # what a resume repairs or recomputes; [] for a finished run
 
 ``read_run`` reads the run's log (``icrl.records.log.read_log``) and refuses it where a resume
-refuses it (config.json missing, unreadable, of other types or contradicting itself; a training
-line the steps after it depend on). It then loads the run's data from the raw files at hand
-(``icrl.tasks.data_at_hand``: never the Hugging Face Hub) and runs the resume's records check
+refuses it (config.json missing, unreadable, of other types or contradicting itself; made with
+a plugin that is not loaded, or has changed; a training line the steps after it depend on). It
+then loads the run's data from the raw files at hand (``icrl.tasks.data_at_hand``: never the
+Hugging Face Hub) and runs the resume's records check
 on it (``icrl.run.rebuild``: config.json against the data, every line against the line the run
 rebuilds), writing nothing: its refusals are the reader's, its repairs the lines the reader
 shows and its notes the run's problems. Without the run's data (no raw files at hand, another

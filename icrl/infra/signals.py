@@ -9,7 +9,9 @@ request.
 
 ``install(handler)`` sets the handlers (main thread only) and returns what to ``restore``;
 a signal that lands inside Python's import machinery (where an exception can be swallowed)
-is delivered again 50 ms later, and raised by ``check()`` at the latest (the run checks
+is delivered again 50 ms later, and so is one whose exception a C extension swallowed and
+handed to ``sys.unraisablehook`` (a uvloop or pydantic-core callback: "Exception ignored in
+..."; said nowhere, since the stop is still to come); it is raised by ``check()`` at the latest (the run checks
 before each step, the server backend after each batch of requests), as is one raised where a
 library swallowed it (asyncio's callbacks catch every exception); after a stop, ``ignore_signals()``
 keeps a second signal from cutting the saving or the exit short; ``say(message)`` puts the message
@@ -109,14 +111,36 @@ def _in_import(frame: Optional[FrameType]) -> bool:
     return frame is not None and "importlib._bootstrap" in frame.f_code.co_filename
 
 
+def _deliver_again(signum: int) -> None:
+    """Send ``signum`` to this process again in 50 ms, unless ``check()`` or ``restore()`` has
+    dealt with the stop by then (a default handler put back must not meet it)."""
+    def again() -> None:
+        if signum in _pending:
+            os.kill(os.getpid(), signum)
+    timer = threading.Timer(0.05, again)
+    timer.daemon = True
+    timer.start()
+
+
+def _on_unraisable(unraisable: Any) -> None:
+    """A stop raised where a C extension could only print it ("Exception ignored in ..."):
+    delivered again instead of printed. Anything else goes to the hook that was there."""
+    exc = getattr(unraisable, "exc_value", None)
+    if isinstance(exc, (KeyboardInterrupt, Interrupted)) and _pending:
+        _deliver_again(next(iter(_pending)))
+        return
+    _hook_before(unraisable)
+
+
+_hook_before: Callable[[Any], Any] = sys.unraisablehook
+
+
 def _stopper(handler: Handler) -> Handler:
     def on_signal(signum: int, frame: Optional[FrameType]) -> None:
         _count(signum)
         if _in_import(frame):  # deliver it again in a moment, and at the next check() at the latest
             _pending[signum] = handler
-            timer = threading.Timer(0.05, os.kill, (os.getpid(), signum))
-            timer.daemon = True
-            timer.start()
+            _deliver_again(signum)
             return
         _pending.clear()
         _pending[signum] = handler  # kept: raised again by check() if a library swallows this one
@@ -146,8 +170,11 @@ def install(handler: Handler) -> Previous:
     Returns the previous handlers for ``restore`` ({} outside the main thread)."""
     if not _main_thread():
         return {}
+    global _hook_before
     previous: Previous = {s: signal.getsignal(s) for s in HANDLED_SIGNALS}
     _pending.clear()
+    if sys.unraisablehook is not _on_unraisable:
+        _hook_before, sys.unraisablehook = sys.unraisablehook, _on_unraisable
     if previous[signal.SIGINT] is not signal.SIG_IGN:  # a background job of a shell ignores Ctrl-C
         signal.signal(signal.SIGINT, _stopper(_keyboard_interrupt))
     signal.signal(signal.SIGTERM, _stopper(handler))
@@ -196,6 +223,8 @@ def restore(previous: Mapping[int, AnyHandler]) -> None:
     if not _main_thread():
         return
     _pending.clear()
+    if sys.unraisablehook is _on_unraisable:
+        sys.unraisablehook = _hook_before
     for signum, handler in previous.items():
         signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
 

@@ -107,3 +107,31 @@ def test_a_ctrl_c_that_arrives_is_counted():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+class _StopsWhenCollected:
+    """SIGTERM sent while Python collects it: what the handler raises inside ``__del__`` cannot
+    propagate (as inside a uvloop or pydantic-core callback) and goes to ``sys.unraisablehook``."""
+
+    def __del__(self):
+        import os
+
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.3)  # the handler runs before this ends
+
+
+def test_a_stop_a_c_callback_swallows_is_delivered_again_not_printed(capsys):
+    from icrl.infra import signals
+
+    hook = sys.unraisablehook
+    previous = signals.install(signals.raise_interrupted)
+    try:
+        with pytest.raises(signals.Interrupted) as caught:
+            _StopsWhenCollected()  # collected at once: the stop is swallowed there ...
+            time.sleep(5)  # ... and raised again here, within 50 ms
+        assert caught.value.signum == signal.SIGTERM
+    finally:
+        signals.restore(previous)
+    assert sys.unraisablehook is hook
+    err = capsys.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err

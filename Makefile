@@ -18,6 +18,11 @@ ICRL_TOKENIZERS_DIR ?= $(shell test -d ../shared/tokenizers && cd ../shared/toke
 # What bench/gpu.py needs on a lent GPU, which has no package registry: Llama-3.1's tokenizer
 # and config and banking77's raw files (10 MB, under data/, which git ignores).
 GPU_ASSETS := data/gpu-assets
+# Python writes the bytecode of what it imports (under .venv and __pycache__/, which git ignores)
+# even where the environment says not to (PYTHONDONTWRITEBYTECODE=1, as in some containers): the
+# installs skip compiling (--no-compile below), so without it every process of the tests and
+# the demo compiles every module it imports from source again (8 s more per test worker).
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup setup-vllm lock lint test test-fast demo bench gpu-assets clean
 

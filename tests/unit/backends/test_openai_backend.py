@@ -389,12 +389,12 @@ def test_a_silent_server_is_given_up_on_and_a_busy_one_is_not():
 
     for alive in (False, True):
         cancelled = threading.Event()
-        watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, notice_s=0.1, dead_s=1.0,
+        watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, notice_s=0.1, dead_s=0.5,
                              probe=lambda: alive)
         with watch.watching(cancelled.set):
-            cancelled.wait(3.0)
+            cancelled.wait(1.5)  # three times the bound
         assert cancelled.is_set() is (not alive) and watch.dead is (not alive), alive
-        assert watch.dead_s == 1.0
+        assert watch.dead_s == 0.5
     assert SilenceWatch("u", timeout=20, retries=5).dead_s == 20  # --timeout, when shorter, bounds it
     assert SilenceWatch("u", timeout=600, retries=5).dead_s == 120
 
@@ -405,12 +405,12 @@ def test_a_silent_server_fails_in_one_line_at_its_bound_not_the_timeout_times_th
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with SilentServer() as server:
         tic = time.monotonic()
-        code = _run_against(server.base_url, tmp_path, "--timeout", "4", "--max_retries", "5")
+        code = _run_against(server.base_url, tmp_path, "--timeout", "2", "--max_retries", "5")
         seconds = time.monotonic() - tic
     err = [line for line in capsys.readouterr().err.strip().splitlines() if not line.startswith("waiting ")]
     assert code == 2 and len(err) == 1 and err[0].startswith("error: the server at " + server.base_url), err
-    assert "answered nothing for 4 s" in err[0]
-    assert seconds < 4 + 10, seconds  # not 6 tries of 4 s with backoff
+    assert "answered nothing for 2 s" in err[0]
+    assert seconds < 2 + 10, seconds  # not 6 tries of 2 s with backoff
 
 
 class PlainChatServer(FakeServer):
@@ -471,10 +471,10 @@ def test_the_waiting_line_says_whether_the_model_list_answers(capsys):
     for alive, said in ((True, "it answers its model list"), (False, "it does not answer its model list either")):
         for heard, bound in ((False, "it has answered no request yet: given up on after 60 s (--first_answer_timeout)"),
                              (True, "given up on after 1200 s")):
-            watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, notice_s=0.4, probe=lambda: alive)
+            watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, notice_s=0.2, probe=lambda: alive)
             watch.heard = heard
             with watch.watching(lambda: None, "token counts"):
-                time.sleep(0.8)
+                time.sleep(0.4)
             err = capsys.readouterr().err
             assert re.match(r"waiting [01] s for token counts from http://127\.0\.0\.1:9/v1; " + said, err), err
             assert bound in err

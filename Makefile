@@ -64,15 +64,17 @@ lint: $(STAMP)
 	$(BIN)/ruff check icrl
 	$(BIN)/mypy icrl
 
-# Every test: the fast ones (test-fast's) on two workers, then the others (real models, servers,
-# kills and timings) also on two workers: the CPU vLLM engine and most single runs compute on one core.
+# Every test: the fast ones (test-fast's) on three workers, then the others (real models, servers,
+# kills and timings) on two: the CPU vLLM engine and most single runs compute on one core.
 test: lint
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 tests/unit -m "not model and not vllm and not tokenizer"
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 3 tests/unit -m "not model and not vllm and not tokenizer"
 	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 --durations=25 --without-fast-unit
 
 # The fast tests: pure logic on the fake backend, no model, no large tokenizer (docs/development.md: its timing).
+# Three workers on two cores: some tests wait on clocks (marked `waits`), and the third worker
+# computes meanwhile.
 test-fast: $(STAMP)
-	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 2 tests/unit -m "not model and not vllm and not tokenizer"
+	HF_HUB_OFFLINE=1 $(BIN)/python -m pytest -q -n 3 tests/unit -m "not model and not vllm and not tokenizer"
 
 # The demo (run_experiment.py with no arguments: retrieval-context ICRL, the method that learns at
 # this size) writes to data/demo, then the paper's explorative ICRL and a zero-shot reference run

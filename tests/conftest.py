@@ -100,6 +100,25 @@ def pytest_xdist_make_scheduler(config, log):
     return SharedScheduling(config, log)
 
 
+def spread_waiting(items) -> None:
+    """Tests marked `waits` (they spend seconds on a clock, not on a core) spaced evenly through
+    the run rather than side by side: a worker that waits leaves its core to the other workers
+    (make test-fast runs one worker more than there are cores), and no two workers wait at once
+    as often. Every worker reorders alike, and xdist sends tests in that order."""
+    waiting = [item for item in items if item.get_closest_marker("waits")]
+    others = [item for item in items if not item.get_closest_marker("waits")]
+    if not waiting or not others:
+        return
+    at = {int((j + 0.5) * len(others) / len(waiting)): item for j, item in enumerate(waiting)}
+    spread = []
+    for k, item in enumerate(others):
+        if k in at:
+            spread.append(at[k])
+        spread.append(item)
+    spread += [item for item in waiting if item not in spread]
+    items[:] = spread
+
+
 def pytest_collection_modifyitems(config, items):
     listed_where_they_are(items)
     for item in items:
@@ -110,6 +129,7 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.vllm)
         if names & TOKENIZER_FIXTURES or any(item.nodeid.startswith(test) for test in TOKENIZER_TESTS):
             item.add_marker(pytest.mark.tokenizer)
+    spread_waiting(items)
     if config.getoption("--without-fast-unit"):
         def fast_unit(item) -> bool:
             return item.nodeid.startswith("tests/unit/") and not any(

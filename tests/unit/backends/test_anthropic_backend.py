@@ -115,6 +115,7 @@ def test_a_misbehaving_api_is_one_line(cue, words):
     assert "OpenAI" not in message and "/v1)" not in message  # its own advice, not the OpenAI-compatible server's
 
 
+@pytest.mark.waits
 def test_a_hanging_request_is_one_line_after_the_timeout_not_a_wait_for_ever():
     with FakeAnthropicServer(LABELS, fail=["hang"]) as server:
         b = backend(server, max_retries=0, timeout=1.0)
@@ -128,6 +129,7 @@ def test_a_hanging_request_is_one_line_after_the_timeout_not_a_wait_for_ever():
     assert server.base_url in message and seconds < 10
 
 
+@pytest.mark.waits
 def test_a_request_that_keeps_timing_out_is_given_up_on_after_two_timeouts_not_max_retries():
     """--max_retries 5 and a server that answers its model list but never a message: the
     request is tried once more after its timeout, then one line, 2 x --timeout after it was sent."""

@@ -135,6 +135,7 @@ def test_tokens_are_counted_by_the_api_once_per_text():
             backend.close()
 
 
+@pytest.mark.waits
 def test_a_429_is_retried_with_backoff():
     with GeminiServer(mode="429", failures=1) as server:
         backend = _load(server, max_retries=2)
@@ -154,6 +155,7 @@ def test_a_429_is_retried_with_backoff():
     ("blocked", {}, "no answer for a prompt of 'gemini-1.5-flash-8b': the prompt was blocked (PROHIBITED_CONTENT)"),
     ("empty", {}, "the candidate is empty (finish reason SAFETY)"),
 ])
+@pytest.mark.waits
 def test_what_cannot_go_on_is_one_line(mode, options, line):
     with GeminiServer(mode=mode) as server:
         backend = _load(server, **options)
@@ -167,6 +169,7 @@ def test_what_cannot_go_on_is_one_line(mode, options, line):
     assert "\n" not in message and KEY not in message
 
 
+@pytest.mark.waits
 def test_a_request_that_keeps_timing_out_is_given_up_on_after_two_timeouts_not_max_retries():
     """--max_retries 5 and a server that answers its model but never generateContent: the
     request is given up on 2 x --timeout after it was sent (the SDK's backoff of 1 s before its
@@ -246,6 +249,7 @@ def test_no_server_at_the_url_is_one_line():
         load_backend(MODEL, "gemini", base_url=f"http://127.0.0.1:{port}", api_key=KEY, max_retries=0)
 
 
+@pytest.mark.waits
 def test_no_network_is_one_line_in_seconds_saying_no_step_ran_and_no_wait_for_a_completion(tmp_path, capsys):
     """An API that cannot be reached (a host that does not resolve, as with no network): the model
     lookup is tried once more, not --max_retries times with backoff (38 s), and the line says that

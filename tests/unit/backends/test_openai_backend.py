@@ -173,6 +173,7 @@ def test_completions_mode_sends_rendered_prompts_concurrently(monkeypatch):
     backend.close()
 
 
+@pytest.mark.waits
 def test_auto_mode_falls_back_to_guided_choice_then_chat(monkeypatch):
     class OldServer(FakeServer):
         """A server that ignores structured_outputs (older vLLM): it answers free text."""
@@ -382,6 +383,7 @@ def test_a_chat_only_server_is_used_in_chat_mode_and_the_warning_says_why(tmp_pa
 
 
 # -- a server that never answers -------------------------------------------------------------------
+@pytest.mark.waits
 def test_a_silent_server_is_given_up_on_and_a_busy_one_is_not():
     """SilenceWatch: no answer and no model list for dead_s: cancelled (dead); a model list that
     answers keeps a slow request waiting."""
@@ -399,6 +401,7 @@ def test_a_silent_server_is_given_up_on_and_a_busy_one_is_not():
     assert SilenceWatch("u", timeout=600, retries=5).dead_s == 120
 
 
+@pytest.mark.waits
 def test_a_silent_server_fails_in_one_line_at_its_bound_not_the_timeout_times_the_tries(tmp_path, capsys, monkeypatch):
     from icrl.standin.openai_server import SilentServer
 
@@ -445,6 +448,7 @@ class StuckServer(FakeServer):
         return super().handle(method, path, body)
 
 
+@pytest.mark.waits
 def test_a_server_that_answers_its_model_list_but_no_completion_is_given_up_on_after_two_timeouts(
         tmp_path, capsys, monkeypatch):
     """A request that timed out is tried once more, not --max_retries more times; the line says
@@ -465,6 +469,7 @@ def test_a_server_that_answers_its_model_list_but_no_completion_is_given_up_on_a
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.waits
 def test_the_waiting_line_says_whether_the_model_list_answers(capsys):
     from icrl.backends.server_watch import SilenceWatch
 

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from icrl.backends.server_watch import SilenceWatch, no_first_answer
 
 
+@pytest.mark.waits
 def test_the_first_answer_bound_does_not_depend_on_the_timeout_and_ends_once_a_completion_answers(capsys):
     watch = SilenceWatch("http://127.0.0.1:9/v1", timeout=600, retries=5, first_s=0.5, probe=lambda: True,
                          notice_s=0.2)
@@ -24,6 +27,7 @@ def test_the_first_answer_bound_does_not_depend_on_the_timeout_and_ends_once_a_c
     assert len(cancelled) == 1 and not watch.dead
 
 
+@pytest.mark.waits
 def test_counting_tokens_is_not_cut_short_once_counts_answer():
     """A window search's calls of token counts that answer are not a dead server, however long they
     take before any completion was asked."""

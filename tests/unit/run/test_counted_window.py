@@ -35,6 +35,7 @@ def run(tmp_path, api, server, size: str, *extra):
     (60, "4", r"--max_context_examples 4: a context of 4 episodes of the task's shortest inputs already takes \d+ "
               r"tokens, more than the window of 60 tokens the API reports for {model}; lower --max_context_examples"),
 ])
+@pytest.mark.waits
 def test_a_context_the_apis_window_cannot_hold_is_one_line_before_the_run(api, window, size, said, tmp_path, capsys):
     with start_standin(api, [MODELS[api]], window=window) as server:
         code = run(tmp_path, api, server, size)

@@ -15,6 +15,7 @@ from icrl.standin import STANDINS, default_models, start_standin
 from icrl.standin.__main__ import main
 
 
+@pytest.mark.waits
 @pytest.mark.parametrize("api", list(STANDINS))
 def test_a_command_runs_with_the_standins_url_and_key_set(api, capfd):
     standin = STANDINS[api]
@@ -74,6 +75,7 @@ def test_a_port_taken_is_one_line(capsys):
                    f"or 0"], err
 
 
+@pytest.mark.waits
 def test_silent_accepts_and_answers_nothing():
     import socket
 

@@ -4,6 +4,8 @@ The engines a researcher with a CPU would pick for SmolLM2-135M-Instruct, each i
 its own, one after the other, ``--rounds`` times in the same order:
 
 - ``torch``: the transformers backend with the harness's defaults (float32);
+- ``torch-bf16``: the same backend with ``--dtype bfloat16`` (worth it on a CPU whose cores
+  multiply bfloat16 natively: AVX-512 BF16 or AMX);
 - ``vllm``: the vLLM backend on the CPU build (float32, its defaults);
 - ``llamacpp-f16``, ``llamacpp-q8_0`` (and ``llamacpp-f32``, ``llamacpp-shipped``: the package's
   own Q4_1 file): llama.cpp through llama-cpp-python on the embedded weights rewritten at that
@@ -61,12 +63,14 @@ from prefix_reuse import (add_engine_process_flags, data_dir, icrl_context, in_o
 import icrl.backends as backends  # noqa: E402
 from icrl.tasks import load_task  # noqa: E402
 
-ENGINES = ("torch", "vllm", "llamacpp-f16", "llamacpp-q8_0", "llamacpp-f32", "llamacpp-shipped")
+ENGINES = ("torch", "torch-bf16", "vllm", "llamacpp-f16", "llamacpp-q8_0", "llamacpp-f32", "llamacpp-shipped")
 
 
 def load_engine(engine: str):
     if engine == "torch":
         return backends.load_backend("smollm2-135m", "transformers")
+    if engine == "torch-bf16":
+        return backends.load_backend("smollm2-135m", "transformers", dtype="bfloat16")
     if engine == "vllm":
         uncapped_logprobs()
         return backends.load_backend("smollm2-135m", "vllm")
@@ -75,7 +79,7 @@ def load_engine(engine: str):
 
 def settings(engine: str, backend) -> str:
     """The engine's load and thread settings, in words."""
-    if engine == "torch":
+    if engine.startswith("torch"):
         import torch
 
         return (f"torch {torch.__version__}, {backend.dtype}, {torch.get_num_threads()} threads, "
@@ -109,8 +113,8 @@ def replay(backend, calls) -> dict:
 
 
 def interleaved(args) -> None:
-    """The replay's calls, each sent to every engine in turn in this one process (torch and
-    llama.cpp; vLLM's engine runs apart): the engines share the machine's load call by call."""
+    """The replay's calls, each sent to every engine in turn in this one process (torch,
+    torch-bf16 and llama.cpp; vLLM's engine runs apart): the engines share the machine's load call by call."""
     calls = json.loads(Path(args.calls).read_text())["calls"]
     calls = calls[:args.interleave] if args.interleave > 0 else calls
     loaded = {engine: load_engine(engine) for engine in args.engines}
@@ -216,7 +220,7 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="write every figure as JSON here")
     parser.add_argument("--interleave", type=int, default=None, metavar="N",
                         help="instead: the first N recorded calls (0: all), each sent to every engine in turn, "
-                             "in one process (torch and llama.cpp only)")
+                             "in one process (torch, torch-bf16 and llama.cpp only)")
     add_engine_process_flags(parser)
     args = parser.parse_args()
     if args.engine:

@@ -76,7 +76,7 @@ def prefill_seconds(engine: str, backend, n: int, reps: int) -> list[float]:
 
 
 def _prefill(engine: str, backend, ids):
-    if engine == "torch":
+    if engine.startswith("torch"):
         import torch
 
         tensor = torch.tensor([ids])
@@ -112,7 +112,7 @@ def first_choice_logprobs(engine: str, backend, prompts, labels) -> list[list[fl
         return _vllm_logprobs(backend, ids, options)
     out = []
     for x in ids:
-        logits = _torch_logits(backend, x) if engine == "torch" else backend.logits(x)
+        logits = _torch_logits(backend, x) if engine.startswith("torch") else backend.logits(x)
         z = logits.astype(np.float64)
         z = z - z.max()
         logp = z - np.log(np.exp(z).sum())

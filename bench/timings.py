@@ -50,6 +50,7 @@ class Timing:
     clone: str = ""          # "": in this checkout; "bare": a fresh clone; "setup": a fresh clone after make setup
     repeat: int = 1          # measured this many times; the median is the figure
     env: tuple = ()          # (name, value) set for the command
+    busy: int = 0            # processes that keep a core busy beside the command (another job's load)
 
 
 TIMINGS = (
@@ -64,6 +65,9 @@ TIMINGS = (
     Timing("test-fast", "make test-fast",
            (("docs/development.md", r"\| `test-fast` \| [^|]+\| ([^|]+) \|"),),
            cost="2-4 min"),
+    Timing("test-fast-busy", "make test-fast",
+           (("docs/development.md", r"\| `test-fast-busy` \| [^|]+\| ([^|]+) \|"),),
+           cost="2-4 min", busy=1),
     Timing("demo", "make demo",
            (("docs/development.md", r"\| `demo` \| [^|]+\| ([^|]+) \|"),
             ("README.md", r"Time: `make demo` from a fresh clone, its `\.venv` already set up, took ([^(]+?) in all")),
@@ -133,13 +137,19 @@ def measure(timing: Timing) -> dict:
                 subprocess.run(["make", "setup"], cwd=where, check=True, stdout=subprocess.DEVNULL)
         python = str(where / ".venv" / "bin" / "python") if (where / ".venv").is_dir() else sys.executable
         command = re.sub(r"^python ", f"{python} ", timing.command)
-        before, seconds, codes = load(), [], []
-        for _ in range(timing.repeat):
-            start = time.perf_counter()
-            done = subprocess.run(command, shell=True, cwd=where, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True)
-            seconds.append(time.perf_counter() - start)
-            codes.append(done.returncode)
+        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(timing.busy)]
+        try:
+            before, seconds, codes = load(), [], []
+            for _ in range(timing.repeat):
+                start = time.perf_counter()
+                done = subprocess.run(command, shell=True, cwd=where, env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True)
+                seconds.append(time.perf_counter() - start)
+                codes.append(done.returncode)
+        finally:
+            for proc in busy:
+                proc.kill()
+                proc.wait()
         tail = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
     return {"seconds": statistics.median(seconds), "runs": seconds, "exit": codes, "load_before": before,
             "load_after": load(), "last_line": tail[0] if tail else ""}
@@ -149,6 +159,7 @@ def report(timing: Timing, result: dict) -> str:
     runs = f" (median of {len(result['runs'])}: {', '.join(duration(s) for s in result['runs'])})" \
         if len(result["runs"]) > 1 else ""
     place = "a fresh clone" if timing.clone else "this checkout"
+    place += f", {timing.busy} busy process{'es' if timing.busy > 1 else ''} beside it" if timing.busy else ""
     lines = [f"{timing.name}: `{timing.command}` in {place}: {duration(result['seconds'])}{runs}, "
              f"exit {'/'.join(map(str, sorted(set(result['exit']))))}; load {result['load_before']} -> "
              f"{result['load_after']}"]
@@ -178,7 +189,8 @@ def main(argv=None) -> int:
     args = parse(argv)
     if args.list:
         for t in TIMINGS:
-            print(f"{t.name}: `{t.command}`{' (fresh clone)' if t.clone else ''}; {t.cost}"
+            print(f"{t.name}: `{t.command}`{' (fresh clone)' if t.clone else ''}"
+                  f"{f' ({t.busy} busy process beside it)' if t.busy else ''}; {t.cost}"
                   f"{'; quick' if t.quick else ''}")
         return 0
     if args.check:

@@ -20,7 +20,8 @@ def test_every_documented_timing_is_where_the_script_reads_it():
     done = timings("--check")
     assert done.returncode == 0, done.stdout + done.stderr
     listed = timings("--list").stdout.splitlines()
-    assert [line.split(":")[0] for line in listed] == ["refusal", "estimate", "test-fast", "demo", "ci"]
+    assert [line.split(":")[0] for line in listed] == ["refusal", "estimate", "test-fast", "test-fast-busy",
+                                                              "demo", "ci"]
 
 
 def test_a_timing_is_printed_beside_the_documented_one_with_the_machine_and_the_load():
@@ -37,3 +38,34 @@ def test_a_timing_is_printed_beside_the_documented_one_with_the_machine_and_the_
 def test_an_unknown_timing_is_refused():
     done = timings("--only", "no_such_timing")
     assert done.returncode == 2 and "unknown timing 'no_such_timing'" in done.stderr
+
+
+BUSY = "while True: pass"
+FIND_BUSY = ("python -c \"import pathlib, sys; sys.exit(0 if any(b'while True' + b': pass' in p.read_bytes() "
+             "for p in pathlib.Path('/proc').glob('[0-9]*/cmdline') if p.exists()) else 1)\"")
+
+
+def _busy_pids() -> list:
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if BUSY.encode() in cmdline.read_bytes():
+                pids.append(cmdline.parent.name)
+        except OSError:
+            pass
+    return pids
+
+
+def test_a_timing_under_load_runs_its_command_beside_a_busy_process_and_stops_it_after():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("timings", REPO / "bench" / "timings.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["timings"] = module  # its dataclass looks its module up
+    spec.loader.exec_module(module)
+    before = _busy_pids()
+    result = module.measure(module.Timing("busy", FIND_BUSY, (), cost="a second", busy=1))
+    assert result["exit"] == [0]  # the command saw the busy process beside it
+    assert _busy_pids() == before  # and it is gone
+    quiet = module.measure(module.Timing("quiet", FIND_BUSY, (), cost="a second"))
+    assert quiet["exit"] == [1] or before  # none beside a timing without one

@@ -486,3 +486,22 @@ def test_a_reasoning_run_on_the_model_resumes_to_the_same_records(smollm2, tmp_p
     assert resumed == whole
     assert all(isinstance(r["reasoning"], str) and r["reasoning_tokens"] >= 1 for r in whole["train"])
     assert all(len(r["reasoning"]) == 2 for r in whole["test"])
+
+
+@pytest.mark.model
+def test_bfloat16_on_a_cpu_keeps_float32s_greedy_labels(backend, banking):
+    """--dtype bfloat16 on a CPU (1.5x float32 on the demo's retrieval run where the cores
+    multiply bfloat16 natively: docs/benchmarks.md): the model loads in bfloat16, and a test
+    step's greedy labels are mostly float32's, not another model's (here 13 of 16; 57 of 64 in
+    the benchmark's step after a 1,500-token context): bfloat16 rounds the logits enough to turn
+    near ties."""
+    import torch
+
+    half = load_backend("smollm2-135m", "transformers", dtype="bfloat16")
+    assert half.describe()["dtype"] == "bfloat16" and half.model.dtype == torch.bfloat16
+    prompts = render_step(backend, banking, icrl_context(banking, 8), 16)
+    full, _ = run(backend, prompts, banking.labels, 0.0)
+    mine, _ = run(half, prompts, banking.labels, 0.0)
+    same = sum(a == b for a, b in zip(mine, full))
+    print(f"bfloat16 kept {same} of {len(full)} float32 greedy labels")
+    assert same >= 10, (mine, full)

@@ -32,6 +32,8 @@ from icrl.method.episode import Episode  # noqa: E402
 from icrl.method.prompts import build_messages  # noqa: E402
 from icrl.tasks import load_task  # noqa: E402
 
+from busy import load_text as machine_load  # noqa: E402 - the load beside a figure, for the scripts here
+
 
 def data_dir(arg: str | None) -> Path:
     if arg:
@@ -108,11 +110,6 @@ def in_own_process(script: str, engine: str, path: Path, words: list) -> dict:
     return the figures it wrote to ``path``: no engine's threads, caches or memory meet another's."""
     subprocess.run([sys.executable, script, "--engine", engine, "--json", str(path), *words], check=True)
     return json.loads(path.read_text())
-
-
-def machine_load() -> str:
-    """Other processes on the machine skew every figure: print the load with them."""
-    return "load average " + ", ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} CPUs"
 
 
 def main() -> None:

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from busy import busy  # bench/, on sys.path as this script's folder
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"  # a fresh clone in a temporary folder has no ../shared: named by the environment
 TOKENIZERS = SHARED / "tokenizers"
@@ -50,7 +52,7 @@ class Timing:
     clone: str = ""          # "": in this checkout; "bare": a fresh clone; "setup": a fresh clone after make setup
     repeat: int = 1          # measured this many times; the median is the figure
     env: tuple = ()          # (name, value) set for the command
-    busy: int = 0            # processes that keep a core busy beside the command (another job's load)
+    busy: int = 0            # busy processes beside the command (bench/busy.py: another job's load)
 
 
 TIMINGS = (
@@ -137,8 +139,7 @@ def measure(timing: Timing) -> dict:
                 subprocess.run(["make", "setup"], cwd=where, check=True, stdout=subprocess.DEVNULL)
         python = str(where / ".venv" / "bin" / "python") if (where / ".venv").is_dir() else sys.executable
         command = re.sub(r"^python ", f"{python} ", timing.command)
-        busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(timing.busy)]
-        try:
+        with busy(timing.busy):
             before, seconds, codes = load(), [], []
             for _ in range(timing.repeat):
                 start = time.perf_counter()
@@ -146,10 +147,6 @@ def measure(timing: Timing) -> dict:
                                       stderr=subprocess.PIPE, text=True)
                 seconds.append(time.perf_counter() - start)
                 codes.append(done.returncode)
-        finally:
-            for proc in busy:
-                proc.kill()
-                proc.wait()
         tail = done.stderr.strip().splitlines()[-1:] if done.stderr.strip() else []
     return {"seconds": statistics.median(seconds), "runs": seconds, "exit": codes, "load_before": before,
             "load_after": load(), "last_line": tail[0] if tail else ""}

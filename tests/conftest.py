@@ -109,14 +109,11 @@ def spread_waiting(items) -> None:
     others = [item for item in items if not item.get_closest_marker("waits")]
     if not waiting or not others:
         return
-    at = {int((j + 0.5) * len(others) / len(waiting)): item for j, item in enumerate(waiting)}
-    spread = []
-    for k, item in enumerate(others):
-        if k in at:
-            spread.append(at[k])
-        spread.append(item)
-    spread += [item for item in waiting if item not in spread]
-    items[:] = spread
+    # The others keep their order; the j-th waiting test goes to the middle of the j-th of
+    # len(waiting) equal stretches of them.
+    place = {id(item): float(k) for k, item in enumerate(others)}
+    place.update({id(item): (j + 0.5) * len(others) / len(waiting) - 0.5 for j, item in enumerate(waiting)})
+    items.sort(key=lambda item: place[id(item)])
 
 
 def pytest_collection_modifyitems(config, items):
